@@ -1,0 +1,279 @@
+//! Primitive encodings shared by every structure: little-endian integers, LEB128 varints,
+//! length-prefixed byte strings, and a bounds-checked reading cursor.
+
+use crate::error::{DecodeError, DecodeErrorKind};
+
+/// Appends `v` as an unsigned LEB128 varint (1 to 10 bytes).
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Number of bytes `put_varint` writes for `v`.
+pub fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Appends a varint length followed by the bytes.
+pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+/// Appends an optional byte string: a 0 byte for `None`, or a 1 byte then [`put_bytes`].
+pub fn put_opt_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
+    match b {
+        None => out.push(0),
+        Some(b) => {
+            out.push(1);
+            put_bytes(out, b);
+        }
+    }
+}
+
+/// CRC-32 (IEEE) of the concatenation of `parts`.
+pub fn crc32(parts: &[&[u8]]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize()
+}
+
+/// A bounds-checked reader over a byte slice. Every failure names the structure being decoded
+/// and the absolute offset (`base` + position).
+#[derive(Debug, Clone)]
+pub struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    base: u64,
+    what: &'static str,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor over `buf`, reporting errors as `what` at offsets starting from `base`.
+    pub fn new(buf: &'a [u8], what: &'static str, base: u64) -> Self {
+        Cursor {
+            buf,
+            pos: 0,
+            base,
+            what,
+        }
+    }
+
+    /// Current position within the slice.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Absolute offset of the current position.
+    pub fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    /// True when every byte has been consumed.
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    /// The unread bytes.
+    pub fn rest(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or(&[])
+    }
+
+    /// An error of kind `kind` at the current position.
+    pub fn err(&self, kind: DecodeErrorKind) -> DecodeError {
+        DecodeError::new(self.what, self.offset(), kind)
+    }
+
+    /// An [`DecodeErrorKind::Invalid`] error at the current position.
+    pub fn invalid(&self, msg: impl Into<String>) -> DecodeError {
+        self.err(DecodeErrorKind::Invalid(msg.into()))
+    }
+
+    /// Takes the next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .ok_or_else(|| self.err(DecodeErrorKind::Truncated))?;
+        let s = self
+            .buf
+            .get(self.pos..end)
+            .ok_or_else(|| self.err(DecodeErrorKind::Truncated))?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    /// Takes a fixed-size array.
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let s = self.take(N)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(s);
+        Ok(a)
+    }
+
+    /// Reads one byte.
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    /// Reads a little-endian u32.
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    /// Reads a little-endian u64.
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    /// Reads an unsigned LEB128 varint of at most 10 bytes.
+    pub fn varint(&mut self) -> Result<u64, DecodeError> {
+        let start = self.pos;
+        let mut v: u64 = 0;
+        for i in 0..10u32 {
+            let b = match self.buf.get(self.pos) {
+                Some(b) => *b,
+                None => {
+                    self.pos = start;
+                    return Err(self.err(DecodeErrorKind::Truncated));
+                }
+            };
+            self.pos += 1;
+            if i == 9 && b > 1 {
+                self.pos = start;
+                return Err(self.invalid("varint overflows 64 bits"));
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        self.pos = start;
+        Err(self.invalid("varint longer than 10 bytes"))
+    }
+
+    /// Reads a varint that must fit in `usize` and be at most `max`.
+    pub fn varint_len(&mut self, max: usize, field: &str) -> Result<usize, DecodeError> {
+        let at = self.offset();
+        let v = self.varint()?;
+        if v > max as u64 {
+            return Err(DecodeError::invalid(
+                self.what,
+                at,
+                format!("{field} {v} exceeds limit {max}"),
+            ));
+        }
+        Ok(v as usize)
+    }
+
+    /// Reads a count of items each at least `min_item_bytes` long, rejecting counts the remaining
+    /// bytes cannot hold (so a hostile count never drives a large allocation).
+    pub fn count(&mut self, min_item_bytes: usize, field: &str) -> Result<usize, DecodeError> {
+        let max = self.remaining() / min_item_bytes.max(1);
+        self.varint_len(max, field)
+    }
+
+    /// Reads a varint-length-prefixed byte string.
+    pub fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.varint()?;
+        if n > self.remaining() as u64 {
+            return Err(self.err(DecodeErrorKind::Truncated));
+        }
+        self.take(n as usize)
+    }
+
+    /// Reads a varint-length-prefixed UTF-8 string.
+    pub fn string(&mut self) -> Result<&'a str, DecodeError> {
+        let at = self.offset();
+        let b = self.bytes()?;
+        std::str::from_utf8(b)
+            .map_err(|_| DecodeError::invalid(self.what, at, "string is not valid UTF-8"))
+    }
+
+    /// Reads an optional byte string written by [`put_opt_bytes`].
+    pub fn opt_bytes(&mut self) -> Result<Option<&'a [u8]>, DecodeError> {
+        match self.u8()? {
+            0 => Ok(None),
+            1 => Ok(Some(self.bytes()?)),
+            t => Err(self.invalid(format!("optional flag {t} is neither 0 nor 1"))),
+        }
+    }
+
+    /// Fails unless every byte was consumed.
+    pub fn finish(&self) -> Result<(), DecodeError> {
+        if self.is_empty() {
+            Ok(())
+        } else {
+            Err(self.invalid(format!("{} unexpected trailing bytes", self.remaining())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    #[test]
+    fn varint_round_trips_and_has_documented_lengths() {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            u32::MAX as u64,
+            u64::MAX,
+        ] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out.len(), varint_len(v));
+            let mut c = Cursor::new(&out, "t", 0);
+            assert_eq!(c.varint().unwrap(), v);
+            assert!(c.is_empty());
+        }
+        let mut out = Vec::new();
+        put_varint(&mut out, 300);
+        assert_eq!(out, [0xac, 0x02]);
+    }
+
+    #[test]
+    fn varint_rejects_overflow_and_truncation() {
+        let mut c = Cursor::new(&[0xff; 10], "t", 0);
+        assert!(matches!(
+            c.varint().unwrap_err().kind,
+            DecodeErrorKind::Invalid(_)
+        ));
+        let mut c = Cursor::new(&[0x80, 0x80], "t", 7);
+        let e = c.varint().unwrap_err();
+        assert_eq!(e.kind, DecodeErrorKind::Truncated);
+        assert_eq!(e.offset, 7);
+    }
+
+    #[test]
+    fn hostile_lengths_are_rejected_without_allocating() {
+        let mut buf = Vec::new();
+        put_varint(&mut buf, u64::MAX / 2);
+        let mut c = Cursor::new(&buf, "t", 0);
+        assert!(c.bytes().is_err());
+        let mut c = Cursor::new(&buf, "t", 0);
+        assert!(c.count(1, "n").is_err());
+    }
+}

@@ -1,0 +1,338 @@
+//! The manifest: a snapshot of the whole database's metadata — tables, their schemas and
+//! options, partitions and the SSTables each partition reads — written to a new file and renamed
+//! over the old one on every change. Specified in `docs/FORMAT.md`, section "Manifest".
+
+use crate::codec::{Cursor, crc32, put_bytes, put_opt_bytes, put_varint};
+use crate::error::{DecodeError, DecodeErrorKind};
+use crate::key::KeyType;
+
+/// Magic number at the start of the manifest: ASCII `STRATMAN` as a LE u64.
+pub const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATMAN");
+/// Size of the manifest header.
+pub const MANIFEST_HEADER_LEN: usize = 20;
+
+/// One SSTable as a partition sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileRecord {
+    /// File id (the file is `<id:08>.sst`).
+    pub id: u64,
+    /// Partition whose folder holds the file (the partition that wrote it).
+    pub home_partition: u64,
+    /// LSM level within the partition.
+    pub level: u32,
+    /// File size in bytes.
+    pub size: u64,
+    /// Smallest internal key.
+    pub smallest: Vec<u8>,
+    /// Largest internal key.
+    pub largest: Vec<u8>,
+    /// Smallest sequence number.
+    pub min_seqno: u64,
+    /// Largest sequence number.
+    pub max_seqno: u64,
+    /// Entries in the file.
+    pub entries: u64,
+    /// Inclusive lower partition-key bound of what this partition reads from the file (`None`:
+    /// unbounded). Set when a split or merge shares a file between partitions.
+    pub clip_start: Option<Vec<u8>>,
+    /// Exclusive upper partition-key bound (`None`: unbounded).
+    pub clip_end: Option<Vec<u8>>,
+}
+
+/// One partition: a contiguous range of partition-key values and its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionRecord {
+    /// Partition id (globally unique, never reused).
+    pub id: u64,
+    /// Inclusive lower bound (encoded first key column); `None` is unbounded.
+    pub start: Option<Vec<u8>>,
+    /// Exclusive upper bound; `None` is unbounded.
+    pub end: Option<Vec<u8>>,
+    /// Files, level by level; within level 0 newest first.
+    pub files: Vec<FileRecord>,
+}
+
+/// A table: schema, options and partitions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRecord {
+    /// Table id (never reused).
+    pub id: u64,
+    /// Table name.
+    pub name: String,
+    /// Primary-key columns in order.
+    pub pk: Vec<(String, KeyType)>,
+    /// Versions kept per column.
+    pub max_versions: u32,
+    /// Time to live in seconds; `None` is forever.
+    pub ttl_secs: Option<u64>,
+    /// Accepted distance of a written version from now, in seconds.
+    pub max_version_offset_secs: u64,
+    /// A partition larger than this is split.
+    pub split_threshold_bytes: u64,
+    /// Adjacent partitions both smaller than this are merged.
+    pub merge_threshold_bytes: u64,
+    /// Highest version the engine has stamped for this table.
+    pub last_stamp_ms: u64,
+    /// Creation time, ms since the epoch.
+    pub created_ms: u64,
+    /// Partitions in key order, covering the whole key space.
+    pub partitions: Vec<PartitionRecord>,
+}
+
+/// The whole manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ManifestData {
+    /// Incremented on every write (for diagnostics).
+    pub generation: u64,
+    /// Next file id to hand out.
+    pub next_file_id: u64,
+    /// Next table id to hand out.
+    pub next_table_id: u64,
+    /// Next partition id to hand out.
+    pub next_partition_id: u64,
+    /// Every entry with a sequence number at or below this is in an SSTable.
+    pub flushed_seqno: u64,
+    /// WAL files numbered below this hold only flushed data.
+    pub min_wal_number: u64,
+    /// Tables by id.
+    pub tables: Vec<TableRecord>,
+}
+
+impl ManifestData {
+    /// Encodes header and body.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        put_varint(&mut b, self.generation);
+        put_varint(&mut b, self.next_file_id);
+        put_varint(&mut b, self.next_table_id);
+        put_varint(&mut b, self.next_partition_id);
+        put_varint(&mut b, self.flushed_seqno);
+        put_varint(&mut b, self.min_wal_number);
+        put_varint(&mut b, self.tables.len() as u64);
+        for t in &self.tables {
+            put_varint(&mut b, t.id);
+            put_bytes(&mut b, t.name.as_bytes());
+            put_varint(&mut b, t.pk.len() as u64);
+            for (n, kt) in &t.pk {
+                put_bytes(&mut b, n.as_bytes());
+                b.push(*kt as u8);
+            }
+            put_varint(&mut b, u64::from(t.max_versions));
+            put_varint(&mut b, t.ttl_secs.unwrap_or(0));
+            put_varint(&mut b, t.max_version_offset_secs);
+            put_varint(&mut b, t.split_threshold_bytes);
+            put_varint(&mut b, t.merge_threshold_bytes);
+            put_varint(&mut b, t.last_stamp_ms);
+            put_varint(&mut b, t.created_ms);
+            put_varint(&mut b, t.partitions.len() as u64);
+            for p in &t.partitions {
+                put_varint(&mut b, p.id);
+                put_opt_bytes(&mut b, p.start.as_deref());
+                put_opt_bytes(&mut b, p.end.as_deref());
+                put_varint(&mut b, p.files.len() as u64);
+                for f in &p.files {
+                    put_varint(&mut b, f.id);
+                    put_varint(&mut b, f.home_partition);
+                    put_varint(&mut b, u64::from(f.level));
+                    put_varint(&mut b, f.size);
+                    put_bytes(&mut b, &f.smallest);
+                    put_bytes(&mut b, &f.largest);
+                    put_varint(&mut b, f.min_seqno);
+                    put_varint(&mut b, f.max_seqno);
+                    put_varint(&mut b, f.entries);
+                    put_opt_bytes(&mut b, f.clip_start.as_deref());
+                    put_opt_bytes(&mut b, f.clip_end.as_deref());
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(MANIFEST_HEADER_LEN + b.len());
+        out.extend_from_slice(&MANIFEST_MAGIC.to_le_bytes());
+        out.extend_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32(&[&b]).to_le_bytes());
+        out.extend_from_slice(&b);
+        out
+    }
+
+    /// Decodes a whole manifest file, verifying magic, version, length and checksum.
+    pub fn decode(file: &[u8]) -> Result<ManifestData, DecodeError> {
+        let mut h = Cursor::new(file, "manifest header", 0);
+        if h.u64()? != MANIFEST_MAGIC {
+            return Err(DecodeError::new(
+                "manifest header",
+                0,
+                DecodeErrorKind::BadMagic,
+            ));
+        }
+        let version = h.u32()?;
+        if version == 0 || version > crate::FORMAT_VERSION {
+            return Err(DecodeError::new(
+                "manifest header",
+                8,
+                DecodeErrorKind::UnsupportedVersion(version),
+            ));
+        }
+        let len = h.u32()? as usize;
+        let stored = h.u32()?;
+        let body = h.take(len).map_err(|_| {
+            DecodeError::new(
+                "manifest body",
+                MANIFEST_HEADER_LEN as u64,
+                DecodeErrorKind::Truncated,
+            )
+        })?;
+        h.finish()?;
+        let computed = crc32(&[body]);
+        if stored != computed {
+            return Err(DecodeError::new(
+                "manifest body",
+                MANIFEST_HEADER_LEN as u64,
+                DecodeErrorKind::ChecksumMismatch { stored, computed },
+            ));
+        }
+        let mut c = Cursor::new(body, "manifest body", MANIFEST_HEADER_LEN as u64);
+        let mut m = ManifestData {
+            generation: c.varint()?,
+            next_file_id: c.varint()?,
+            next_table_id: c.varint()?,
+            next_partition_id: c.varint()?,
+            flushed_seqno: c.varint()?,
+            min_wal_number: c.varint()?,
+            tables: Vec::new(),
+        };
+        let nt = c.count(8, "table count")?;
+        for _ in 0..nt {
+            let id = c.varint()?;
+            let name = c.string()?.to_owned();
+            let npk = c.varint_len(crate::key::MAX_PK_COLUMNS, "primary-key column count")?;
+            let mut pk = Vec::with_capacity(npk);
+            for _ in 0..npk {
+                let n = c.string()?.to_owned();
+                let tb = c.u8()?;
+                pk.push((
+                    n,
+                    KeyType::from_u8(tb)
+                        .ok_or_else(|| c.invalid(format!("unknown key type {tb}")))?,
+                ));
+            }
+            let max_versions =
+                u32::try_from(c.varint()?).map_err(|_| c.invalid("max_versions out of range"))?;
+            let ttl = c.varint()?;
+            let mut t = TableRecord {
+                id,
+                name,
+                pk,
+                max_versions,
+                ttl_secs: (ttl != 0).then_some(ttl),
+                max_version_offset_secs: c.varint()?,
+                split_threshold_bytes: c.varint()?,
+                merge_threshold_bytes: c.varint()?,
+                last_stamp_ms: c.varint()?,
+                created_ms: c.varint()?,
+                partitions: Vec::new(),
+            };
+            let np = c.count(4, "partition count")?;
+            for _ in 0..np {
+                let id = c.varint()?;
+                let start = c.opt_bytes()?.map(<[u8]>::to_vec);
+                let end = c.opt_bytes()?.map(<[u8]>::to_vec);
+                let nf = c.count(12, "file count")?;
+                let mut files = Vec::with_capacity(nf);
+                for _ in 0..nf {
+                    let id = c.varint()?;
+                    let home_partition = c.varint()?;
+                    let level =
+                        u32::try_from(c.varint()?).map_err(|_| c.invalid("level out of range"))?;
+                    files.push(FileRecord {
+                        id,
+                        home_partition,
+                        level,
+                        size: c.varint()?,
+                        smallest: c.bytes()?.to_vec(),
+                        largest: c.bytes()?.to_vec(),
+                        min_seqno: c.varint()?,
+                        max_seqno: c.varint()?,
+                        entries: c.varint()?,
+                        clip_start: c.opt_bytes()?.map(<[u8]>::to_vec),
+                        clip_end: c.opt_bytes()?.map(<[u8]>::to_vec),
+                    });
+                }
+                t.partitions.push(PartitionRecord {
+                    id,
+                    start,
+                    end,
+                    files,
+                });
+            }
+            m.tables.push(t);
+        }
+        c.finish()?;
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    fn sample() -> ManifestData {
+        ManifestData {
+            generation: 3,
+            next_file_id: 10,
+            next_table_id: 2,
+            next_partition_id: 3,
+            flushed_seqno: 99,
+            min_wal_number: 4,
+            tables: vec![TableRecord {
+                id: 1,
+                name: "orders".into(),
+                pk: vec![("id".into(), KeyType::Integer)],
+                max_versions: 3,
+                ttl_secs: Some(86400),
+                max_version_offset_secs: 86400,
+                split_threshold_bytes: 10 << 30,
+                merge_threshold_bytes: 1 << 30,
+                last_stamp_ms: 1_700_000_000_000,
+                created_ms: 1_600_000_000_000,
+                partitions: vec![PartitionRecord {
+                    id: 2,
+                    start: None,
+                    end: Some(vec![2, 1]),
+                    files: vec![FileRecord {
+                        id: 9,
+                        home_partition: 1,
+                        level: 1,
+                        size: 1234,
+                        smallest: vec![1, 2],
+                        largest: vec![3, 4],
+                        min_seqno: 1,
+                        max_seqno: 50,
+                        entries: 40,
+                        clip_start: None,
+                        clip_end: Some(vec![2, 1]),
+                    }],
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn manifest_round_trips() {
+        let m = sample();
+        assert_eq!(ManifestData::decode(&m.encode()).unwrap(), m);
+    }
+
+    #[test]
+    fn every_flip_and_truncation_is_rejected() {
+        let b = sample().encode();
+        for i in 0..b.len() {
+            let mut bad = b.clone();
+            bad[i] ^= 0x01;
+            assert!(ManifestData::decode(&bad).is_err(), "flip at {i}");
+        }
+        for n in 0..b.len() {
+            assert!(ManifestData::decode(&b[..n]).is_err(), "cut at {n}");
+        }
+    }
+}

@@ -1,0 +1,505 @@
+//! Row records: the value stored under every internal key. A record is one mutation of one row
+//! (a whole-row put, an ordered list of cell operations, or a row delete); compaction folds a
+//! row's records into a single put. Specified in `docs/FORMAT.md`, section "Row records".
+
+use crate::codec::{Cursor, put_bytes, put_varint};
+use crate::error::DecodeError;
+use crate::value::Value;
+
+/// Largest encoded row record the engine accepts (a documented strata limit: the data model
+/// allows any number of 2 MiB attribute values, but one row mutation must fit one record).
+pub const MAX_RECORD_BYTES: usize = 64 << 20;
+
+/// Kind byte of a record. On disk as a `u8`; 0 is reserved as invalid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RecordKind {
+    /// The whole row's state; hides every older record of the row.
+    Put = 1,
+    /// Cell operations applied on top of older records.
+    Update = 2,
+    /// The row is deleted; hides every older record of the row.
+    Delete = 3,
+}
+
+impl RecordKind {
+    /// Decodes the on-disk byte.
+    pub fn from_u8(b: u8) -> Option<RecordKind> {
+        match b {
+            1 => Some(RecordKind::Put),
+            2 => Some(RecordKind::Update),
+            3 => Some(RecordKind::Delete),
+            _ => None,
+        }
+    }
+
+    /// Name used in dumps: `put-row`, `update-row`, `delete-row`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordKind::Put => "put-row",
+            RecordKind::Update => "update-row",
+            RecordKind::Delete => "delete-row",
+        }
+    }
+}
+
+/// One version of one attribute column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    /// Version: milliseconds since 1970-01-01 UTC.
+    pub version: u64,
+    /// The value.
+    pub value: Value,
+}
+
+/// All stored versions of one column, newest version first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnCells {
+    /// Column name.
+    pub name: String,
+    /// Versions, strictly decreasing.
+    pub cells: Vec<Cell>,
+}
+
+/// Operation kind byte inside an update record. 0 is reserved as invalid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum OpKind {
+    /// Put one cell version.
+    Put = 1,
+    /// Delete one version.
+    DeleteVersion = 2,
+    /// Delete every version of the column.
+    DeleteColumn = 3,
+}
+
+/// One operation of an update record. Increments are resolved to puts before they are logged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellOp {
+    /// Write `value` at `version` (replacing a cell of the same version).
+    Put {
+        /// Column name.
+        column: String,
+        /// Version in milliseconds.
+        version: u64,
+        /// The value.
+        value: Value,
+    },
+    /// Delete the cell at `version`, if any.
+    DeleteVersion {
+        /// Column name.
+        column: String,
+        /// Version in milliseconds.
+        version: u64,
+    },
+    /// Delete every version of the column.
+    DeleteColumn {
+        /// Column name.
+        column: String,
+    },
+}
+
+impl CellOp {
+    /// The column the operation touches.
+    pub fn column(&self) -> &str {
+        match self {
+            CellOp::Put { column, .. }
+            | CellOp::DeleteVersion { column, .. }
+            | CellOp::DeleteColumn { column } => column,
+        }
+    }
+}
+
+/// A decoded row record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowRecord {
+    /// The whole row. `marker` is set for a row written with no attribute columns (it then
+    /// exists with its primary key only, versioned at `marker`).
+    Put {
+        /// Version of the primary-key-only row marker, if any.
+        marker: Option<u64>,
+        /// Columns in ascending name order.
+        columns: Vec<ColumnCells>,
+    },
+    /// Ordered cell operations.
+    Update {
+        /// The operations, applied in order.
+        ops: Vec<CellOp>,
+    },
+    /// Row delete.
+    Delete,
+}
+
+impl RowRecord {
+    /// The record's kind.
+    pub fn kind(&self) -> RecordKind {
+        match self {
+            RowRecord::Put { .. } => RecordKind::Put,
+            RowRecord::Update { .. } => RecordKind::Update,
+            RowRecord::Delete => RecordKind::Delete,
+        }
+    }
+
+    /// True for records that hide every older record of the row (put and delete).
+    pub fn is_base(&self) -> bool {
+        !matches!(self, RowRecord::Update { .. })
+    }
+
+    /// Encodes the record.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(self.kind() as u8);
+        match self {
+            RowRecord::Put { marker, columns } => {
+                match marker {
+                    None => out.push(0),
+                    Some(m) => {
+                        out.push(1);
+                        put_varint(out, *m);
+                    }
+                }
+                put_varint(out, columns.len() as u64);
+                for col in columns {
+                    put_bytes(out, col.name.as_bytes());
+                    put_varint(out, col.cells.len() as u64);
+                    for cell in &col.cells {
+                        put_varint(out, cell.version);
+                        cell.value.encode(out);
+                    }
+                }
+            }
+            RowRecord::Update { ops } => {
+                put_varint(out, ops.len() as u64);
+                for op in ops {
+                    match op {
+                        CellOp::Put {
+                            column,
+                            version,
+                            value,
+                        } => {
+                            out.push(OpKind::Put as u8);
+                            put_bytes(out, column.as_bytes());
+                            put_varint(out, *version);
+                            value.encode(out);
+                        }
+                        CellOp::DeleteVersion { column, version } => {
+                            out.push(OpKind::DeleteVersion as u8);
+                            put_bytes(out, column.as_bytes());
+                            put_varint(out, *version);
+                        }
+                        CellOp::DeleteColumn { column } => {
+                            out.push(OpKind::DeleteColumn as u8);
+                            put_bytes(out, column.as_bytes());
+                        }
+                    }
+                }
+            }
+            RowRecord::Delete => {}
+        }
+    }
+
+    /// Encodes into a new vector.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode(&mut out);
+        out
+    }
+
+    /// Decodes a whole record (every byte must be consumed).
+    pub fn decode(bytes: &[u8]) -> Result<RowRecord, DecodeError> {
+        let mut c = Cursor::new(bytes, "row record", 0);
+        let at = c.offset();
+        let kind = c.u8()?;
+        let kind = RecordKind::from_u8(kind).ok_or_else(|| {
+            DecodeError::invalid("row record", at, format!("unknown record kind {kind}"))
+        })?;
+        let rec = match kind {
+            RecordKind::Put => {
+                let marker = match c.u8()? {
+                    0 => None,
+                    1 => Some(c.varint()?),
+                    x => return Err(c.invalid(format!("marker flag {x} is neither 0 nor 1"))),
+                };
+                let n = c.count(3, "column count")?;
+                let mut columns = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let name = c.string()?.to_owned();
+                    let m = c.count(3, "cell count")?;
+                    let mut cells = Vec::with_capacity(m);
+                    for _ in 0..m {
+                        let version = c.varint()?;
+                        let value = Value::decode(&mut c)?;
+                        cells.push(Cell { version, value });
+                    }
+                    columns.push(ColumnCells { name, cells });
+                }
+                RowRecord::Put { marker, columns }
+            }
+            RecordKind::Update => {
+                let n = c.count(2, "operation count")?;
+                let mut ops = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let at = c.offset();
+                    let op = c.u8()?;
+                    let column = c.string()?.to_owned();
+                    ops.push(match op {
+                        1 => {
+                            let version = c.varint()?;
+                            CellOp::Put {
+                                column,
+                                version,
+                                value: Value::decode(&mut c)?,
+                            }
+                        }
+                        2 => CellOp::DeleteVersion {
+                            column,
+                            version: c.varint()?,
+                        },
+                        3 => CellOp::DeleteColumn { column },
+                        x => {
+                            return Err(DecodeError::invalid(
+                                "row record",
+                                at,
+                                format!("unknown cell operation {x}"),
+                            ));
+                        }
+                    });
+                }
+                RowRecord::Update { ops }
+            }
+            RecordKind::Delete => RowRecord::Delete,
+        };
+        c.finish()?;
+        Ok(rec)
+    }
+
+    /// Smallest and largest cell version the record mentions (puts and version deletes).
+    pub fn version_range(&self) -> Option<(u64, u64)> {
+        let mut r: Option<(u64, u64)> = None;
+        let mut see = |v: u64| {
+            r = Some(match r {
+                None => (v, v),
+                Some((lo, hi)) => (lo.min(v), hi.max(v)),
+            })
+        };
+        match self {
+            RowRecord::Put { marker, columns } => {
+                if let Some(m) = marker {
+                    see(*m);
+                }
+                columns
+                    .iter()
+                    .flat_map(|c| c.cells.iter())
+                    .for_each(|c| see(c.version));
+            }
+            RowRecord::Update { ops } => {
+                for op in ops {
+                    match op {
+                        CellOp::Put { version, .. } | CellOp::DeleteVersion { version, .. } => {
+                            see(*version)
+                        }
+                        CellOp::DeleteColumn { .. } => {}
+                    }
+                }
+            }
+            RowRecord::Delete => {}
+        }
+        r
+    }
+
+    /// Number of cells (put) or operations (update); 0 for a delete.
+    pub fn cell_count(&self) -> usize {
+        match self {
+            RowRecord::Put { columns, .. } => columns.iter().map(|c| c.cells.len()).sum(),
+            RowRecord::Update { ops } => ops.len(),
+            RowRecord::Delete => 0,
+        }
+    }
+
+    /// Number of tombstones the record carries: 1 for a row delete, one per delete operation.
+    pub fn tombstone_count(&self) -> usize {
+        match self {
+            RowRecord::Put { .. } => 0,
+            RowRecord::Update { ops } => ops
+                .iter()
+                .filter(|o| !matches!(o, CellOp::Put { .. }))
+                .count(),
+            RowRecord::Delete => 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use crate::key::hex;
+
+    fn sample() -> Vec<RowRecord> {
+        vec![
+            RowRecord::Put {
+                marker: None,
+                columns: vec![ColumnCells {
+                    name: "Amount".into(),
+                    cells: vec![
+                        Cell {
+                            version: 2000,
+                            value: Value::Integer(12),
+                        },
+                        Cell {
+                            version: 1000,
+                            value: Value::Integer(11),
+                        },
+                    ],
+                }],
+            },
+            RowRecord::Put {
+                marker: Some(5),
+                columns: vec![],
+            },
+            RowRecord::Update {
+                ops: vec![
+                    CellOp::Put {
+                        column: "a".into(),
+                        version: 1,
+                        value: Value::String("x".into()),
+                    },
+                    CellOp::DeleteVersion {
+                        column: "b".into(),
+                        version: 9,
+                    },
+                    CellOp::DeleteColumn { column: "c".into() },
+                ],
+            },
+            RowRecord::Delete,
+        ]
+    }
+
+    #[test]
+    fn records_round_trip() {
+        for r in sample() {
+            assert_eq!(RowRecord::decode(&r.to_bytes()).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn every_truncation_and_trailing_byte_is_rejected() {
+        for r in sample() {
+            let b = r.to_bytes();
+            for n in 0..b.len() {
+                assert!(RowRecord::decode(&b[..n]).is_err(), "prefix {n} of {r:?}");
+            }
+            let mut longer = b.clone();
+            longer.push(0);
+            assert!(RowRecord::decode(&longer).is_err());
+        }
+    }
+
+    #[test]
+    fn put_record_bytes_are_pinned() {
+        let r = RowRecord::Put {
+            marker: None,
+            columns: vec![ColumnCells {
+                name: "A".into(),
+                cells: vec![Cell {
+                    version: 1,
+                    value: Value::Integer(2),
+                }],
+            }],
+        };
+        assert_eq!(hex(&r.to_bytes()), "01000101410101010200000000000000");
+    }
+}
+
+/// Statistics of one encoded record, gathered without allocating (used when building SSTable
+/// properties and by checks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordStats {
+    /// The record's kind.
+    pub kind: Option<RecordKind>,
+    /// Smallest and largest version mentioned.
+    pub versions: Option<(u64, u64)>,
+    /// Tombstones carried (see [`RowRecord::tombstone_count`]).
+    pub tombstones: u64,
+    /// Cells or operations carried.
+    pub cells: u64,
+}
+
+impl RecordStats {
+    /// Walks an encoded record, validating its framing.
+    pub fn scan(bytes: &[u8]) -> Result<RecordStats, DecodeError> {
+        let mut c = Cursor::new(bytes, "row record", 0);
+        let mut st = RecordStats::default();
+        let see = |st: &mut RecordStats, v: u64| {
+            st.versions = Some(match st.versions {
+                None => (v, v),
+                Some((lo, hi)) => (lo.min(v), hi.max(v)),
+            })
+        };
+        let kind = c.u8()?;
+        let kind = RecordKind::from_u8(kind)
+            .ok_or_else(|| c.invalid(format!("unknown record kind {kind}")))?;
+        st.kind = Some(kind);
+        match kind {
+            RecordKind::Put => {
+                match c.u8()? {
+                    0 => {}
+                    1 => {
+                        let m = c.varint()?;
+                        see(&mut st, m);
+                    }
+                    x => return Err(c.invalid(format!("marker flag {x} is neither 0 nor 1"))),
+                }
+                let n = c.count(3, "column count")?;
+                for _ in 0..n {
+                    c.string()?;
+                    let m = c.count(3, "cell count")?;
+                    for _ in 0..m {
+                        let v = c.varint()?;
+                        see(&mut st, v);
+                        skip_value(&mut c)?;
+                        st.cells += 1;
+                    }
+                }
+            }
+            RecordKind::Update => {
+                let n = c.count(2, "operation count")?;
+                for _ in 0..n {
+                    let op = c.u8()?;
+                    c.string()?;
+                    st.cells += 1;
+                    match op {
+                        1 => {
+                            let v = c.varint()?;
+                            see(&mut st, v);
+                            skip_value(&mut c)?;
+                        }
+                        2 => {
+                            let v = c.varint()?;
+                            see(&mut st, v);
+                            st.tombstones += 1;
+                        }
+                        3 => st.tombstones += 1,
+                        x => return Err(c.invalid(format!("unknown cell operation {x}"))),
+                    }
+                }
+            }
+            RecordKind::Delete => st.tombstones = 1,
+        }
+        c.finish()?;
+        Ok(st)
+    }
+}
+
+fn skip_value(c: &mut Cursor<'_>) -> Result<(), DecodeError> {
+    let t = c.u8()?;
+    match t {
+        1 | 4 => c.take(8).map(|_| ()),
+        5 => match c.u8()? {
+            0 | 1 => Ok(()),
+            x => Err(c.invalid(format!("boolean byte {x} is neither 0 nor 1"))),
+        },
+        2 => c.string().map(|_| ()),
+        3 => c.bytes().map(|_| ()),
+        x => Err(c.invalid(format!("unknown value type {x}"))),
+    }
+}

@@ -1,0 +1,220 @@
+//! Attribute values and their encoding: a type byte followed by the payload.
+
+use std::fmt;
+
+use crate::codec::{Cursor, put_bytes};
+use crate::error::DecodeError;
+
+/// Largest attribute value (String or Binary payload), in bytes.
+pub const MAX_VALUE_BYTES: usize = 2 << 20;
+
+/// Type of an attribute column value. On disk as a `u8`; 0 is reserved as invalid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum ColumnType {
+    /// Signed 64-bit integer.
+    Integer = 1,
+    /// UTF-8 string.
+    String = 2,
+    /// Arbitrary bytes.
+    Binary = 3,
+    /// Finite IEEE-754 double.
+    Double = 4,
+    /// true or false.
+    Boolean = 5,
+}
+
+impl ColumnType {
+    /// Decodes the on-disk byte.
+    pub fn from_u8(b: u8) -> Option<ColumnType> {
+        match b {
+            1 => Some(ColumnType::Integer),
+            2 => Some(ColumnType::String),
+            3 => Some(ColumnType::Binary),
+            4 => Some(ColumnType::Double),
+            5 => Some(ColumnType::Boolean),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name used in text output.
+    pub fn name(self) -> &'static str {
+        match self {
+            ColumnType::Integer => "integer",
+            ColumnType::String => "string",
+            ColumnType::Binary => "binary",
+            ColumnType::Double => "double",
+            ColumnType::Boolean => "boolean",
+        }
+    }
+}
+
+impl fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An attribute value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Signed 64-bit integer.
+    Integer(i64),
+    /// UTF-8 string (at most 2 MiB).
+    String(String),
+    /// Bytes (at most 2 MiB).
+    Binary(Vec<u8>),
+    /// Finite double.
+    Double(f64),
+    /// Boolean.
+    Boolean(bool),
+}
+
+impl Value {
+    /// The value's type.
+    pub fn column_type(&self) -> ColumnType {
+        match self {
+            Value::Integer(_) => ColumnType::Integer,
+            Value::String(_) => ColumnType::String,
+            Value::Binary(_) => ColumnType::Binary,
+            Value::Double(_) => ColumnType::Double,
+            Value::Boolean(_) => ColumnType::Boolean,
+        }
+    }
+
+    /// Payload size in bytes as counted against the 2 MiB limit (8 for numbers, 1 for booleans).
+    pub fn size_bytes(&self) -> usize {
+        match self {
+            Value::Integer(_) | Value::Double(_) => 8,
+            Value::Boolean(_) => 1,
+            Value::String(s) => s.len(),
+            Value::Binary(b) => b.len(),
+        }
+    }
+
+    /// Appends the encoding: type byte, then 8 bytes LE for Integer/Double, 1 byte for Boolean,
+    /// varint length and bytes for String/Binary.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(self.column_type() as u8);
+        match self {
+            Value::Integer(i) => out.extend_from_slice(&i.to_le_bytes()),
+            Value::Double(d) => out.extend_from_slice(&d.to_bits().to_le_bytes()),
+            Value::Boolean(b) => out.push(u8::from(*b)),
+            Value::String(s) => put_bytes(out, s.as_bytes()),
+            Value::Binary(b) => put_bytes(out, b),
+        }
+    }
+
+    /// Decodes one value.
+    pub fn decode(c: &mut Cursor<'_>) -> Result<Value, DecodeError> {
+        let at = c.offset();
+        let t = c.u8()?;
+        let t = ColumnType::from_u8(t)
+            .ok_or_else(|| DecodeError::invalid("value", at, format!("unknown value type {t}")))?;
+        Ok(match t {
+            ColumnType::Integer => Value::Integer(i64::from_le_bytes(c.array()?)),
+            ColumnType::Double => Value::Double(f64::from_bits(u64::from_le_bytes(c.array()?))),
+            ColumnType::Boolean => match c.u8()? {
+                0 => Value::Boolean(false),
+                1 => Value::Boolean(true),
+                x => return Err(c.invalid(format!("boolean byte {x} is neither 0 nor 1"))),
+            },
+            ColumnType::String => Value::String(c.string()?.to_owned()),
+            ColumnType::Binary => Value::Binary(c.bytes()?.to_vec()),
+        })
+    }
+}
+
+impl fmt::Display for Value {
+    /// Text notation: integers and doubles bare, strings quoted, binaries as `0x` hex, booleans
+    /// as `true`/`false`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Integer(i) => write!(f, "{i}"),
+            Value::Double(d) => write!(f, "{d:?}"),
+            Value::Boolean(b) => write!(f, "{b}"),
+            Value::String(s) => write!(f, "{s:?}"),
+            Value::Binary(b) => write!(f, "0x{}", crate::key::hex(b)),
+        }
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Integer(v)
+    }
+}
+impl From<i32> for Value {
+    fn from(v: i32) -> Self {
+        Value::Integer(v.into())
+    }
+}
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::String(v.to_owned())
+    }
+}
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::String(v)
+    }
+}
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Binary(v)
+    }
+}
+impl From<&[u8]> for Value {
+    fn from(v: &[u8]) -> Self {
+        Value::Binary(v.to_vec())
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Double(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Boolean(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn values_round_trip() {
+        for v in [
+            Value::Integer(-5),
+            Value::String("héllo".into()),
+            Value::Binary(vec![0, 1, 2]),
+            Value::Double(1.5),
+            Value::Boolean(true),
+        ] {
+            let mut out = Vec::new();
+            v.encode(&mut out);
+            let mut c = Cursor::new(&out, "value", 0);
+            assert_eq!(Value::decode(&mut c).unwrap(), v);
+            c.finish().unwrap();
+        }
+    }
+
+    #[test]
+    fn column_type_bytes_are_pinned() {
+        let pinned = [
+            (ColumnType::Integer, 1u8),
+            (ColumnType::String, 2),
+            (ColumnType::Binary, 3),
+            (ColumnType::Double, 4),
+            (ColumnType::Boolean, 5),
+        ];
+        for (t, b) in pinned {
+            assert_eq!(t as u8, b);
+            assert_eq!(ColumnType::from_u8(b), Some(t));
+        }
+        assert_eq!(ColumnType::from_u8(0), None);
+    }
+}

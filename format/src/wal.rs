@@ -1,0 +1,364 @@
+//! Write-ahead log files: a 24-byte header, then records framed as `crc32 | len | payload`.
+//! A payload is one write batch. Specified in `docs/FORMAT.md`, section "WAL".
+//!
+//! The reader reports how the file ends — cleanly, with a torn tail, or with a damaged record
+//! followed by more data — and leaves the decision of what to do to the engine.
+
+use crate::codec::{Cursor, crc32, put_bytes, put_varint};
+use crate::error::{DecodeError, DecodeErrorKind};
+
+/// Magic number at the start of every WAL file: ASCII `STRATWAL` as a LE u64.
+pub const WAL_MAGIC: u64 = u64::from_le_bytes(*b"STRATWAL");
+/// Size of the file header.
+pub const WAL_HEADER_LEN: usize = 24;
+/// Size of a record header (crc32 + length).
+pub const RECORD_HEADER_LEN: usize = 8;
+
+/// Encodes the file header: magic, format version, log number, CRC-32 of the first 20 bytes.
+pub fn encode_header(log_number: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(WAL_HEADER_LEN);
+    out.extend_from_slice(&WAL_MAGIC.to_le_bytes());
+    out.extend_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&log_number.to_le_bytes());
+    let crc = crc32(&[&out]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Decodes the file header and returns the log number.
+pub fn decode_header(file: &[u8]) -> Result<u64, DecodeError> {
+    let mut c = Cursor::new(file, "wal header", 0);
+    let magic = c.u64()?;
+    if magic != WAL_MAGIC {
+        return Err(DecodeError::new("wal header", 0, DecodeErrorKind::BadMagic));
+    }
+    let version = c.u32()?;
+    let log_number = c.u64()?;
+    let stored = c.u32()?;
+    let computed = crc32(&[file.get(..20).unwrap_or(&[])]);
+    if stored != computed {
+        return Err(DecodeError::new(
+            "wal header",
+            0,
+            DecodeErrorKind::ChecksumMismatch { stored, computed },
+        ));
+    }
+    if version == 0 || version > crate::FORMAT_VERSION {
+        return Err(DecodeError::new(
+            "wal header",
+            8,
+            DecodeErrorKind::UnsupportedVersion(version),
+        ));
+    }
+    Ok(log_number)
+}
+
+/// Frames a payload as a record: CRC-32 over (length LE ++ payload), length, payload.
+pub fn frame_record(payload: &[u8], out: &mut Vec<u8>) {
+    let len = (payload.len() as u32).to_le_bytes();
+    let crc = crc32(&[&len, payload]);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&len);
+    out.extend_from_slice(payload);
+}
+
+/// One entry of a write batch: a row record for one table and primary key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalEntry {
+    /// Table id.
+    pub table_id: u64,
+    /// Encoded primary key.
+    pub pk: Vec<u8>,
+    /// Engine-stamped version carried by this entry (0 when the caller gave every version);
+    /// recovery restores the table's stamp high-water mark from it.
+    pub stamp: u64,
+    /// Encoded row record.
+    pub record: Vec<u8>,
+}
+
+/// A decoded WAL payload: a batch of entries with consecutive sequence numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalBatch {
+    /// Sequence number of the first entry; entry `i` has `first_seqno + i`.
+    pub first_seqno: u64,
+    /// The entries.
+    pub entries: Vec<WalEntry>,
+}
+
+impl WalBatch {
+    /// Encodes the payload.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.first_seqno.to_le_bytes());
+        put_varint(out, self.entries.len() as u64);
+        for e in &self.entries {
+            put_varint(out, e.table_id);
+            put_bytes(out, &e.pk);
+            put_varint(out, e.stamp);
+            put_bytes(out, &e.record);
+        }
+    }
+
+    /// Decodes a payload; `base` is its file offset for errors.
+    pub fn decode(payload: &[u8], base: u64) -> Result<WalBatch, DecodeError> {
+        let mut c = Cursor::new(payload, "wal batch", base);
+        let first_seqno = c.u64()?;
+        let n = c.count(4, "entry count")?;
+        let mut entries = Vec::with_capacity(n);
+        for _ in 0..n {
+            let table_id = c.varint()?;
+            let pk = c.bytes()?.to_vec();
+            let stamp = c.varint()?;
+            let record = c.bytes()?.to_vec();
+            entries.push(WalEntry {
+                table_id,
+                pk,
+                stamp,
+                record,
+            });
+        }
+        c.finish()?;
+        if first_seqno == 0 || first_seqno.checked_add(n as u64).is_none() {
+            return Err(DecodeError::invalid(
+                "wal batch",
+                base,
+                "sequence numbers out of range",
+            ));
+        }
+        Ok(WalBatch {
+            first_seqno,
+            entries,
+        })
+    }
+
+    /// Sequence number of the last entry (the first one's for an empty batch).
+    pub fn last_seqno(&self) -> u64 {
+        self.first_seqno + (self.entries.len() as u64).saturating_sub(1)
+    }
+}
+
+/// How a WAL file ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WalEnd {
+    /// Every byte belongs to a whole, valid record.
+    Clean,
+    /// The last record is incomplete, damaged or zero-filled, and nothing valid follows it: the
+    /// signature of a write cut short by a crash. `offset` is where the valid prefix ends.
+    TornTail {
+        /// End of the valid prefix.
+        offset: u64,
+        /// What was found there.
+        reason: String,
+    },
+    /// A damaged record is followed by a valid one: real corruption, not a crash artefact.
+    Corrupt {
+        /// Offset of the damaged record.
+        offset: u64,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// A record located in a WAL file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRecord<'a> {
+    /// File offset of the record header.
+    pub offset: u64,
+    /// The payload.
+    pub payload: &'a [u8],
+}
+
+/// Reads the record at `pos`; `Ok(None)` at end of file.
+fn read_record(
+    file: &[u8],
+    pos: usize,
+    max_len: usize,
+) -> Result<Option<RawRecord<'_>>, (DecodeErrorKind, String)> {
+    let rest = file.get(pos..).unwrap_or(&[]);
+    if rest.is_empty() {
+        return Ok(None);
+    }
+    if rest.len() < RECORD_HEADER_LEN {
+        return Err((
+            DecodeErrorKind::Truncated,
+            format!("{} bytes where a record header needs 8", rest.len()),
+        ));
+    }
+    let mut c = Cursor::new(rest, "wal record", pos as u64);
+    let (stored, len) = match (c.u32(), c.u32()) {
+        (Ok(s), Ok(l)) => (s, l as usize),
+        _ => return Err((DecodeErrorKind::Truncated, "record header cut short".into())),
+    };
+    if stored == 0 && len == 0 {
+        return Err((
+            DecodeErrorKind::Invalid("zero-filled".into()),
+            "zero-filled record header".into(),
+        ));
+    }
+    if len > max_len {
+        return Err((
+            DecodeErrorKind::Invalid("length".into()),
+            format!("record length {len} exceeds the limit {max_len}"),
+        ));
+    }
+    let payload = match c.take(len) {
+        Ok(p) => p,
+        Err(_) => {
+            return Err((
+                DecodeErrorKind::Truncated,
+                format!(
+                    "record of {len} bytes cut short at {} bytes",
+                    rest.len() - RECORD_HEADER_LEN
+                ),
+            ));
+        }
+    };
+    let computed = crc32(&[&(len as u32).to_le_bytes(), payload]);
+    if computed != stored {
+        return Err((
+            DecodeErrorKind::ChecksumMismatch { stored, computed },
+            format!("checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"),
+        ));
+    }
+    Ok(Some(RawRecord {
+        offset: pos as u64,
+        payload,
+    }))
+}
+
+/// Splits a whole WAL file (header included) into its valid records and how it ends.
+///
+/// A damaged record counts as a torn tail when the bytes after it hold no valid record at the
+/// next frame position (or are all zeros); otherwise the file is corrupt in the middle.
+pub fn read_records(file: &[u8]) -> Result<(u64, Vec<RawRecord<'_>>, WalEnd), DecodeError> {
+    let log_number = decode_header(file)?;
+    let max_len = crate::MAX_ALLOC_BYTES;
+    let mut pos = WAL_HEADER_LEN;
+    let mut out = Vec::new();
+    loop {
+        match read_record(file, pos, max_len) {
+            Ok(None) => return Ok((log_number, out, WalEnd::Clean)),
+            Ok(Some(r)) => {
+                pos += RECORD_HEADER_LEN + r.payload.len();
+                out.push(r);
+            }
+            Err((_, reason)) => {
+                let rest = file.get(pos..).unwrap_or(&[]);
+                let all_zero = rest.iter().all(|b| *b == 0);
+                // Where the next record would start if the damaged one's length is right.
+                let next = rest
+                    .get(4..8)
+                    .and_then(|l| <[u8; 4]>::try_from(l).ok())
+                    .map(|l| u32::from_le_bytes(l) as usize)
+                    .and_then(|l| pos.checked_add(RECORD_HEADER_LEN)?.checked_add(l));
+                let valid_after = match next {
+                    Some(n) if n < file.len() => {
+                        matches!(read_record(file, n, max_len), Ok(Some(_)))
+                    }
+                    _ => false,
+                };
+                let end = if all_zero || !valid_after {
+                    WalEnd::TornTail {
+                        offset: pos as u64,
+                        reason,
+                    }
+                } else {
+                    WalEnd::Corrupt {
+                        offset: pos as u64,
+                        reason,
+                    }
+                };
+                return Ok((log_number, out, end));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    fn file_with(n: u64) -> Vec<u8> {
+        let mut f = encode_header(7);
+        for i in 0..n {
+            let b = WalBatch {
+                first_seqno: 1 + i,
+                entries: vec![WalEntry {
+                    table_id: 1,
+                    pk: vec![2, 0, 0, 0, 0, 0, 0, 0, i as u8],
+                    stamp: 0,
+                    record: vec![3],
+                }],
+            };
+            let mut p = Vec::new();
+            b.encode(&mut p);
+            frame_record(&p, &mut f);
+        }
+        f
+    }
+
+    #[test]
+    fn clean_file_reads_every_record() {
+        let f = file_with(5);
+        let (log, recs, end) = read_records(&f).unwrap();
+        assert_eq!((log, recs.len(), end), (7, 5, WalEnd::Clean));
+        let b = WalBatch::decode(recs[4].payload, recs[4].offset).unwrap();
+        assert_eq!(b.first_seqno, 5);
+    }
+
+    #[test]
+    fn every_truncation_is_a_torn_tail_never_corruption() {
+        let f = file_with(4);
+        for n in WAL_HEADER_LEN..f.len() {
+            let (_, recs, end) = read_records(&f[..n]).unwrap();
+            assert!(recs.len() < 4);
+            assert!(
+                matches!(end, WalEnd::Clean | WalEnd::TornTail { .. }),
+                "cut at {n}: {end:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn zero_filled_tail_is_torn() {
+        let mut f = file_with(2);
+        f.extend_from_slice(&[0u8; 100]);
+        let (_, recs, end) = read_records(&f).unwrap();
+        assert_eq!(recs.len(), 2);
+        assert!(matches!(end, WalEnd::TornTail { .. }));
+    }
+
+    #[test]
+    fn damage_in_the_middle_is_corruption() {
+        let f = file_with(3);
+        // Flip a payload byte of the first record.
+        let mut bad = f.clone();
+        bad[WAL_HEADER_LEN + RECORD_HEADER_LEN + 2] ^= 1;
+        let (_, recs, end) = read_records(&bad).unwrap();
+        assert_eq!(recs.len(), 0);
+        assert!(matches!(end, WalEnd::Corrupt { offset, .. } if offset == WAL_HEADER_LEN as u64));
+        // The same flip in the last record is a torn tail.
+        let mut bad = f.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        let (_, recs, end) = read_records(&bad).unwrap();
+        assert_eq!(recs.len(), 2);
+        assert!(matches!(end, WalEnd::TornTail { .. }));
+    }
+
+    #[test]
+    fn bad_header_is_rejected() {
+        let mut f = file_with(1);
+        f[0] ^= 1;
+        assert_eq!(
+            read_records(&f).unwrap_err().kind,
+            DecodeErrorKind::BadMagic
+        );
+        let mut f = file_with(1);
+        f[12] ^= 1;
+        assert!(matches!(
+            read_records(&f).unwrap_err().kind,
+            DecodeErrorKind::ChecksumMismatch { .. }
+        ));
+    }
+}
