@@ -1,0 +1,177 @@
+//! Background threads: one flush thread and `compaction_threads` compaction threads, fed
+//! through crossbeam channels. A panic or error in a background thread poisons the database
+//! instead of being lost.
+
+use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use parking_lot::{Condvar, Mutex};
+
+use crate::db::Inner;
+
+/// A message to a background thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BgMsg {
+    /// Look for work.
+    Work,
+    /// Exit.
+    Shutdown,
+}
+
+/// Channels, threads and coordination state of the background work.
+#[derive(Debug)]
+pub struct Background {
+    flush_tx: Sender<BgMsg>,
+    flush_rx: Receiver<BgMsg>,
+    compact_tx: Sender<BgMsg>,
+    compact_rx: Receiver<BgMsg>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+    /// Background compaction paused.
+    pub paused: AtomicBool,
+    /// Partitions being compacted, split or merged.
+    pub busy: Mutex<HashSet<u64>>,
+    progress: Mutex<u64>,
+    progress_cv: Condvar,
+}
+
+impl Background {
+    /// Channels without threads.
+    pub fn new(paused: bool) -> Self {
+        let (flush_tx, flush_rx) = unbounded();
+        let (compact_tx, compact_rx) = unbounded();
+        Background {
+            flush_tx,
+            flush_rx,
+            compact_tx,
+            compact_rx,
+            handles: Mutex::new(Vec::new()),
+            paused: AtomicBool::new(paused),
+            busy: Mutex::new(HashSet::new()),
+            progress: Mutex::new(0),
+            progress_cv: Condvar::new(),
+        }
+    }
+
+    /// Wakes the flush thread.
+    pub fn kick_flush(&self) {
+        let _ = self.flush_tx.send(BgMsg::Work);
+    }
+
+    /// Wakes a compaction thread.
+    pub fn kick_compaction(&self) {
+        let _ = self.compact_tx.send(BgMsg::Work);
+    }
+
+    /// Signals waiting writers that a flush or compaction finished.
+    pub fn notify_progress(&self) {
+        *self.progress.lock() += 1;
+        self.progress_cv.notify_all();
+    }
+
+    /// Waits for the next progress signal, at most `timeout`.
+    pub fn wait_progress(&self, timeout: Duration) {
+        let mut g = self.progress.lock();
+        let seen = *g;
+        let deadline = std::time::Instant::now() + timeout;
+        while *g == seen {
+            if self.progress_cv.wait_until(&mut g, deadline).timed_out() {
+                break;
+            }
+        }
+    }
+
+    /// Tries to claim a partition for exclusive background work.
+    pub fn claim(&self, partition: u64) -> bool {
+        self.busy.lock().insert(partition)
+    }
+
+    /// Releases a claimed partition.
+    pub fn release(&self, partition: u64) {
+        self.busy.lock().remove(&partition);
+        self.notify_progress();
+    }
+
+    /// Stops and joins every thread.
+    pub fn shutdown(&self) {
+        let handles: Vec<_> = std::mem::take(&mut *self.handles.lock());
+        for _ in 0..handles.len() {
+            let _ = self.flush_tx.send(BgMsg::Shutdown);
+            let _ = self.compact_tx.send(BgMsg::Shutdown);
+        }
+        for h in handles {
+            let _ = h.join();
+        }
+        self.notify_progress();
+    }
+}
+
+fn guarded(inner: &Inner, what: &str, f: impl FnOnce() -> crate::Result<()>) {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => inner.poison(&format!("{what} failed: {e}")),
+        Err(_) => inner.poison(&format!("{what} panicked")),
+    }
+}
+
+/// Starts the flush thread and the compaction threads.
+pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
+    let mut handles = inner.bg.handles.lock();
+    let i = inner.clone();
+    let rx = inner.bg.flush_rx.clone();
+    handles.push(
+        std::thread::Builder::new()
+            .name("strata-flush".into())
+            .spawn(move || {
+                while let Ok(BgMsg::Work) = rx.recv() {
+                    while rx.try_recv() == Ok(BgMsg::Work) {}
+                    if i.is_poisoned() {
+                        continue;
+                    }
+                    guarded(&i, "flush", || i.flush_sealed());
+                    i.bg.notify_progress();
+                    i.bg.kick_compaction();
+                }
+            })
+            .map_err(|e| crate::Error::io("spawn flush thread", &inner.path, e))?,
+    );
+    for n in 0..inner.opts.compaction_threads.max(1) {
+        let i = inner.clone();
+        let rx = inner.bg.compact_rx.clone();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("strata-compact-{n}"))
+                .spawn(move || {
+                    while let Ok(BgMsg::Work) = rx.recv() {
+                        loop {
+                            if i.bg.paused.load(Ordering::Acquire) || i.is_poisoned() {
+                                break;
+                            }
+                            let mut did = false;
+                            guarded(&i, "compaction", || {
+                                did = i.compact_once()?;
+                                Ok(())
+                            });
+                            if !did {
+                                break;
+                            }
+                            i.bg.notify_progress();
+                        }
+                        if i.opts.auto_split
+                            && !i.bg.paused.load(Ordering::Acquire)
+                            && !i.is_poisoned()
+                        {
+                            guarded(&i, "split planner", || i.run_split_planner().map(|_| ()));
+                        }
+                        i.bg.notify_progress();
+                    }
+                })
+                .map_err(|e| crate::Error::io("spawn compaction thread", &inner.path, e))?,
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! Time, injected: the engine never reads the wall clock directly, so tests can move time to
+//! expire cells without sleeping.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A source of "now" in milliseconds since 1970-01-01 UTC.
+pub trait Clock: Send + Sync + Debug {
+    /// Current time in milliseconds.
+    fn now_ms(&self) -> u64;
+}
+
+/// The system wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// A clock that only moves when told to. Clones share the same time.
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    now: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock reading `now_ms`.
+    pub fn new(now_ms: u64) -> Self {
+        ManualClock {
+            now: Arc::new(AtomicU64::new(now_ms)),
+        }
+    }
+
+    /// Sets the time (it may go backwards, as a badly set wall clock can).
+    pub fn set(&self, now_ms: u64) {
+        self.now.store(now_ms, Ordering::SeqCst);
+    }
+
+    /// Moves time forward by `ms`.
+    pub fn advance(&self, ms: u64) {
+        self.now.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.now.load(Ordering::SeqCst)
+    }
+}

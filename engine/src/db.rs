@@ -1,0 +1,691 @@
+//! The database facade ([`Db`]) and the shared engine state ([`Inner`]) that the write path,
+//! read path, flush, compaction and split modules extend with `impl Inner` blocks.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use strata_format::manifest::{ManifestData, PartitionRecord};
+use strata_format::sst::SstBuildOptions;
+
+use crate::background::Background;
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::events::{Event, EventLog};
+use crate::fs::{FileLock, FileSystem, write_atomic};
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::paths;
+use crate::read::RangeIter;
+use crate::schema::{TableSchema, Ttl};
+use crate::sst::BlockCache;
+use crate::stats::Stats;
+use crate::types::{
+    BatchWriteResult, DeleteRow, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row,
+    UpdateRow, WriteOp, WriteReceipt,
+};
+use crate::version::{Partition, Table, Version};
+use crate::wal::WalWriter;
+use crate::write::WriteQueue;
+
+/// Counters persisted in the manifest besides the tables.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ManifestState {
+    pub generation: u64,
+    pub next_file_id: u64,
+    pub next_table_id: u64,
+    pub next_partition_id: u64,
+    pub flushed_seqno: u64,
+    pub min_wal_number: u64,
+}
+
+/// What readers snapshot: the version and the memtables, swapped together.
+pub(crate) struct ReadState {
+    pub version: Arc<Version>,
+    pub active: Arc<Memtable>,
+    /// Sealed memtables, oldest first.
+    pub sealed: Vec<Arc<Memtable>>,
+}
+
+/// Shared engine state.
+pub(crate) struct Inner {
+    pub path: PathBuf,
+    pub opts: Options,
+    pub fs: Arc<dyn FileSystem>,
+    pub clock: Arc<dyn Clock>,
+    pub cache: Arc<BlockCache>,
+    pub state: RwLock<ReadState>,
+    /// Highest sequence number readers may see.
+    pub visible_seqno: AtomicU64,
+    /// Highest sequence number assigned (write leader only).
+    pub last_seqno: AtomicU64,
+    pub queue: WriteQueue,
+    pub wal: Mutex<WalWriter>,
+    pub next_wal_number: AtomicU64,
+    pub manifest: Mutex<ManifestState>,
+    /// Highest engine-stamped version per table id.
+    pub stamps: Mutex<BTreeMap<u64, u64>>,
+    pub poison: Mutex<Option<String>>,
+    /// Serialises flush routing against splits and merges.
+    pub structure: Mutex<()>,
+    pub bg: Background,
+    pub stats: Stats,
+    pub events: EventLog,
+    pub closed: AtomicBool,
+    /// Largest level-0 file count of any partition (drives write backpressure).
+    pub max_l0_files: AtomicUsize,
+    pub lock: Mutex<Option<Box<dyn FileLock>>>,
+}
+
+impl Inner {
+    /// Marks the database as unable to promise durability; writes fail until reopened.
+    pub(crate) fn poison(&self, why: &str) {
+        let mut p = self.poison.lock();
+        if p.is_none() {
+            *p = Some(why.to_owned());
+            drop(p);
+            self.events
+                .log(self.clock.now_ms(), "poison", why.to_owned());
+        }
+        self.bg.notify_progress();
+    }
+
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poison.lock().is_some()
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        match &*self.poison.lock() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn next_file_id(&self) -> u64 {
+        let mut ms = self.manifest.lock();
+        let id = ms.next_file_id;
+        ms.next_file_id += 1;
+        id
+    }
+
+    pub(crate) fn sst_build_options(&self) -> SstBuildOptions {
+        SstBuildOptions {
+            block_size: self.opts.block_size_bytes,
+            compress: self.opts.compression,
+            bloom_bits_per_key: self.opts.bloom_bits_per_key,
+        }
+    }
+
+    /// Creates a folder (and parents) and syncs its parent so the entry is durable.
+    pub(crate) fn ensure_dir(&self, dir: &Path) -> Result<()> {
+        if self.fs.is_dir(dir) {
+            return Ok(());
+        }
+        if let Some(parent) = dir.parent() {
+            self.ensure_dir(parent)?;
+        }
+        self.fs
+            .create_dir_all(dir)
+            .map_err(|e| Error::io("create dir", dir, e))?;
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        self.fs
+            .sync_dir(parent)
+            .map_err(|e| Error::io("sync dir", parent, e))
+    }
+
+    /// Writes the manifest for `version` and `ms` atomically.
+    fn write_manifest(&self, version: &Version, ms: &ManifestState) -> Result<()> {
+        let stamps = self.stamps.lock().clone();
+        let data = ManifestData {
+            generation: ms.generation,
+            next_file_id: ms.next_file_id,
+            next_table_id: ms.next_table_id,
+            next_partition_id: ms.next_partition_id,
+            flushed_seqno: ms.flushed_seqno,
+            min_wal_number: ms.min_wal_number,
+            tables: version.table_records(&stamps),
+        };
+        let path = paths::manifest(&self.path);
+        write_atomic(self.fs.as_ref(), &path, &data.encode())
+            .map_err(|e| Error::io("write manifest", &path, e))
+    }
+
+    /// Builds a new version with `f`, writes it to the manifest, and installs it (retiring the
+    /// flushed memtable `retire`, if any) in one step readers observe atomically. Files the new
+    /// version no longer references are deleted once the last reader lets go of them.
+    ///
+    /// A failed manifest write poisons the database: the on-disk state is then unknown.
+    pub(crate) fn install(
+        &self,
+        retire: Option<&Arc<Memtable>>,
+        f: impl FnOnce(&Version, &mut ManifestState) -> Result<Version>,
+    ) -> Result<()> {
+        let mut ms = self.manifest.lock();
+        let cur = self.state.read().version.clone();
+        let mut next_ms = ms.clone();
+        let new_v = f(&cur, &mut next_ms)?;
+        next_ms.generation += 1;
+        if let Err(e) = self.write_manifest(&new_v, &next_ms) {
+            self.poison(&format!("manifest write failed: {e}"));
+            return Err(e);
+        }
+        *ms = next_ms;
+        let new_files = new_v.file_ids();
+        let max_l0 = new_v
+            .tables
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.levels.first().map_or(0, Vec::len))
+            .max()
+            .unwrap_or(0);
+        {
+            let mut st = self.state.write();
+            st.version = Arc::new(new_v);
+            if let Some(m) = retire {
+                st.sealed.retain(|x| !Arc::ptr_eq(x, m));
+            }
+        }
+        self.max_l0_files.store(max_l0, Ordering::Release);
+        for (id, r) in cur.file_ids() {
+            if !new_files.contains_key(&id) {
+                r.mark_obsolete();
+            }
+        }
+        drop(ms);
+        self.bg.notify_progress();
+        Ok(())
+    }
+
+    /// Seals the active memtable and starts a new WAL (write leader, or close).
+    pub(crate) fn rotate_memtable(&self) -> Result<()> {
+        let mut wal = self.wal.lock();
+        if self.state.read().active.is_empty() {
+            return Ok(());
+        }
+        // The old WAL must be complete on disk before a newer one can hold acknowledged writes,
+        // or a power cut could keep later writes and lose earlier ones.
+        wal.sync()?;
+        let number = self.next_wal_number.fetch_add(1, Ordering::AcqRel);
+        let new_wal = WalWriter::create(self.fs.as_ref(), &self.path, number)?;
+        *wal = new_wal;
+        drop(wal);
+        {
+            let mut st = self.state.write();
+            let old = std::mem::replace(&mut st.active, Arc::new(Memtable::new(number)));
+            st.sealed.push(old);
+        }
+        self.bg.kick_flush();
+        Ok(())
+    }
+
+    /// Deletes WAL files below the manifest's `min_wal_number`.
+    pub(crate) fn delete_obsolete_wals(&self) {
+        let min = self.manifest.lock().min_wal_number;
+        let dir = paths::wal_dir(&self.path);
+        if let Ok(names) = self.fs.list(&dir) {
+            for n in names {
+                if let Some(num) = paths::parse_wal_name(&n)
+                    && num < min
+                {
+                    let _ = self.fs.remove_file(&dir.join(&n));
+                }
+            }
+        }
+    }
+
+    /// Backpressure: slows or stalls a writer while flushes or compactions are behind, and
+    /// fails with `Busy` after `stall_timeout`.
+    pub(crate) fn wait_for_room(&self) -> Result<()> {
+        let start = Instant::now();
+        let mut slowed = false;
+        loop {
+            self.check_writable()?;
+            let sealed = self.state.read().sealed.len();
+            let l0 = self.max_l0_files.load(Ordering::Acquire);
+            let paused = self.bg.paused.load(Ordering::Acquire);
+            let stalled = sealed >= self.opts.max_sealed_memtables
+                || (l0 >= self.opts.l0_stop_trigger && !paused);
+            if !stalled {
+                if l0 >= self.opts.l0_slowdown_trigger && !slowed && !paused {
+                    self.stats.slowdowns.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(self.opts.slowdown_delay);
+                }
+                if slowed || start.elapsed().as_micros() > 0 {
+                    self.stats
+                        .stall_micros
+                        .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                }
+                return Ok(());
+            }
+            slowed = true;
+            let waited = start.elapsed();
+            if waited >= self.opts.stall_timeout {
+                self.stats
+                    .stall_micros
+                    .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
+                return Err(Error::Busy(format!(
+                    "writes stalled for {:?}: {sealed} sealed memtables waiting for flush, {l0} level-0 files in the busiest partition",
+                    waited
+                )));
+            }
+            if sealed > 0 {
+                self.bg.kick_flush();
+            }
+            self.bg.kick_compaction();
+            self.bg.wait_progress(self.opts.stall_timeout - waited);
+        }
+    }
+
+    fn flush_and_wait(&self) -> Result<()> {
+        self.check_writable()?;
+        {
+            // Rotation must not interleave with a write group.
+            let _leader = self.queue.lead();
+            self.rotate_memtable()?;
+        }
+        self.flush_sealed()
+    }
+}
+
+/// A description of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableDescription {
+    /// Schema and current options.
+    pub schema: TableSchema,
+    /// Creation time.
+    pub created_ms: u64,
+    /// Number of partitions.
+    pub partitions: usize,
+    /// Bytes in SSTables.
+    pub sst_bytes: u64,
+    /// SSTables.
+    pub sst_files: usize,
+}
+
+/// A change to a table's mutable options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableUpdate {
+    /// New max_versions.
+    pub max_versions: Option<u32>,
+    /// New TTL.
+    pub ttl: Option<Ttl>,
+}
+
+/// An open strata database. `Send + Sync`: share it between threads by reference or `Arc`.
+/// Closing (or dropping) flushes memtables and releases the folder lock.
+pub struct Db {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Db({})", self.inner.path.display())
+    }
+}
+
+impl Db {
+    /// Opens (or creates) the database in `path`, recovering from the WAL as needed.
+    ///
+    /// # Errors
+    /// `Locked` if another process has it open; `NotADatabase` for a folder that is not one
+    /// (or a missing folder with `create_if_missing` off); `Corruption` for damaged files;
+    /// I/O errors.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let inner = crate::recovery::open(path.as_ref(), opts)?;
+        crate::background::start(&inner)?;
+        inner.bg.kick_flush();
+        inner.bg.kick_compaction();
+        Ok(Db { inner })
+    }
+
+    /// The database folder.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Flushes memtables, stops background work and releases the lock.
+    ///
+    /// # Errors
+    /// Errors of the final flush (data stays in the WAL and is recovered at the next open).
+    pub fn close(self) -> Result<()> {
+        self.close_inner()
+    }
+
+    fn close_inner(&self) -> Result<()> {
+        let i = &self.inner;
+        if i.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        i.bg.shutdown();
+        let mut result = Ok(());
+        if !i.is_poisoned() {
+            let _leader = i.queue.lead();
+            result = i.rotate_memtable().and_then(|_| i.flush_sealed());
+            if result.is_ok() {
+                result = i.install(None, |v, _| Ok(v.clone()));
+            }
+        }
+        i.lock.lock().take();
+        result
+    }
+
+    /// Makes every acknowledged write durable (fsyncs the WAL).
+    ///
+    /// # Errors
+    /// I/O errors; a failed sync poisons the database.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.check_writable()?;
+        let _leader = self.inner.queue.lead();
+        let r = self.inner.wal.lock().sync();
+        if let Err(e) = &r {
+            self.inner.poison(&format!("WAL sync failed: {e}"));
+        }
+        r
+    }
+
+    /// Writes the memtable to SSTables now and waits for it.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush_and_wait()
+    }
+
+    /// Creates a table.
+    ///
+    /// # Errors
+    /// `Invalid` for schema rule violations, `TableExists`.
+    pub fn create_table(&self, schema: TableSchema) -> Result<()> {
+        schema.validate()?;
+        let i = &self.inner;
+        i.check_writable()?;
+        let now = i.clock.now_ms();
+        i.install(None, |v, ms| {
+            if v.table(&schema.name).is_some() {
+                return Err(Error::TableExists(schema.name.clone()));
+            }
+            let id = ms.next_table_id;
+            ms.next_table_id += 1;
+            let pid = ms.next_partition_id;
+            ms.next_partition_id += 1;
+            let mut v = v.clone();
+            v.put_table(Table {
+                id,
+                schema: schema.clone(),
+                created_ms: now,
+                partitions: vec![Arc::new(Partition {
+                    id: pid,
+                    start: None,
+                    end: None,
+                    levels: Vec::new(),
+                    load: Default::default(),
+                })],
+            });
+            Ok(v)
+        })
+    }
+
+    /// Drops a table and deletes its files.
+    ///
+    /// # Errors
+    /// `TableNotFound`.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let i = &self.inner;
+        i.check_writable()?;
+        i.install(None, |v, _| {
+            let t = v
+                .table(name)
+                .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+            let mut v = v.clone();
+            let id = t.id;
+            v.remove_table(id);
+            Ok(v)
+        })?;
+        i.stamps
+            .lock()
+            .retain(|id, _| self.inner.state.read().version.tables.contains_key(id));
+        // Best effort: the table's folders go once their files are deleted; leftovers are
+        // removed at the next open.
+        let dir = paths::table_dir(&i.path, name);
+        crate::recovery::remove_empty_dirs(i.fs.as_ref(), &dir);
+        Ok(())
+    }
+
+    /// Names of all tables, sorted.
+    pub fn list_tables(&self) -> Vec<String> {
+        self.inner
+            .state
+            .read()
+            .version
+            .by_name
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Describes a table.
+    ///
+    /// # Errors
+    /// `TableNotFound`.
+    pub fn describe_table(&self, name: &str) -> Result<TableDescription> {
+        let v = self.inner.state.read().version.clone();
+        let t = v
+            .table(name)
+            .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        let files: HashSet<u64> = t
+            .partitions
+            .iter()
+            .flat_map(|p| p.files().map(|f| f.rec.id))
+            .collect();
+        let bytes = t
+            .partitions
+            .iter()
+            .flat_map(|p| p.files())
+            .filter(|f| files.contains(&f.rec.id))
+            .map(|f| (f.rec.id, f.rec.size))
+            .collect::<BTreeMap<_, _>>();
+        Ok(TableDescription {
+            schema: t.schema.clone(),
+            created_ms: t.created_ms,
+            partitions: t.partitions.len(),
+            sst_bytes: bytes.values().sum(),
+            sst_files: bytes.len(),
+        })
+    }
+
+    /// Changes max_versions and/or TTL. Reads apply the change at once; files at the next
+    /// compaction.
+    ///
+    /// # Errors
+    /// `TableNotFound`, `Invalid`.
+    pub fn update_table(&self, name: &str, update: TableUpdate) -> Result<()> {
+        let i = &self.inner;
+        i.check_writable()?;
+        i.install(None, |v, _| {
+            let t = v
+                .table(name)
+                .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+            let mut t = (**t).clone();
+            if let Some(m) = update.max_versions {
+                t.schema.options.max_versions = m;
+            }
+            if let Some(ttl) = update.ttl {
+                t.schema.options.ttl = ttl;
+            }
+            t.schema.options.validate()?;
+            let mut v = v.clone();
+            v.put_table(t);
+            Ok(v)
+        })
+    }
+
+    fn single(&self, op: WriteOp) -> Result<WriteReceipt> {
+        let mut out = self.inner.write_ops(vec![op])?;
+        out.pop().unwrap_or(Err(Error::NotApplied))
+    }
+
+    /// PutRow.
+    ///
+    /// # Errors
+    /// Validation, condition, missing-table, busy or I/O errors.
+    pub fn put_row(&self, row: PutRow) -> Result<WriteReceipt> {
+        self.single(WriteOp::Put(row))
+    }
+
+    /// UpdateRow.
+    ///
+    /// # Errors
+    /// As [`Db::put_row`], plus increment errors.
+    pub fn update_row(&self, row: UpdateRow) -> Result<WriteReceipt> {
+        self.single(WriteOp::Update(row))
+    }
+
+    /// DeleteRow.
+    ///
+    /// # Errors
+    /// As [`Db::put_row`].
+    pub fn delete_row(&self, row: DeleteRow) -> Result<WriteReceipt> {
+        self.single(WriteOp::Delete(row))
+    }
+
+    /// Writes many rows atomically: one WAL record; if any row fails, none is applied.
+    ///
+    /// # Errors
+    /// Whole-batch errors (a row named twice, poisoned, busy, I/O). Row errors are in the result.
+    pub fn batch_write(&self, ops: Vec<WriteOp>) -> Result<BatchWriteResult> {
+        Ok(BatchWriteResult {
+            rows: self.inner.write_ops(ops)?,
+        })
+    }
+
+    /// GetRow: the row as of now, or `None`.
+    ///
+    /// # Errors
+    /// Validation, missing-table, I/O and corruption errors.
+    pub fn get_row(&self, table: &str, pk: &PrimaryKey, opts: &ReadOptions) -> Result<Option<Row>> {
+        let snap = self.inner.snapshot();
+        self.inner.get_row_at(&snap, table, pk, opts)
+    }
+
+    /// BatchGet: many rows read on one snapshot; one result per key.
+    pub fn batch_get(
+        &self,
+        keys: &[(String, PrimaryKey)],
+        opts: &ReadOptions,
+    ) -> Vec<Result<Option<Row>>> {
+        let snap = self.inner.snapshot();
+        keys.iter()
+            .map(|(t, pk)| self.inner.get_row_at(&snap, t, pk, opts))
+            .collect()
+    }
+
+    /// GetRange: one page of rows in `[start, end)` (or `(end, start]` backward) and the key to
+    /// continue from. The range compares whole primary keys column by column, so bounds on
+    /// later columns restrict only within equal leading columns.
+    ///
+    /// # Errors
+    /// `Invalid` for bad bounds or options, missing table, I/O and corruption errors.
+    pub fn get_range(
+        &self,
+        table: &str,
+        start: &PrimaryKey,
+        end: &PrimaryKey,
+        opts: &RangeOptions,
+    ) -> Result<RangePage> {
+        self.inner.get_range(table, start, end, opts)
+    }
+
+    /// An iterator over every row of a range, on one snapshot (no page limit).
+    ///
+    /// # Errors
+    /// As [`Db::get_range`].
+    pub fn range(
+        &self,
+        table: &str,
+        start: &PrimaryKey,
+        end: &PrimaryKey,
+        opts: &RangeOptions,
+    ) -> Result<RangeIter> {
+        self.inner.range_iter(table, start, end, opts)
+    }
+
+    /// Counts the rows of a range.
+    ///
+    /// # Errors
+    /// As [`Db::get_range`].
+    pub fn count_range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey) -> Result<u64> {
+        let mut it = self
+            .inner
+            .range_iter(table, start, end, &RangeOptions::default())?;
+        let mut n = 0;
+        while it.next_examined()?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Deletes every row of a range, in batches of 1000 (each batch atomic; the range as a
+    /// whole is not). Returns the number of rows deleted.
+    ///
+    /// # Errors
+    /// As [`Db::get_range`] and [`Db::batch_write`].
+    pub fn delete_range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey) -> Result<u64> {
+        let mut it = self
+            .inner
+            .range_iter(table, start, end, &RangeOptions::default())?;
+        let mut n = 0;
+        let mut batch = Vec::new();
+        loop {
+            let next = it.next_examined()?;
+            if let Some((pk, _)) = &next {
+                batch.push(WriteOp::Delete(DeleteRow::new(table, pk.clone())));
+            }
+            if batch.len() >= 1000 || (next.is_none() && !batch.is_empty()) {
+                let k = batch.len() as u64;
+                self.batch_write(std::mem::take(&mut batch))?
+                    .into_result()?;
+                n += k;
+            }
+            if next.is_none() {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// Recent flush, compaction, split and merge events, oldest first.
+    pub fn events(&self) -> Vec<Event> {
+        self.inner.events.recent()
+    }
+
+    /// The last recorded partition layout of a table (ids and bounds).
+    ///
+    /// # Errors
+    /// `TableNotFound`.
+    pub fn partition_records(&self, table: &str) -> Result<Vec<PartitionRecord>> {
+        let v = self.inner.state.read().version.clone();
+        let t = v
+            .table(table)
+            .ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
+        let single = Version {
+            tables: [(t.id, t.clone())].into(),
+            by_name: [(table.to_owned(), t.id)].into(),
+        };
+        Ok(single
+            .table_records(&BTreeMap::new())
+            .pop()
+            .map(|r| r.partitions)
+            .unwrap_or_default())
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.close_inner();
+    }
+}

@@ -1,0 +1,116 @@
+//! The one public error type of the engine.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in strata.
+///
+/// Validation errors carry a stable `rule` code (listed in the README) and a message naming the
+/// table, column or value concerned. Only [`Error::Busy`] is worth retrying as is; see
+/// [`Error::is_retryable`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request broke a rule of the data model.
+    #[error("invalid request ({rule}): {message}")]
+    Invalid {
+        /// Stable code of the rule broken, e.g. `pk-value-too-long`.
+        rule: &'static str,
+        /// What was wrong, naming the column or value.
+        message: String,
+    },
+    /// The named table does not exist.
+    #[error("table {0:?} does not exist")]
+    TableNotFound(String),
+    /// A table with that name exists already.
+    #[error("table {0:?} already exists")]
+    TableExists(String),
+    /// A write's row-existence or column condition did not hold; nothing was written.
+    #[error("condition failed: {0}")]
+    ConditionFailed(String),
+    /// Another row of the same batch failed, so this row was not applied either.
+    #[error("not applied: another row of the batch failed")]
+    NotApplied,
+    /// An I/O operation failed.
+    #[error("I/O error during {op} on {}: {source}", path.display())]
+    Io {
+        /// The operation (`"sync wal"`, `"rename manifest"`, ...).
+        op: &'static str,
+        /// The file or folder.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Stored bytes failed verification.
+    #[error("corruption in {} at offset {offset}: {detail}", path.display())]
+    Corruption {
+        /// The damaged file.
+        path: PathBuf,
+        /// Byte offset of the damage.
+        offset: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The engine is behind on flushes or compactions and the write waited as long as allowed.
+    #[error("busy: {0}")]
+    Busy(String),
+    /// An earlier failure (a failed WAL or manifest sync, a background error) means durability
+    /// can no longer be promised; writes are refused until the database is reopened.
+    #[error("database is poisoned by an earlier failure, reopen it: {0}")]
+    Poisoned(String),
+    /// The database was closed.
+    #[error("database is closed")]
+    Closed,
+    /// Another process (or handle) holds the database folder.
+    #[error("database {} is locked: it is open in another process", .0.display())]
+    Locked(PathBuf),
+    /// The folder is not a strata database.
+    #[error("{} is not a strata database: {reason}", path.display())]
+    NotADatabase {
+        /// The folder.
+        path: PathBuf,
+        /// Why not.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// True only where retrying the same call later can succeed (the engine was busy).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Busy(_))
+    }
+
+    /// The rule code of a validation error.
+    pub fn rule(&self) -> Option<&'static str> {
+        match self {
+            Error::Invalid { rule, .. } => Some(rule),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid(rule: &'static str, message: impl Into<String>) -> Error {
+        Error::Invalid {
+            rule,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corruption(path: impl Into<PathBuf>, e: strata_format::DecodeError) -> Error {
+        Error::Corruption {
+            path: path.into(),
+            offset: e.offset,
+            detail: format!("{}: {}", e.what, e.kind),
+        }
+    }
+}
+
+/// Result alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

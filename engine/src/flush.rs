@@ -1,0 +1,193 @@
+//! Flush: turning the oldest sealed memtable into one level-0 SSTable per partition that has
+//! data, then installing them in one manifest write.
+//!
+//! Steps:
+//! 1. Take the oldest sealed memtable (flushes run oldest first, one at a time).
+//! 2. Holding the structure lock (so no split or merge changes partitions meanwhile), route
+//!    each table's entries to partitions and write one SSTable per partition (temp file,
+//!    fsync, rename, folder fsync).
+//! 3. Install: add the files to level 0, advance `flushed_seqno` and `min_wal_number`, drop the
+//!    memtable from the read state — all in one step readers see atomically.
+//! 4. Delete the WAL files the manifest no longer needs.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use strata_format::key::{partition_key, user_key};
+use strata_format::manifest::FileRecord;
+use strata_format::sst::SstProperties;
+
+use crate::db::Inner;
+use crate::error::{Error, Result};
+use crate::paths;
+use crate::sst::{SstFileWriter, SstReader, WrittenSst};
+use crate::version::{FileEntry, Table};
+
+/// A new file for a partition, ready to install.
+pub(crate) struct NewFile {
+    pub table_id: u64,
+    pub partition_id: u64,
+    pub entry: Arc<FileEntry>,
+}
+
+impl Inner {
+    /// Creates a writer for a new SSTable of `partition` at `level`.
+    pub(crate) fn new_sst(
+        &self,
+        table: &Table,
+        partition: u64,
+        level: u32,
+    ) -> Result<(u64, SstFileWriter)> {
+        let id = self.next_file_id();
+        let dir = paths::partition_dir(&self.path, &table.schema.name, partition);
+        self.ensure_dir(&dir)?;
+        let props = SstProperties {
+            table_name: table.schema.name.clone(),
+            table_id: table.id,
+            partition_id: partition,
+            pk_schema: table
+                .schema
+                .primary_key
+                .iter()
+                .map(|c| (c.name.clone(), c.key_type))
+                .collect(),
+            created_ms: self.clock.now_ms(),
+            level: u64::from(level),
+            ..Default::default()
+        };
+        let path = paths::sst_file(&self.path, &table.schema.name, partition, id);
+        let w = SstFileWriter::create(self.fs.clone(), &path, self.sst_build_options(), props)?;
+        Ok((id, w))
+    }
+
+    /// Opens a finished SSTable and describes it for the manifest.
+    pub(crate) fn open_written(
+        &self,
+        id: u64,
+        partition: u64,
+        level: u32,
+        w: WrittenSst,
+    ) -> Result<Arc<FileEntry>> {
+        let reader = SstReader::open(self.fs.clone(), &w.path, id, self.cache.clone())?;
+        let p = &w.props;
+        let rec = FileRecord {
+            id,
+            home_partition: partition,
+            level,
+            size: w.size,
+            smallest: p.first_key.clone(),
+            largest: p.last_key.clone(),
+            min_seqno: p.min_seqno,
+            max_seqno: p.max_seqno,
+            entries: p.entry_count,
+            clip_start: None,
+            clip_end: None,
+        };
+        Ok(Arc::new(FileEntry { reader, rec }))
+    }
+
+    /// Flushes every sealed memtable, oldest first.
+    pub(crate) fn flush_sealed(&self) -> Result<()> {
+        loop {
+            let Some(mem) = self.state.read().sealed.first().cloned() else {
+                return Ok(());
+            };
+            let _structure = self.structure.lock();
+            let version = self.state.read().version.clone();
+            let mut new_files: Vec<NewFile> = Vec::new();
+            let mut bytes = 0u64;
+            for table_id in mem.table_ids() {
+                let Some(table) = version.tables.get(&table_id) else {
+                    continue;
+                };
+                let mut current: Option<(usize, u64, SstFileWriter)> = None;
+                let mut finished: Vec<(usize, u64, WrittenSst)> = Vec::new();
+                mem.for_each_in_table(table_id, |ikey, value| {
+                    let pi = table.partition_index(partition_key(user_key(ikey)));
+                    if current.as_ref().is_none_or(|(p, _, _)| *p != pi) {
+                        if let Some((p, id, w)) = current.take() {
+                            finished.push((p, id, w.finish()?));
+                        }
+                        let pid = table.partitions.get(pi).map(|p| p.id).unwrap_or(0);
+                        let (id, w) = self.new_sst(table, pid, 0)?;
+                        current = Some((pi, id, w));
+                    }
+                    if let Some((_, _, w)) = &mut current {
+                        w.add(ikey, value)?;
+                    }
+                    Ok(())
+                })?;
+                if let Some((p, id, w)) = current.take() {
+                    finished.push((p, id, w.finish()?));
+                }
+                for (pi, id, w) in finished {
+                    let pid = table.partitions.get(pi).map(|p| p.id).unwrap_or(0);
+                    bytes += w.size;
+                    let entry = self.open_written(id, pid, 0, w)?;
+                    self.events.log(
+                        self.clock.now_ms(),
+                        "flush",
+                        format!(
+                            "table={} partition={} file={} bytes={} entries={}",
+                            table.schema.name, pid, id, entry.rec.size, entry.rec.entries
+                        ),
+                    );
+                    new_files.push(NewFile {
+                        table_id,
+                        partition_id: pid,
+                        entry,
+                    });
+                }
+                self.stats.add_table_bytes(table_id, bytes, 0);
+            }
+            let flushed_seqno = mem.max_seqno();
+            self.install_flush(&mem, new_files, flushed_seqno)?;
+            self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+            self.delete_obsolete_wals();
+        }
+    }
+
+    /// Installs flushed files and retires the memtable.
+    fn install_flush(
+        &self,
+        mem: &Arc<crate::memtable::Memtable>,
+        files: Vec<NewFile>,
+        flushed_seqno: u64,
+    ) -> Result<()> {
+        // The memtable after this one holds the oldest data still only in the WAL.
+        let next_first_wal = {
+            let st = self.state.read();
+            st.sealed
+                .get(1)
+                .map(|m| m.first_wal)
+                .unwrap_or(st.active.first_wal)
+        };
+        self.install(Some(mem), |v, ms| {
+            let mut v = v.clone();
+            for nf in files {
+                let Some(t) = v.tables.get(&nf.table_id) else {
+                    nf.entry.reader.mark_obsolete();
+                    continue;
+                };
+                let mut t = (**t).clone();
+                let Some(p) = t.partitions.iter_mut().find(|p| p.id == nf.partition_id) else {
+                    return Err(Error::invalid("internal", "flushed partition vanished"));
+                };
+                let mut np = (**p).clone();
+                if np.levels.is_empty() {
+                    np.levels.push(Vec::new());
+                }
+                if let Some(l0) = np.levels.first_mut() {
+                    l0.insert(0, nf.entry);
+                }
+                np.normalize();
+                *p = Arc::new(np);
+                v.put_table(t);
+            }
+            ms.flushed_seqno = ms.flushed_seqno.max(flushed_seqno);
+            ms.min_wal_number = ms.min_wal_number.max(next_first_wal);
+            Ok(v)
+        })
+    }
+}

@@ -1,0 +1,92 @@
+//! The one file-system abstraction every byte of engine I/O goes through.
+//!
+//! Three implementations: [`OsFs`] (the real disk), [`MemFs`] (in memory, tracking what has
+//! been synced so tests can cut the power) and [`FaultFs`] (wraps another and injects errors).
+//! Keeping the trait small — append-only writers, positioned readers, rename, directory sync —
+//! is what lets the crash tests model exactly the guarantees a POSIX disk gives.
+
+mod fault;
+mod mem;
+mod os;
+
+use std::fmt::Debug;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use fault::{FaultFs, FaultKind, FaultPlan, FsOp};
+pub use mem::{CrashMode, MemFs};
+pub use os::OsFs;
+
+/// A file opened for appending. Data reaches stable storage only after [`WritableFile::sync`].
+pub trait WritableFile: Send + Sync + Debug {
+    /// Appends bytes (handed to the OS: they survive a process kill, not a power cut).
+    fn append(&mut self, data: &[u8]) -> io::Result<()>;
+    /// Makes everything appended so far durable (fdatasync).
+    fn sync(&mut self) -> io::Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    /// True when nothing was appended.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file opened for positioned reads.
+pub trait RandomAccessFile: Send + Sync + Debug {
+    /// Fills `buf` from `offset`; fails with `UnexpectedEof` if the file is shorter.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// File size when opened.
+    fn len(&self) -> u64;
+    /// True for an empty file.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An exclusive lock on a database folder, released on drop.
+pub trait FileLock: Send + Sync + Debug {}
+
+/// The operations the engine needs from a file system.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Creates a directory and its parents (not durable until the parent is synced).
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Creates (or truncates) a file for appending.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens a file for positioned reads.
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>>;
+    /// Reads a whole file.
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// Atomically replaces `to` with `from` (durable once the directory is synced).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory.
+    fn remove_dir(&self, path: &Path) -> io::Result<()>;
+    /// Names of the entries in a directory.
+    fn list(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// True if the path exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// True if the path is a directory.
+    fn is_dir(&self, path: &Path) -> bool;
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Cuts a file to `len` bytes and syncs it.
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
+    /// Size of a file.
+    fn file_size(&self, path: &Path) -> io::Result<u64>;
+    /// Takes an exclusive lock; fails with `WouldBlock` if another holder has it.
+    fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+}
+
+/// Writes `data` to `path` through a temporary file, syncs it, renames it into place and syncs
+/// the directory: after this returns, a power cut leaves either the old or the new content.
+pub fn write_atomic(fs: &dyn FileSystem, path: &Path, data: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut f = fs.create(&tmp)?;
+    f.append(data)?;
+    f.sync()?;
+    drop(f);
+    fs.rename(&tmp, path)?;
+    fs.sync_dir(path.parent().unwrap_or(Path::new(".")))
+}

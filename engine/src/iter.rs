@@ -1,0 +1,258 @@
+//! Iterators of the read path: sources (memtable chunks and SSTables), the merging iterator
+//! that interleaves them in key order, and the row iterator that groups a row's records.
+//! Every source is directional (forward or backward) and clipped to internal-key bounds
+//! `[lo, hi)`, so partition boundaries and shared-file clips are enforced at the source.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key, user_key};
+
+use crate::error::{Error, Result};
+use crate::memtable::{Entry, Memtable, is_base_record};
+
+/// A positioned, directional stream of `(internal key, record)` entries.
+pub trait EntrySource: Send {
+    /// True when positioned on an entry.
+    fn valid(&self) -> bool;
+    /// Current internal key.
+    fn key(&self) -> &[u8];
+    /// Current record bytes.
+    fn value(&self) -> &[u8];
+    /// Moves one entry in the source's direction.
+    ///
+    /// # Errors
+    /// I/O or corruption errors of the underlying file.
+    fn advance(&mut self) -> Result<()>;
+}
+
+/// The smallest internal key greater than every internal key of the encoded primary key `pk`.
+pub fn after_all_versions(pk: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(pk.len() + SEQNO_SUFFIX_LEN + 1);
+    k.extend_from_slice(pk);
+    k.extend_from_slice(&[0xff; SEQNO_SUFFIX_LEN]);
+    k.push(0);
+    k
+}
+
+const MEM_CHUNK: usize = 64;
+
+/// A memtable source: copies a chunk of entries at a time so the memtable lock is held briefly.
+pub struct MemSource {
+    mem: Arc<Memtable>,
+    table_id: u64,
+    forward: bool,
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+    buf: std::collections::VecDeque<Entry>,
+    last: Option<Vec<u8>>,
+    exhausted: bool,
+}
+
+impl MemSource {
+    /// A source over `[lo, hi)` of one table.
+    pub fn new(
+        mem: Arc<Memtable>,
+        table_id: u64,
+        forward: bool,
+        lo: Vec<u8>,
+        hi: Option<Vec<u8>>,
+    ) -> Self {
+        let mut s = MemSource {
+            mem,
+            table_id,
+            forward,
+            lo,
+            hi,
+            buf: Default::default(),
+            last: None,
+            exhausted: false,
+        };
+        s.refill();
+        s
+    }
+
+    fn refill(&mut self) {
+        if self.exhausted {
+            return;
+        }
+        let from = match &self.last {
+            None => Bound::Unbounded,
+            Some(k) => Bound::Excluded(k.as_slice()),
+        };
+        let chunk = self.mem.chunk(
+            self.table_id,
+            self.forward,
+            from,
+            &self.lo,
+            self.hi.as_deref(),
+            MEM_CHUNK,
+        );
+        if chunk.len() < MEM_CHUNK {
+            self.exhausted = true;
+        }
+        if let Some((k, _)) = chunk.last() {
+            self.last = Some(k.clone());
+        }
+        self.buf.extend(chunk);
+    }
+}
+
+impl EntrySource for MemSource {
+    fn valid(&self) -> bool {
+        !self.buf.is_empty()
+    }
+    fn key(&self) -> &[u8] {
+        self.buf.front().map_or(&[], |(k, _)| k.as_slice())
+    }
+    fn value(&self) -> &[u8] {
+        self.buf.front().map_or(&[], |(_, v)| v.as_slice())
+    }
+    fn advance(&mut self) -> Result<()> {
+        self.buf.pop_front();
+        if self.buf.is_empty() {
+            self.refill();
+        }
+        Ok(())
+    }
+}
+
+/// Merges sources in one direction. Sources never hold the same internal key (sequence numbers
+/// are unique); if they did, the records would be identical and applying one twice is harmless.
+pub struct MergeIter {
+    sources: Vec<Box<dyn EntrySource>>,
+    forward: bool,
+    current: Option<usize>,
+}
+
+impl MergeIter {
+    /// A merge of `sources`, all positioned in direction `forward`.
+    pub fn new(sources: Vec<Box<dyn EntrySource>>, forward: bool) -> Self {
+        let mut m = MergeIter {
+            sources,
+            forward,
+            current: None,
+        };
+        m.pick();
+        m
+    }
+
+    fn pick(&mut self) {
+        let mut best: Option<usize> = None;
+        for (i, s) in self.sources.iter().enumerate() {
+            if !s.valid() {
+                continue;
+            }
+            best = match best {
+                None => Some(i),
+                Some(b) => {
+                    let bk = self.sources.get(b).map_or(&[][..], |x| x.key());
+                    let better = if self.forward {
+                        s.key() < bk
+                    } else {
+                        s.key() > bk
+                    };
+                    if better { Some(i) } else { Some(b) }
+                }
+            };
+        }
+        self.current = best;
+    }
+
+    /// True when positioned.
+    pub fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Current internal key.
+    pub fn key(&self) -> &[u8] {
+        self.current
+            .and_then(|i| self.sources.get(i))
+            .map_or(&[], |s| s.key())
+    }
+
+    /// Current record.
+    pub fn value(&self) -> &[u8] {
+        self.current
+            .and_then(|i| self.sources.get(i))
+            .map_or(&[], |s| s.value())
+    }
+
+    /// Moves one entry.
+    ///
+    /// # Errors
+    /// Errors of the underlying source.
+    pub fn advance(&mut self) -> Result<()> {
+        if let Some(s) = self.current.and_then(|i| self.sources.get_mut(i)) {
+            s.advance()?;
+        }
+        self.pick();
+        Ok(())
+    }
+}
+
+/// Groups a merged stream into rows: `(encoded pk, records newest first up to the first base)`,
+/// ignoring entries newer than the snapshot.
+pub struct RowGrouper {
+    merge: MergeIter,
+    forward: bool,
+    snapshot: u64,
+}
+
+impl RowGrouper {
+    /// Groups `merge` at `snapshot`.
+    pub fn new(merge: MergeIter, forward: bool, snapshot: u64) -> Self {
+        RowGrouper {
+            merge,
+            forward,
+            snapshot,
+        }
+    }
+
+    /// The next row, or `None` at the end.
+    ///
+    /// # Errors
+    /// I/O or corruption errors.
+    pub fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Vec<u8>>)>> {
+        loop {
+            if !self.merge.valid() {
+                return Ok(None);
+            }
+            let pk = user_key(self.merge.key()).to_vec();
+            let mut records: Vec<Vec<u8>> = Vec::new();
+            let mut base_found = false;
+            while self.merge.valid() && user_key(self.merge.key()) == pk.as_slice() {
+                let (_, seq) =
+                    split_internal_key(self.merge.key()).map_err(|e| Error::Corruption {
+                        path: Default::default(),
+                        offset: e.offset,
+                        detail: "internal key too short".into(),
+                    })?;
+                if seq <= self.snapshot {
+                    let v = self.merge.value();
+                    if self.forward {
+                        // Newest first: keep records until the first base.
+                        if !base_found {
+                            records.push(v.to_vec());
+                            base_found = is_base_record(v);
+                        }
+                    } else {
+                        // Oldest first: a base makes everything before it irrelevant.
+                        if is_base_record(v) {
+                            records.clear();
+                        }
+                        records.push(v.to_vec());
+                    }
+                }
+                self.merge.advance()?;
+            }
+            if records.is_empty() {
+                continue;
+            }
+            if !self.forward {
+                records.reverse();
+            }
+            return Ok(Some((pk, records)));
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Database options: durability, memory, compaction shape, and the injected file system and
+//! clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock};
+use crate::fs::{FileSystem, OsFs};
+
+/// When a write is made durable. See `docs/DURABILITY.md` for what each mode survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Every acknowledged write is fsynced (concurrent writers share one fsync: group commit).
+    /// Survives a power cut.
+    Always,
+    /// Every acknowledged write is handed to the OS before the call returns, so it survives a
+    /// process crash; it reaches the disk at the next [`crate::Db::sync`], memtable flush or
+    /// close. A power cut loses what was written since.
+    Buffered,
+}
+
+/// What recovery does with a WAL record that is damaged in the middle of the log (a damaged
+/// *last* record is always treated as a torn write and cut off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalRecovery {
+    /// Refuse to open, reporting the file and offset (the default: never lose data silently).
+    Strict,
+    /// Recover every record before the damage and drop the rest of the log.
+    RecoverPrefix,
+}
+
+/// Options for [`crate::Db::open`]. Construct with `Options::default()` and adjust fields.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// File system (default: the real one).
+    pub fs: Arc<dyn FileSystem>,
+    /// Clock (default: the system clock).
+    pub clock: Arc<dyn Clock>,
+    /// Durability of writes.
+    pub sync_mode: SyncMode,
+    /// Treatment of a WAL damaged in the middle.
+    pub wal_recovery: WalRecovery,
+    /// Create the folder and an empty database when missing.
+    pub create_if_missing: bool,
+    /// Memtable size that triggers a flush.
+    pub write_buffer_bytes: usize,
+    /// Sealed memtables waiting for flush before writes stall.
+    pub max_sealed_memtables: usize,
+    /// Target uncompressed data block size.
+    pub block_size_bytes: usize,
+    /// Block cache budget.
+    pub block_cache_bytes: usize,
+    /// Compress blocks with LZ4.
+    pub compression: bool,
+    /// Bloom filter bits per key.
+    pub bloom_bits_per_key: usize,
+    /// Background compaction threads (at least 1).
+    pub compaction_threads: usize,
+    /// Level-0 files in a partition that trigger a compaction.
+    pub l0_compaction_trigger: usize,
+    /// Level-0 files at which each write is delayed a little.
+    pub l0_slowdown_trigger: usize,
+    /// Level-0 files at which writes wait for compaction.
+    pub l0_stop_trigger: usize,
+    /// Target size of level 1 of a partition; each deeper level is `level_size_multiplier` larger.
+    pub level1_target_bytes: u64,
+    /// Growth factor between levels.
+    pub level_size_multiplier: u64,
+    /// Number of levels per partition (level 0 included).
+    pub num_levels: usize,
+    /// Target size of a compaction output file.
+    pub target_file_bytes: u64,
+    /// Longest a write waits for flushes or compactions before failing with `Busy`.
+    pub stall_timeout: Duration,
+    /// Delay per write in the slowdown zone.
+    pub slowdown_delay: Duration,
+    /// Start with background compaction paused.
+    pub start_paused: bool,
+    /// Run the split planner after flushes and compactions.
+    pub auto_split: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            fs: Arc::new(OsFs),
+            clock: Arc::new(SystemClock),
+            sync_mode: SyncMode::Buffered,
+            wal_recovery: WalRecovery::Strict,
+            create_if_missing: true,
+            write_buffer_bytes: 64 << 20,
+            max_sealed_memtables: 2,
+            block_size_bytes: 4096,
+            block_cache_bytes: 64 << 20,
+            compression: true,
+            bloom_bits_per_key: 10,
+            compaction_threads: 1,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 12,
+            l0_stop_trigger: 20,
+            level1_target_bytes: 128 << 20,
+            level_size_multiplier: 10,
+            num_levels: 7,
+            target_file_bytes: 64 << 20,
+            stall_timeout: Duration::from_secs(30),
+            slowdown_delay: Duration::from_millis(1),
+            start_paused: false,
+            auto_split: true,
+        }
+    }
+}
+
+impl Options {
+    /// Options with small buffers and files, so tests exercise flushes, compactions and splits
+    /// with little data.
+    pub fn small_for_tests() -> Self {
+        Options {
+            write_buffer_bytes: 32 << 10,
+            block_size_bytes: 512,
+            block_cache_bytes: 1 << 20,
+            level1_target_bytes: 128 << 10,
+            level_size_multiplier: 4,
+            target_file_bytes: 64 << 10,
+            stall_timeout: Duration::from_secs(60),
+            ..Options::default()
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! The read path: snapshots, point reads, and range iteration across partitions.
+//!
+//! A snapshot is the published sequence number plus the current version and memtables, taken
+//! in that order under one lock, so a concurrent flush (which installs a version and drops a
+//! sealed memtable atomically) can never hide data from it. A point read walks memtables (newest
+//! first), then level 0 newest first, then one file per deeper level, stopping at the first
+//! record that hides everything older (a put or a delete).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use strata_format::key::{decode_pk, partition_key};
+use strata_format::record::RowRecord;
+
+use crate::db::Inner;
+use crate::error::{Error, Result};
+use crate::iter::{EntrySource, MemSource, MergeIter, RowGrouper, after_all_versions};
+use crate::memtable::Memtable;
+use crate::rowstate::{DropCounts, RowState, resolve, select, visible};
+use crate::sst::SstIter;
+use crate::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
+use crate::validate::encode_bound;
+use crate::version::{Partition, Table, Version};
+
+/// A consistent view for reading.
+#[derive(Clone)]
+pub struct Snapshot {
+    /// Tables and files.
+    pub version: Arc<Version>,
+    /// Memtables, newest first.
+    pub mems: Vec<Arc<Memtable>>,
+    /// Entries above this sequence number are invisible.
+    pub seqno: u64,
+}
+
+fn decode_records(bufs: Vec<Vec<u8>>, path: &std::path::Path) -> Result<Vec<RowRecord>> {
+    bufs.iter()
+        .map(|b| RowRecord::decode(b).map_err(|e| Error::corruption(path, e)))
+        .collect()
+}
+
+impl Inner {
+    /// A snapshot at the published sequence number.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let seqno = self.visible_seqno.load(Ordering::Acquire);
+        self.snapshot_at(seqno)
+    }
+
+    /// A snapshot at `seqno` (the write leader reads its own unpublished entries this way).
+    pub(crate) fn snapshot_at(&self, seqno: u64) -> Snapshot {
+        let st = self.state.read();
+        let mut mems = Vec::with_capacity(st.sealed.len() + 1);
+        mems.push(st.active.clone());
+        mems.extend(st.sealed.iter().rev().cloned());
+        Snapshot {
+            version: st.version.clone(),
+            mems,
+            seqno,
+        }
+    }
+
+    /// The records of one row, newest first up to the first base record.
+    pub(crate) fn row_records(
+        &self,
+        snap: &Snapshot,
+        table: &Table,
+        pk: &[u8],
+    ) -> Result<Vec<RowRecord>> {
+        let mut out = Vec::new();
+        for m in &snap.mems {
+            if m.get(table.id, pk, snap.seqno, &mut out) {
+                return decode_records(out, &self.path);
+            }
+        }
+        let Some(part) = table.partition_for(partition_key(pk)) else {
+            return decode_records(out, &self.path);
+        };
+        let decode_from =
+            |out: Vec<Vec<u8>>, f: &crate::version::FileEntry| decode_records(out, &f.reader.path);
+        let mut file_records: Vec<RowRecord> = Vec::new();
+        let mut found = false;
+        if let Some(l0) = part.levels.first() {
+            for f in l0 {
+                if !f.may_hold(pk) {
+                    continue;
+                }
+                let mut buf = Vec::new();
+                let base = f.reader.get(pk, snap.seqno, &mut buf)?;
+                file_records.extend(decode_from(buf, f)?);
+                if base {
+                    found = true;
+                    break;
+                }
+            }
+        }
+        if !found {
+            for level in 1..part.levels.len() {
+                if let Some(f) = part.find_in_level(level, pk) {
+                    let mut buf = Vec::new();
+                    let base = f.reader.get(pk, snap.seqno, &mut buf)?;
+                    file_records.extend(decode_from(buf, f)?);
+                    if base {
+                        break;
+                    }
+                }
+            }
+        }
+        let mut recs = decode_records(out, &self.path)?;
+        recs.extend(file_records);
+        Ok(recs)
+    }
+
+    /// The row as reads see it now (`None` when it does not exist).
+    pub(crate) fn visible_state(
+        &self,
+        table: &Table,
+        pk: &[u8],
+        seqno: u64,
+        now: u64,
+    ) -> Result<Option<RowState>> {
+        let snap = self.snapshot_at(seqno);
+        let recs = self.row_records(&snap, table, pk)?;
+        if recs.is_empty() {
+            return Ok(None);
+        }
+        let st = resolve(recs, table.max_versions(), &mut DropCounts::default());
+        Ok(visible(st, table.max_versions(), table.ttl(), now))
+    }
+
+    /// GetRow.
+    pub(crate) fn get_row_at(
+        &self,
+        snap: &Snapshot,
+        table_name: &str,
+        pk: &PrimaryKey,
+        opts: &ReadOptions,
+    ) -> Result<Option<Row>> {
+        validate_read_options(opts)?;
+        let table = snap
+            .version
+            .table(table_name)
+            .ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+        let enc = crate::validate::encode_row_key(table, pk)?;
+        let recs = self.row_records(snap, table, &enc)?;
+        let now = self.clock.now_ms();
+        if let Some(p) = table.partition_for(partition_key(&enc)) {
+            p.load
+                .record_read(now, recs.iter().map(|r| r.cell_count() as u64).sum());
+        }
+        if recs.is_empty() {
+            return Ok(None);
+        }
+        let st = resolve(recs, table.max_versions(), &mut DropCounts::default());
+        Ok(visible(st, table.max_versions(), table.ttl(), now).and_then(|st| select(pk, st, opts)))
+    }
+
+    /// Opens a range iterator.
+    pub(crate) fn range_iter(
+        &self,
+        table_name: &str,
+        start: &PrimaryKey,
+        end: &PrimaryKey,
+        opts: &RangeOptions,
+    ) -> Result<RangeIter> {
+        validate_read_options(&opts.read)?;
+        let snap = self.snapshot();
+        let table = snap
+            .version
+            .table(table_name)
+            .cloned()
+            .ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+        let s = encode_bound(&table, start)?;
+        let e = encode_bound(&table, end)?;
+        let forward = opts.direction == Direction::Forward;
+        match (forward, s.cmp(&e)) {
+            (_, std::cmp::Ordering::Equal) => {
+                return Err(Error::invalid(
+                    "range-empty-bounds",
+                    format!("range start {start} equals its end"),
+                ));
+            }
+            (true, std::cmp::Ordering::Greater) => {
+                return Err(Error::invalid(
+                    "range-order",
+                    format!("a forward range needs start < end; got {start} > {end}"),
+                ));
+            }
+            (false, std::cmp::Ordering::Less) => {
+                return Err(Error::invalid(
+                    "range-order",
+                    format!("a backward range needs start > end; got {start} < {end}"),
+                ));
+            }
+            _ => {}
+        }
+        if opts.limit == Some(0) {
+            return Err(Error::invalid(
+                "range-limit",
+                "a range limit must be at least 1",
+            ));
+        }
+        let (lo, hi) = if forward {
+            (s, e)
+        } else {
+            (after_all_versions(&e), after_all_versions(&s))
+        };
+        Ok(RangeIter::new(
+            snap,
+            table,
+            forward,
+            lo,
+            hi,
+            opts.read.clone(),
+            self.clock.now_ms(),
+        ))
+    }
+
+    /// GetRange: one page.
+    pub(crate) fn get_range(
+        &self,
+        table: &str,
+        start: &PrimaryKey,
+        end: &PrimaryKey,
+        opts: &RangeOptions,
+    ) -> Result<RangePage> {
+        let mut it = self.range_iter(table, start, end, opts)?;
+        let limit = opts.limit.unwrap_or(RangeOptions::DEFAULT_LIMIT);
+        let mut rows = Vec::new();
+        let mut bytes = 0usize;
+        let mut scanned = 0usize;
+        loop {
+            if rows.len() >= limit
+                || bytes >= opts.max_page_bytes
+                || scanned >= opts.max_scanned_rows
+            {
+                // Stopped early: continue from the next existing row, if any.
+                let next = it.next_examined()?.map(|(pk, _)| pk);
+                return Ok(RangePage {
+                    rows,
+                    next_start: next,
+                });
+            }
+            match it.next_examined()? {
+                None => {
+                    return Ok(RangePage {
+                        rows,
+                        next_start: None,
+                    });
+                }
+                Some((_, row)) => {
+                    scanned += 1;
+                    if let Some(r) = row {
+                        bytes += approx_row_bytes(&r);
+                        rows.push(r);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn approx_row_bytes(r: &Row) -> usize {
+    r.columns
+        .iter()
+        .map(|c| {
+            c.name.len()
+                + c.cells
+                    .iter()
+                    .map(|x| 8 + x.value.size_bytes())
+                    .sum::<usize>()
+        })
+        .sum::<usize>()
+        + 16
+}
+
+/// Checks read options.
+///
+/// # Errors
+/// `Invalid` for a zero max_versions, an empty time range, bad filter or column names.
+pub fn validate_read_options(o: &ReadOptions) -> Result<()> {
+    if o.max_versions == Some(0) {
+        return Err(Error::invalid(
+            "read-max-versions",
+            "max_versions of a read must be at least 1",
+        ));
+    }
+    if let Some((s, e)) = o.time_range
+        && s >= e
+    {
+        return Err(Error::invalid(
+            "time-range",
+            format!("time range [{s}, {e}) is empty"),
+        ));
+    }
+    if let Some(f) = &o.filter {
+        crate::rowstate::validate_condition(f)?;
+    }
+    if let Some(cols) = &o.columns {
+        for c in cols {
+            crate::schema::validate_name("column", c)?;
+        }
+    }
+    Ok(())
+}
+
+/// Streams the rows of a range in order, across partitions, on one snapshot.
+pub struct RangeIter {
+    snap: Snapshot,
+    table: Arc<Table>,
+    forward: bool,
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    parts: Vec<usize>,
+    next_part: usize,
+    grouper: Option<RowGrouper>,
+    read: ReadOptions,
+    now: u64,
+}
+
+impl RangeIter {
+    fn new(
+        snap: Snapshot,
+        table: Arc<Table>,
+        forward: bool,
+        lo: Vec<u8>,
+        hi: Vec<u8>,
+        read: ReadOptions,
+        now: u64,
+    ) -> Self {
+        let mut parts: Vec<usize> = table
+            .partitions
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.start.as_deref().is_none_or(|s| s < hi.as_slice())
+                    && p.end.as_deref().is_none_or(|e| e > lo.as_slice())
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if !forward {
+            parts.reverse();
+        }
+        RangeIter {
+            snap,
+            table,
+            forward,
+            lo,
+            hi,
+            parts,
+            next_part: 0,
+            grouper: None,
+            read,
+            now,
+        }
+    }
+
+    fn open_partition(&self, p: &Partition) -> Result<RowGrouper> {
+        let lo = match &p.start {
+            Some(s) if s.as_slice() > self.lo.as_slice() => s.clone(),
+            _ => self.lo.clone(),
+        };
+        let hi = match &p.end {
+            Some(e) if e.as_slice() < self.hi.as_slice() => e.clone(),
+            _ => self.hi.clone(),
+        };
+        let mut sources: Vec<Box<dyn EntrySource>> = Vec::new();
+        for m in &self.snap.mems {
+            sources.push(Box::new(MemSource::new(
+                m.clone(),
+                self.table.id,
+                self.forward,
+                lo.clone(),
+                Some(hi.clone()),
+            )));
+        }
+        for f in p.files() {
+            let flo = match &f.rec.clip_start {
+                Some(c) if c.as_slice() > lo.as_slice() => c.clone(),
+                _ => lo.clone(),
+            };
+            let fhi = match &f.rec.clip_end {
+                Some(c) if c.as_slice() < hi.as_slice() => c.clone(),
+                _ => hi.clone(),
+            };
+            if flo >= fhi
+                || f.rec.largest.as_slice() < flo.as_slice()
+                || f.rec.smallest.as_slice() >= fhi.as_slice()
+            {
+                continue;
+            }
+            sources.push(Box::new(SstIter::new(
+                f.reader.clone(),
+                self.forward,
+                flo,
+                Some(fhi),
+            )?));
+        }
+        Ok(RowGrouper::new(
+            MergeIter::new(sources, self.forward),
+            self.forward,
+            self.snap.seqno,
+        ))
+    }
+
+    /// The next row that exists: its key and, unless the filter rejected it, the selected row.
+    ///
+    /// # Errors
+    /// I/O or corruption errors.
+    pub fn next_examined(&mut self) -> Result<Option<(PrimaryKey, Option<Row>)>> {
+        loop {
+            if self.grouper.is_none() {
+                let Some(&pi) = self.parts.get(self.next_part) else {
+                    return Ok(None);
+                };
+                self.next_part += 1;
+                let part = self.table.partitions.get(pi).cloned();
+                if let Some(part) = part {
+                    self.grouper = Some(self.open_partition(&part)?);
+                }
+                continue;
+            }
+            let next = match &mut self.grouper {
+                Some(g) => g.next_row()?,
+                None => None,
+            };
+            let Some((pk, bufs)) = next else {
+                self.grouper = None;
+                continue;
+            };
+            let recs = decode_records(bufs, std::path::Path::new("<range read>"))?;
+            let st = resolve(recs, self.table.max_versions(), &mut DropCounts::default());
+            let Some(st) = visible(st, self.table.max_versions(), self.table.ttl(), self.now)
+            else {
+                continue;
+            };
+            let key = PrimaryKey(decode_pk(&pk).map_err(|e| Error::corruption("<range read>", e))?);
+            let row = select(&key, st, &self.read);
+            return Ok(Some((key, row)));
+        }
+    }
+}
+
+impl Iterator for RangeIter {
+    type Item = Result<Row>;
+
+    fn next(&mut self) -> Option<Result<Row>> {
+        loop {
+            match self.next_examined() {
+                Err(e) => return Some(Err(e)),
+                Ok(None) => return None,
+                Ok(Some((_, Some(r)))) => return Some(Ok(r)),
+                Ok(Some((_, None))) => continue,
+            }
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Opening a database: lock, manifest, files, orphan cleanup, WAL replay.
+//!
+//! Steps:
+//! 1. Take the folder lock (`LOCK`); another holder means `Locked`.
+//! 2. Read `MANIFEST` (or create an empty database if the folder is new) and open every
+//!    SSTable it names, verifying footers and metadata.
+//! 3. Delete orphans: `.sst` and `.tmp` files no manifest names (a crash between writing a file
+//!    and installing it, or between uninstalling and deleting it), WAL files below
+//!    `min_wal_number`, and empty folders of partitions that no longer exist.
+//! 4. Replay WAL files from `min_wal_number` in order into a memtable, skipping entries at or
+//!    below `flushed_seqno` and entries of dropped tables. A damaged last record is a torn write:
+//!    it is cut off (the file truncated). Damage followed by valid data is corruption: an error,
+//!    or with `WalRecovery::RecoverPrefix` the end of recovery (later WAL files are ignored).
+//! 5. Start a new WAL; restore sequence numbers and version stamps.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+
+use parking_lot::{Mutex, RwLock};
+use strata_format::manifest::ManifestData;
+use strata_format::wal::WalEnd;
+
+use crate::background::Background;
+use crate::db::{Inner, ManifestState, ReadState};
+use crate::error::{Error, Result};
+use crate::events::EventLog;
+use crate::fs::{FileSystem, write_atomic};
+use crate::memtable::Memtable;
+use crate::options::{Options, WalRecovery};
+use crate::paths;
+use crate::sst::{BlockCache, SstReader};
+use crate::stats::Stats;
+use crate::version::{FileEntry, Partition, Table, Version, schema_of};
+use crate::wal::{WalWriter, read_wal};
+use crate::write::WriteQueue;
+
+/// Removes `dir` and its parents up to the database's `tables` folder while they are empty.
+pub(crate) fn remove_empty_dirs(fs: &dyn FileSystem, dir: &Path) {
+    if let Ok(names) = fs.list(dir) {
+        for n in names {
+            let p = dir.join(&n);
+            if fs.is_dir(&p) {
+                remove_empty_dirs(fs, &p);
+            }
+        }
+    }
+    if fs.list(dir).map(|v| v.is_empty()).unwrap_or(false) {
+        let _ = fs.remove_dir(dir);
+    }
+}
+
+fn io<'a>(op: &'static str, p: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |e| Error::io(op, p, e)
+}
+
+/// Opens the database in `path`.
+pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
+    let fs = opts.fs.clone();
+    if !fs.is_dir(path) {
+        if !opts.create_if_missing {
+            return Err(Error::NotADatabase {
+                path: path.to_path_buf(),
+                reason: "the folder does not exist".into(),
+            });
+        }
+        fs.create_dir_all(path).map_err(io("create dir", path))?;
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        fs.sync_dir(parent).map_err(io("sync dir", parent))?;
+    }
+    let manifest_path = paths::manifest(path);
+    let fresh = !fs.exists(&manifest_path);
+    if fresh {
+        let entries = fs.list(path).map_err(io("list", path))?;
+        if entries
+            .iter()
+            .any(|e| e != "LOCK" && e != "LOG" && e != "MANIFEST.tmp")
+        {
+            return Err(Error::NotADatabase {
+                path: path.to_path_buf(),
+                reason: format!("it holds files ({}) but no MANIFEST", entries.join(", ")),
+            });
+        }
+        if !opts.create_if_missing {
+            return Err(Error::NotADatabase {
+                path: path.to_path_buf(),
+                reason: "no MANIFEST".into(),
+            });
+        }
+    }
+    let lock_path = paths::lock(path);
+    let lock = fs.lock(&lock_path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Error::Locked(path.to_path_buf())
+        } else {
+            Error::io("lock", &lock_path, e)
+        }
+    })?;
+    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let data = if fresh {
+        let d = ManifestData {
+            next_file_id: 1,
+            next_table_id: 1,
+            next_partition_id: 1,
+            min_wal_number: 1,
+            ..Default::default()
+        };
+        for dir in [paths::wal_dir(path), paths::tables_dir(path)] {
+            fs.create_dir_all(&dir).map_err(io("create dir", &dir))?;
+        }
+        fs.sync_dir(path).map_err(io("sync dir", path))?;
+        write_atomic(fs.as_ref(), &manifest_path, &d.encode())
+            .map_err(io("write manifest", &manifest_path))?;
+        d
+    } else {
+        let bytes = fs
+            .read(&manifest_path)
+            .map_err(io("read manifest", &manifest_path))?;
+        ManifestData::decode(&bytes).map_err(|e| Error::corruption(&manifest_path, e))?
+    };
+    let tmp = manifest_path.with_extension("tmp");
+    if fs.exists(&tmp) {
+        let _ = fs.remove_file(&tmp);
+    }
+
+    // Open every file the manifest names (a shared file once).
+    let mut version = Version::default();
+    let mut readers: BTreeMap<u64, Arc<SstReader>> = BTreeMap::new();
+    let mut stamps = BTreeMap::new();
+    let mut live_paths = HashSet::new();
+    for t in &data.tables {
+        let mut partitions = Vec::new();
+        for p in &t.partitions {
+            let mut levels: Vec<Vec<Arc<FileEntry>>> = Vec::new();
+            for f in &p.files {
+                let fpath = paths::sst_file(path, &t.name, f.home_partition, f.id);
+                let reader = match readers.get(&f.id) {
+                    Some(r) => r.clone(),
+                    None => {
+                        let r = SstReader::open(fs.clone(), &fpath, f.id, cache.clone())?;
+                        readers.insert(f.id, r.clone());
+                        r
+                    }
+                };
+                live_paths.insert(fpath);
+                let l = f.level as usize;
+                if levels.len() <= l {
+                    levels.resize_with(l + 1, Vec::new);
+                }
+                if let Some(level) = levels.get_mut(l) {
+                    level.push(Arc::new(FileEntry {
+                        reader,
+                        rec: f.clone(),
+                    }));
+                }
+            }
+            let mut part = Partition {
+                id: p.id,
+                start: p.start.clone(),
+                end: p.end.clone(),
+                levels,
+                load: Default::default(),
+            };
+            part.normalize();
+            partitions.push(Arc::new(part));
+        }
+        stamps.insert(t.id, t.last_stamp_ms);
+        version.put_table(Table {
+            id: t.id,
+            schema: schema_of(t),
+            created_ms: t.created_ms,
+            partitions,
+        });
+    }
+    remove_orphans(fs.as_ref(), path, &version, &live_paths);
+
+    // Replay the WAL.
+    let wal_dir = paths::wal_dir(path);
+    if !fs.is_dir(&wal_dir) {
+        fs.create_dir_all(&wal_dir)
+            .map_err(io("create dir", &wal_dir))?;
+        fs.sync_dir(path).map_err(io("sync dir", path))?;
+    }
+    let mut wal_numbers: Vec<u64> = fs
+        .list(&wal_dir)
+        .map_err(io("list", &wal_dir))?
+        .iter()
+        .filter_map(|n| paths::parse_wal_name(n))
+        .collect();
+    wal_numbers.sort_unstable();
+    let mut first_wal = None;
+    let mem = Memtable::new(0);
+    let mut last_seqno = data.flushed_seqno;
+    let mut replayed = 0u64;
+    let mut stop = false;
+    let last_wal = wal_numbers.last().copied();
+    for &n in &wal_numbers {
+        let wpath = paths::wal_file(path, n);
+        if n < data.min_wal_number {
+            let _ = fs.remove_file(&wpath);
+            continue;
+        }
+        if stop {
+            // After damage recovered with RecoverPrefix, later logs would leave a gap.
+            let _ = fs.remove_file(&wpath);
+            continue;
+        }
+        first_wal.get_or_insert(n);
+        let w = match read_wal(fs.as_ref(), &wpath) {
+            Ok(w) => w,
+            // A header torn by a crash right after the file was created holds no records.
+            Err(Error::Corruption { .. })
+                if Some(n) == last_wal && fs.file_size(&wpath).unwrap_or(0) < 24 =>
+            {
+                let _ = fs.remove_file(&wpath);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for b in &w.batches {
+            for (i, e) in b.entries.iter().enumerate() {
+                let seqno = b.first_seqno + i as u64;
+                last_seqno = last_seqno.max(seqno);
+                if seqno <= data.flushed_seqno || !version.tables.contains_key(&e.table_id) {
+                    continue;
+                }
+                if e.stamp > 0 {
+                    let s = stamps.entry(e.table_id).or_insert(0);
+                    *s = (*s).max(e.stamp);
+                }
+                mem.insert_batch(vec![(e.table_id, e.pk.as_slice(), seqno, e.record.clone())]);
+                replayed += 1;
+            }
+        }
+        match &w.end {
+            WalEnd::Clean => {}
+            WalEnd::TornTail { offset, .. } if Some(n) == last_wal => {
+                fs.truncate(&wpath, *offset)
+                    .map_err(io("truncate wal", &wpath))?;
+            }
+            WalEnd::TornTail { offset, reason } | WalEnd::Corrupt { offset, reason } => {
+                match opts.wal_recovery {
+                    WalRecovery::Strict => {
+                        return Err(Error::Corruption {
+                            path: wpath,
+                            offset: *offset,
+                            detail: format!(
+                                "{reason}; valid records follow or a newer log exists (open with WalRecovery::RecoverPrefix to keep what precedes it)"
+                            ),
+                        });
+                    }
+                    WalRecovery::RecoverPrefix => {
+                        fs.truncate(&wpath, *offset)
+                            .map_err(io("truncate wal", &wpath))?;
+                        stop = true;
+                    }
+                }
+            }
+        }
+    }
+    let new_wal_number = wal_numbers
+        .last()
+        .map_or(data.min_wal_number, |n| n + 1)
+        .max(data.min_wal_number);
+    let wal = WalWriter::create(fs.as_ref(), path, new_wal_number)?;
+    let mem = mem.with_first_wal(first_wal.unwrap_or(new_wal_number));
+    let ms = ManifestState {
+        generation: data.generation,
+        next_file_id: data.next_file_id,
+        next_table_id: data.next_table_id,
+        next_partition_id: data.next_partition_id,
+        flushed_seqno: data.flushed_seqno,
+        min_wal_number: data.min_wal_number,
+    };
+    let max_l0 = version
+        .tables
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.levels.first().map_or(0, Vec::len))
+        .max()
+        .unwrap_or(0);
+    let events = EventLog::open(&fs, &paths::event_log(path));
+    events.log(
+        opts.clock.now_ms(),
+        "recovery",
+        format!(
+            "opened {} tables; replayed {replayed} WAL entries; last seqno {last_seqno}",
+            version.tables.len()
+        ),
+    );
+    let inner = Inner {
+        path: path.to_path_buf(),
+        fs: fs.clone(),
+        clock: opts.clock.clone(),
+        cache,
+        state: RwLock::new(ReadState {
+            version: Arc::new(version),
+            active: Arc::new(mem),
+            sealed: Vec::new(),
+        }),
+        visible_seqno: AtomicU64::new(last_seqno),
+        last_seqno: AtomicU64::new(last_seqno),
+        queue: WriteQueue::default(),
+        wal: Mutex::new(wal),
+        next_wal_number: AtomicU64::new(new_wal_number + 1),
+        manifest: Mutex::new(ms),
+        stamps: Mutex::new(stamps),
+        poison: Mutex::new(None),
+        structure: Mutex::new(()),
+        bg: Background::new(opts.start_paused),
+        stats: Stats::default(),
+        events,
+        closed: AtomicBool::new(false),
+        max_l0_files: AtomicUsize::new(max_l0),
+        lock: Mutex::new(Some(lock)),
+        opts,
+    };
+    Ok(Arc::new(inner))
+}
+
+/// Deletes SSTables and temporary files no manifest names, and folders of vanished partitions
+/// and tables once empty.
+fn remove_orphans(
+    fs: &dyn FileSystem,
+    db: &Path,
+    version: &Version,
+    live: &HashSet<std::path::PathBuf>,
+) {
+    let tables = paths::tables_dir(db);
+    let Ok(table_names) = fs.list(&tables) else {
+        return;
+    };
+    for t in table_names {
+        let tdir = tables.join(&t);
+        let Ok(parts) = fs.list(&tdir) else { continue };
+        for p in parts {
+            let pdir = tdir.join(&p);
+            let Ok(files) = fs.list(&pdir) else { continue };
+            for f in files {
+                let fpath = pdir.join(&f);
+                let orphan = f.ends_with(".tmp") || (f.ends_with(".sst") && !live.contains(&fpath));
+                if orphan {
+                    let _ = fs.remove_file(&fpath);
+                }
+            }
+            let live_partition = version.table(&t).is_some_and(|tb| {
+                paths::parse_partition_dir(&p)
+                    .is_some_and(|id| tb.partitions.iter().any(|x| x.id == id))
+            });
+            if !live_partition {
+                remove_empty_dirs(fs, &pdir);
+            }
+        }
+        if version.table(&t).is_none() {
+            remove_empty_dirs(fs, &tdir);
+        }
+    }
+}

@@ -1,0 +1,439 @@
+//! Row semantics: folding a row's records into its state, and what a read or a condition sees
+//! of that state. This is the one place where max_versions, TTL and deletes are interpreted;
+//! reads, conditional writes and compaction all call it, so they cannot disagree.
+//!
+//! Rules (DATA-MODEL.md, and the decisions in docs/DESIGN.md "Row semantics"):
+//! 1. Records are applied oldest to newest. A put record replaces the whole row; a delete
+//!    record empties it; an update record applies its cell operations in order.
+//! 2. After every cell put, the column keeps only its `max_versions` newest versions — the
+//!    dropped versions are gone for good, so a later delete of a newer version does not bring
+//!    them back. This makes the result independent of when compaction runs.
+//! 3. A cell has expired when `version + ttl <= now` (ms). Expired cells count as missing
+//!    everywhere. Because expiry is monotone in the version, trimming and expiry commute.
+//! 4. A row exists while it has an unexpired cell, or while the primary-key-only marker written
+//!    by a put with no attribute columns is unexpired.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use strata_format::record::{Cell, CellOp, ColumnCells, RowRecord};
+
+use crate::error::{Error, Result};
+use crate::schema::Ttl;
+use crate::types::{Column, ColumnCondition, CompareOp, PrimaryKey, ReadOptions, Row, Value};
+
+/// Why compaction dropped cells (reported in statistics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    /// Versions beyond max_versions.
+    pub versions: u64,
+    /// Cells past their TTL.
+    pub ttl: u64,
+    /// Cells hidden by deletes or replaced by a newer put.
+    pub deletes: u64,
+}
+
+impl DropCounts {
+    /// Adds another count.
+    pub fn add(&mut self, o: &DropCounts) {
+        self.versions += o.versions;
+        self.ttl += o.ttl;
+        self.deletes += o.deletes;
+    }
+}
+
+/// The state of one row: its marker and its columns' cells, newest version first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowState {
+    /// Version of the primary-key-only marker.
+    pub marker: Option<u64>,
+    /// Columns by name.
+    pub columns: BTreeMap<String, Vec<Cell>>,
+}
+
+fn cell_count(cols: &BTreeMap<String, Vec<Cell>>) -> u64 {
+    cols.values().map(|v| v.len() as u64).sum()
+}
+
+impl RowState {
+    /// Applies one record on top of the state.
+    pub fn apply(&mut self, rec: RowRecord, max_versions: usize, drops: &mut DropCounts) {
+        match rec {
+            RowRecord::Put { marker, columns } => {
+                drops.deletes += cell_count(&self.columns);
+                self.marker = marker;
+                self.columns.clear();
+                for ColumnCells { name, mut cells } in columns {
+                    if cells.len() > max_versions {
+                        drops.versions += (cells.len() - max_versions) as u64;
+                        cells.truncate(max_versions);
+                    }
+                    if !cells.is_empty() {
+                        self.columns.insert(name, cells);
+                    }
+                }
+            }
+            RowRecord::Delete => {
+                drops.deletes += cell_count(&self.columns);
+                self.marker = None;
+                self.columns.clear();
+            }
+            RowRecord::Update { ops } => {
+                for op in ops {
+                    self.apply_op(op, max_versions, drops);
+                }
+            }
+        }
+    }
+
+    fn apply_op(&mut self, op: CellOp, max_versions: usize, drops: &mut DropCounts) {
+        match op {
+            CellOp::Put {
+                column,
+                version,
+                value,
+            } => {
+                let cells = self.columns.entry(column).or_default();
+                match cells.binary_search_by(|c| version.cmp(&c.version)) {
+                    Ok(i) => {
+                        if let Some(c) = cells.get_mut(i) {
+                            c.value = value;
+                            drops.deletes += 1;
+                        }
+                    }
+                    Err(i) => cells.insert(i, Cell { version, value }),
+                }
+                if cells.len() > max_versions {
+                    drops.versions += (cells.len() - max_versions) as u64;
+                    cells.truncate(max_versions);
+                }
+            }
+            CellOp::DeleteVersion { column, version } => {
+                if let Some(cells) = self.columns.get_mut(&column) {
+                    if let Ok(i) = cells.binary_search_by(|c| version.cmp(&c.version)) {
+                        cells.remove(i);
+                        drops.deletes += 1;
+                    }
+                    if cells.is_empty() {
+                        self.columns.remove(&column);
+                    }
+                }
+            }
+            CellOp::DeleteColumn { column } => {
+                if let Some(cells) = self.columns.remove(&column) {
+                    drops.deletes += cells.len() as u64;
+                }
+            }
+        }
+    }
+
+    /// Trims every column to `max_versions` (after the table's limit was lowered).
+    pub fn trim(&mut self, max_versions: usize, drops: &mut DropCounts) {
+        for cells in self.columns.values_mut() {
+            if cells.len() > max_versions {
+                drops.versions += (cells.len() - max_versions) as u64;
+                cells.truncate(max_versions);
+            }
+        }
+    }
+
+    /// Removes expired cells and marker.
+    pub fn expire(&mut self, ttl: Ttl, now_ms: u64, drops: &mut DropCounts) {
+        if ttl == Ttl::Forever {
+            return;
+        }
+        if self.marker.is_some_and(|m| ttl.expired(m, now_ms)) {
+            self.marker = None;
+        }
+        self.columns.retain(|_, cells| {
+            let before = cells.len();
+            // Cells are newest first and expiry is monotone in the version: cut the tail.
+            let keep = cells
+                .iter()
+                .take_while(|c| !ttl.expired(c.version, now_ms))
+                .count();
+            cells.truncate(keep);
+            drops.ttl += (before - keep) as u64;
+            !cells.is_empty()
+        });
+    }
+
+    /// True when the row exists (call after [`RowState::expire`]).
+    pub fn exists(&self) -> bool {
+        self.marker.is_some() || !self.columns.is_empty()
+    }
+
+    /// The state as a put record (what compaction writes).
+    pub fn to_record(&self) -> RowRecord {
+        RowRecord::Put {
+            marker: self.marker,
+            columns: self
+                .columns
+                .iter()
+                .map(|(name, cells)| ColumnCells {
+                    name: name.clone(),
+                    cells: cells.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The newest unexpired Integer value of `column` (for increments): `Ok(None)` when missing.
+    ///
+    /// # Errors
+    /// `Invalid` when the newest value is not an Integer.
+    pub fn latest_integer(&self, column: &str) -> Result<Option<i64>> {
+        match self.columns.get(column).and_then(|c| c.first()) {
+            None => Ok(None),
+            Some(Cell {
+                value: Value::Integer(i),
+                ..
+            }) => Ok(Some(*i)),
+            Some(c) => Err(Error::invalid(
+                "increment-type",
+                format!(
+                    "column {column:?} holds a {} value; only Integer columns can be incremented",
+                    c.value.column_type()
+                ),
+            )),
+        }
+    }
+}
+
+/// Folds a row's records, given newest first and ending at (or before) the first base record.
+pub fn resolve(
+    records_newest_first: Vec<RowRecord>,
+    max_versions: usize,
+    drops: &mut DropCounts,
+) -> RowState {
+    let mut st = RowState::default();
+    for rec in records_newest_first.into_iter().rev() {
+        st.apply(rec, max_versions, drops);
+    }
+    st
+}
+
+/// The state as reads see it at `now_ms`: trimmed to the current max_versions and unexpired.
+/// `None` when the row does not exist.
+pub fn visible(mut st: RowState, max_versions: usize, ttl: Ttl, now_ms: u64) -> Option<RowState> {
+    let mut d = DropCounts::default();
+    st.trim(max_versions, &mut d);
+    st.expire(ttl, now_ms, &mut d);
+    st.exists().then_some(st)
+}
+
+/// Applies a read's version selection, filter and projection to a visible row.
+///
+/// The filter sees every column it names within the selected versions, whether projected or
+/// not. A row that exists is returned even when no selected column remains.
+pub fn select(pk: &PrimaryKey, st: RowState, opts: &ReadOptions) -> Option<Row> {
+    let per_column = match (opts.max_versions, opts.time_range) {
+        (Some(n), _) => n as usize,
+        (None, Some(_)) => usize::MAX,
+        (None, None) => 1,
+    };
+    let mut selected: BTreeMap<String, Vec<Cell>> = BTreeMap::new();
+    for (name, cells) in st.columns {
+        let keep: Vec<Cell> = cells
+            .into_iter()
+            .filter(|c| {
+                opts.time_range
+                    .is_none_or(|(s, e)| c.version >= s && c.version < e)
+            })
+            .take(per_column)
+            .collect();
+        if !keep.is_empty() {
+            selected.insert(name, keep);
+        }
+    }
+    if let Some(f) = &opts.filter
+        && !eval_condition(f, Some(&selected))
+    {
+        return None;
+    }
+    let columns = selected
+        .into_iter()
+        .filter(|(name, _)| {
+            opts.columns
+                .as_ref()
+                .is_none_or(|cols| cols.iter().any(|c| c == name))
+        })
+        .map(|(name, cells)| Column { name, cells })
+        .collect();
+    Some(Row {
+        primary_key: pk.clone(),
+        columns,
+    })
+}
+
+fn compare_values(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Integer(x), Value::Integer(y)) => Some(x.cmp(y)),
+        (Value::Double(x), Value::Double(y)) => x.partial_cmp(y),
+        (Value::String(x), Value::String(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        (Value::Binary(x), Value::Binary(y)) => Some(x.cmp(y)),
+        (Value::Boolean(x), Value::Boolean(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+fn op_holds(op: CompareOp, cell: &Value, against: &Value) -> bool {
+    match compare_values(cell, against) {
+        // Different types: only != holds.
+        None => op == CompareOp::NotEqual,
+        Some(o) => match op {
+            CompareOp::Equal => o == Ordering::Equal,
+            CompareOp::NotEqual => o != Ordering::Equal,
+            CompareOp::Less => o == Ordering::Less,
+            CompareOp::LessEqual => o != Ordering::Greater,
+            CompareOp::Greater => o == Ordering::Greater,
+            CompareOp::GreaterEqual => o != Ordering::Less,
+        },
+    }
+}
+
+/// Evaluates a (validated) condition on a row's selected columns; `None` is a missing row.
+pub fn eval_condition(c: &ColumnCondition, row: Option<&BTreeMap<String, Vec<Cell>>>) -> bool {
+    match c {
+        ColumnCondition::Single(s) => {
+            match row.and_then(|r| r.get(&s.column)).filter(|c| !c.is_empty()) {
+                None => s.pass_if_missing,
+                Some(cells) => {
+                    let n = if s.latest_version_only {
+                        1
+                    } else {
+                        cells.len()
+                    };
+                    cells
+                        .iter()
+                        .take(n)
+                        .any(|cell| op_holds(s.op, &cell.value, &s.value))
+                }
+            }
+        }
+        ColumnCondition::And(v) => v.iter().all(|x| eval_condition(x, row)),
+        ColumnCondition::Or(v) => v.iter().any(|x| eval_condition(x, row)),
+        ColumnCondition::Not(x) => !eval_condition(x, row),
+    }
+}
+
+/// Checks a condition's structure: non-empty AND/OR, valid column names, finite doubles.
+///
+/// # Errors
+/// `Invalid` naming the rule.
+pub fn validate_condition(c: &ColumnCondition) -> Result<()> {
+    match c {
+        ColumnCondition::Single(s) => {
+            crate::schema::validate_name("condition column", &s.column)?;
+            if let Value::Double(d) = s.value
+                && !d.is_finite()
+            {
+                return Err(Error::invalid(
+                    "double-not-finite",
+                    format!("condition on {:?} compares with {d}", s.column),
+                ));
+            }
+            Ok(())
+        }
+        ColumnCondition::And(v) | ColumnCondition::Or(v) => {
+            if v.is_empty() {
+                return Err(Error::invalid(
+                    "empty-composite-condition",
+                    "an AND or OR condition needs at least one child",
+                ));
+            }
+            v.iter().try_for_each(validate_condition)
+        }
+        ColumnCondition::Not(x) => validate_condition(x),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(col: &str, version: u64, v: i64) -> CellOp {
+        CellOp::Put {
+            column: col.into(),
+            version,
+            value: Value::Integer(v),
+        }
+    }
+
+    #[test]
+    fn trimming_is_permanent_so_compaction_timing_cannot_matter() {
+        // max_versions 1: put v5, put v7 (trims v5), delete v7 -> empty, not v5.
+        let recs = vec![
+            RowRecord::Update {
+                ops: vec![CellOp::DeleteVersion {
+                    column: "a".into(),
+                    version: 7,
+                }],
+            },
+            RowRecord::Update {
+                ops: vec![put("a", 7, 2)],
+            },
+            RowRecord::Update {
+                ops: vec![put("a", 5, 1)],
+            },
+        ];
+        let mut d = DropCounts::default();
+        let st = resolve(recs, 1, &mut d);
+        assert!(!st.exists());
+        assert_eq!(d.versions, 1);
+    }
+
+    #[test]
+    fn ttl_expires_exactly_at_version_plus_ttl() {
+        let mut st = RowState::default();
+        let mut d = DropCounts::default();
+        st.apply(
+            RowRecord::Update {
+                ops: vec![put("a", 1_468_944_000_000, 1)],
+            },
+            3,
+            &mut d,
+        );
+        let ttl = Ttl::Seconds(86_400);
+        assert!(visible(st.clone(), 3, ttl, 1_469_030_399_999).is_some());
+        assert!(visible(st, 3, ttl, 1_469_030_400_000).is_none());
+    }
+
+    #[test]
+    fn conditions_compare_same_types_only() {
+        let mut row = BTreeMap::new();
+        row.insert(
+            "a".to_string(),
+            vec![Cell {
+                version: 1,
+                value: Value::Integer(5),
+            }],
+        );
+        let c = |op, v: Value| ColumnCondition::compare("a", op, v);
+        assert!(eval_condition(
+            &c(CompareOp::Equal, Value::Integer(5)),
+            Some(&row)
+        ));
+        assert!(!eval_condition(
+            &c(CompareOp::Equal, Value::Double(5.0)),
+            Some(&row)
+        ));
+        assert!(eval_condition(
+            &c(CompareOp::NotEqual, Value::Double(5.0)),
+            Some(&row)
+        ));
+        assert!(!eval_condition(
+            &c(CompareOp::Less, Value::String("x".into())),
+            Some(&row)
+        ));
+        assert!(!eval_condition(
+            &c(CompareOp::Equal, Value::Integer(5)),
+            None
+        ));
+        assert!(eval_condition(
+            &c(CompareOp::Equal, Value::Integer(5)).pass_if_missing(true),
+            None
+        ));
+        assert!(validate_condition(&ColumnCondition::And(vec![])).is_err());
+    }
+}

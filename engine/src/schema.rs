@@ -1,0 +1,292 @@
+//! Table schemas and options, and the naming rules of the data model.
+
+use strata_format::key::{KeyType, MAX_PK_COLUMNS};
+
+use crate::error::{Error, Result};
+
+/// Default partition split threshold: 10 GiB, the guidance's ceiling for one partition.
+pub const DEFAULT_SPLIT_THRESHOLD_BYTES: u64 = 10 << 30;
+/// Default `max_version_offset`: one day.
+pub const DEFAULT_MAX_VERSION_OFFSET_SECS: u64 = 86_400;
+
+/// Time to live of cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ttl {
+    /// Cells never expire.
+    Forever,
+    /// Cells expire this many seconds after their version.
+    Seconds(u64),
+}
+
+impl Ttl {
+    /// The TTL in milliseconds, or `None` for forever.
+    pub fn as_ms(self) -> Option<u64> {
+        match self {
+            Ttl::Forever => None,
+            Ttl::Seconds(s) => Some(s.saturating_mul(1000)),
+        }
+    }
+
+    /// True when a cell at `version_ms` has expired at `now_ms`: `version + ttl <= now`.
+    pub fn expired(self, version_ms: u64, now_ms: u64) -> bool {
+        match self.as_ms() {
+            None => false,
+            Some(t) => version_ms.saturating_add(t) <= now_ms,
+        }
+    }
+}
+
+/// Per-table options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableOptions {
+    /// Versions kept per column (at least 1).
+    pub max_versions: u32,
+    /// Time to live of cells.
+    pub ttl: Ttl,
+    /// A written version must lie in `[now - offset, now + offset)` (seconds, at least 1).
+    pub max_version_offset_secs: u64,
+    /// A partition larger than this is split at a partition-key boundary.
+    pub split_threshold_bytes: u64,
+    /// Adjacent partitions both smaller than this are merged (default: split threshold / 8).
+    pub merge_threshold_bytes: Option<u64>,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            max_versions: 1,
+            ttl: Ttl::Forever,
+            max_version_offset_secs: DEFAULT_MAX_VERSION_OFFSET_SECS,
+            split_threshold_bytes: DEFAULT_SPLIT_THRESHOLD_BYTES,
+            merge_threshold_bytes: None,
+        }
+    }
+}
+
+impl TableOptions {
+    /// The effective merge threshold.
+    pub fn merge_threshold(&self) -> u64 {
+        self.merge_threshold_bytes
+            .unwrap_or(self.split_threshold_bytes / 8)
+    }
+
+    /// Checks the option rules.
+    ///
+    /// # Errors
+    /// `Invalid` naming the option.
+    pub fn validate(&self) -> Result<()> {
+        if self.max_versions == 0 {
+            return Err(Error::invalid(
+                "max-versions",
+                "max_versions must be at least 1",
+            ));
+        }
+        if self.ttl == Ttl::Seconds(0) {
+            return Err(Error::invalid(
+                "ttl",
+                "ttl must be at least 1 second (or forever)",
+            ));
+        }
+        if self.max_version_offset_secs == 0 {
+            return Err(Error::invalid(
+                "max-version-offset",
+                "max_version_offset must be at least 1 second",
+            ));
+        }
+        if self.split_threshold_bytes == 0 {
+            return Err(Error::invalid(
+                "split-threshold",
+                "split threshold must be at least 1 byte",
+            ));
+        }
+        if self.merge_threshold() > self.split_threshold_bytes / 2 {
+            return Err(Error::invalid(
+                "merge-threshold",
+                "merge threshold must be at most half the split threshold (or merged partitions would split again)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One primary-key column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PkColumn {
+    /// Column name.
+    pub name: String,
+    /// Column type.
+    pub key_type: KeyType,
+}
+
+/// A table's name, primary key and options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSchema {
+    /// Table name.
+    pub name: String,
+    /// Primary-key columns in order; the first is the partition key.
+    pub primary_key: Vec<PkColumn>,
+    /// Options.
+    pub options: TableOptions,
+}
+
+impl TableSchema {
+    /// A schema with no key columns yet; add them with [`TableSchema::pk`].
+    pub fn new(name: impl Into<String>) -> Self {
+        TableSchema {
+            name: name.into(),
+            primary_key: Vec::new(),
+            options: TableOptions::default(),
+        }
+    }
+
+    /// Adds a primary-key column.
+    pub fn pk(mut self, name: impl Into<String>, key_type: KeyType) -> Self {
+        self.primary_key.push(PkColumn {
+            name: name.into(),
+            key_type,
+        });
+        self
+    }
+
+    /// Sets `max_versions`.
+    pub fn max_versions(mut self, n: u32) -> Self {
+        self.options.max_versions = n;
+        self
+    }
+
+    /// Sets the TTL.
+    pub fn ttl(mut self, ttl: Ttl) -> Self {
+        self.options.ttl = ttl;
+        self
+    }
+
+    /// Sets `max_version_offset` in seconds.
+    pub fn max_version_offset_secs(mut self, s: u64) -> Self {
+        self.options.max_version_offset_secs = s;
+        self
+    }
+
+    /// Sets the split threshold.
+    pub fn split_threshold_bytes(mut self, b: u64) -> Self {
+        self.options.split_threshold_bytes = b;
+        self
+    }
+
+    /// Sets the merge threshold.
+    pub fn merge_threshold_bytes(mut self, b: u64) -> Self {
+        self.options.merge_threshold_bytes = Some(b);
+        self
+    }
+
+    /// Checks every schema rule.
+    ///
+    /// # Errors
+    /// `Invalid` naming the rule and the offending name.
+    pub fn validate(&self) -> Result<()> {
+        validate_name("table", &self.name)?;
+        let n = self.primary_key.len();
+        if n == 0 || n > MAX_PK_COLUMNS {
+            return Err(Error::invalid(
+                "pk-column-count",
+                format!(
+                    "table {:?} has {n} primary-key columns; 1 to 4 are allowed",
+                    self.name
+                ),
+            ));
+        }
+        for (i, c) in self.primary_key.iter().enumerate() {
+            validate_name("primary-key column", &c.name)?;
+            if self.primary_key.iter().take(i).any(|o| o.name == c.name) {
+                return Err(Error::invalid(
+                    "pk-column-duplicate",
+                    format!("primary-key column {:?} appears twice", c.name),
+                ));
+            }
+        }
+        self.options.validate()
+    }
+
+    /// Index of a primary-key column by name.
+    pub fn pk_index(&self, name: &str) -> Option<usize> {
+        self.primary_key.iter().position(|c| c.name == name)
+    }
+}
+
+/// Checks a table or column name: 1–255 characters of `A–Z a–z 0–9 _`, not starting with a
+/// digit. (This is also what keeps a table name from escaping the database folder.)
+///
+/// # Errors
+/// `Invalid` with rule `name`, saying what is wrong.
+pub fn validate_name(what: &str, name: &str) -> Result<()> {
+    let bad = |why: &str| {
+        Err(Error::invalid(
+            "name",
+            format!("{what} name {name:?} {why}"),
+        ))
+    };
+    if name.is_empty() {
+        return bad("is empty");
+    }
+    if name.len() > 255 {
+        return bad(&format!(
+            "is {} characters long; at most 255 are allowed",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_'))
+    {
+        return bad(&format!("contains {c:?}; only A-Z a-z 0-9 _ are allowed"));
+    }
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        return bad("starts with a digit; the first character must be a letter or _");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_rules() {
+        for ok in ["a", "_x", "Orders_2016", &"a".repeat(255)] {
+            assert!(validate_name("table", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "..", "a/b", "1abc", "a-b", "é", &"a".repeat(256), " a"] {
+            assert_eq!(
+                validate_name("table", bad).unwrap_err().rule(),
+                Some("name"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn schema_rules_are_enforced() {
+        let s = TableSchema::new("t");
+        assert_eq!(s.validate().unwrap_err().rule(), Some("pk-column-count"));
+        let s = (0..5).fold(TableSchema::new("t"), |s, i| {
+            s.pk(format!("k{i}"), KeyType::Integer)
+        });
+        assert_eq!(s.validate().unwrap_err().rule(), Some("pk-column-count"));
+        let s = TableSchema::new("t")
+            .pk("a", KeyType::Integer)
+            .pk("a", KeyType::String);
+        assert_eq!(
+            s.validate().unwrap_err().rule(),
+            Some("pk-column-duplicate")
+        );
+        let s = TableSchema::new("t")
+            .pk("a", KeyType::Integer)
+            .max_versions(0);
+        assert_eq!(s.validate().unwrap_err().rule(), Some("max-versions"));
+        let s = TableSchema::new("t")
+            .pk("a", KeyType::Integer)
+            .ttl(Ttl::Seconds(0));
+        assert_eq!(s.validate().unwrap_err().rule(), Some("ttl"));
+        assert!(Ttl::Seconds(86_400).expired(1_468_944_000_000, 1_469_030_400_000));
+        assert!(!Ttl::Seconds(86_400).expired(1_468_944_000_000, 1_469_030_399_999));
+    }
+}

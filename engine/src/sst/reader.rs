@@ -1,0 +1,301 @@
+//! Reading one SSTable: metadata (footer, index, filter, properties) held in memory, data blocks
+//! read with positioned reads and shared through the block cache. A reader marked obsolete
+//! deletes its file when the last reference (a version or an open iterator) goes away, so files
+//! are never deleted under a reader.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use strata_format::block::{Block, BlockIter, unframe_block};
+use strata_format::key::{internal_key, split_internal_key};
+use strata_format::sst::SstMeta;
+
+use super::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, RandomAccessFile};
+use crate::iter::EntrySource;
+use crate::memtable::is_base_record;
+
+/// An open SSTable.
+pub struct SstReader {
+    /// File id.
+    pub id: u64,
+    /// Path.
+    pub path: PathBuf,
+    /// File size.
+    pub size: u64,
+    /// Footer, index, filter and properties.
+    pub meta: SstMeta,
+    file: Arc<dyn RandomAccessFile>,
+    cache: Arc<BlockCache>,
+    fs: Arc<dyn FileSystem>,
+    obsolete: AtomicBool,
+}
+
+impl std::fmt::Debug for SstReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SstReader({}, {} bytes)", self.path.display(), self.size)
+    }
+}
+
+impl Drop for SstReader {
+    fn drop(&mut self) {
+        if self.obsolete.load(Ordering::Acquire) {
+            // Best effort: a file that survives (crash, error) is an orphan removed at open.
+            let _ = self.fs.remove_file(&self.path);
+        }
+    }
+}
+
+impl SstReader {
+    /// Opens a file and decodes its metadata.
+    ///
+    /// # Errors
+    /// I/O errors, or `Corruption` with the offset of the damage.
+    pub fn open(
+        fs: Arc<dyn FileSystem>,
+        path: &Path,
+        id: u64,
+        cache: Arc<BlockCache>,
+    ) -> Result<Arc<SstReader>> {
+        let file = fs.open(path).map_err(|e| Error::io("open sst", path, e))?;
+        let size = file.len();
+        let meta = SstMeta::decode(size, |off, len| {
+            let mut buf = vec![0u8; len];
+            file.read_exact_at(off, &mut buf).map(|_| buf)
+        })
+        .map_err(|e| Error::io("read sst", path, e))?
+        .map_err(|e| Error::corruption(path, e))?;
+        Ok(Arc::new(SstReader {
+            id,
+            path: path.to_path_buf(),
+            size,
+            meta,
+            file,
+            cache,
+            fs,
+            obsolete: AtomicBool::new(false),
+        }))
+    }
+
+    /// Deletes the file once the last reference is dropped.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    /// Number of data blocks.
+    pub fn block_count(&self) -> usize {
+        self.meta.index.len()
+    }
+
+    /// Data block `i`, from the cache or the file (verified).
+    ///
+    /// # Errors
+    /// I/O errors or `Corruption`.
+    pub fn block(&self, i: usize) -> Result<Block> {
+        if let Some(b) = self.cache.get(self.id, i as u32) {
+            return Ok(b);
+        }
+        let e = self.meta.index.get(i).ok_or_else(|| Error::Corruption {
+            path: self.path.clone(),
+            offset: 0,
+            detail: format!("block {i} is not in the index"),
+        })?;
+        let mut framed = vec![0u8; e.handle.size as usize];
+        self.file
+            .read_exact_at(e.handle.offset, &mut framed)
+            .map_err(|err| Error::io("read sst block", &self.path, err))?;
+        let contents = unframe_block(&framed, e.handle.offset)
+            .map_err(|err| Error::corruption(&self.path, err))?;
+        let b = Block::new(contents, e.handle.offset)
+            .map_err(|err| Error::corruption(&self.path, err))?;
+        self.cache.insert(self.id, i as u32, b.clone());
+        Ok(b)
+    }
+
+    /// Appends the records of `pk` visible at `snapshot`, newest first, stopping after a base
+    /// record (returns true then).
+    ///
+    /// # Errors
+    /// I/O errors or `Corruption`.
+    pub fn get(&self, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> Result<bool> {
+        if !self.meta.may_contain_key(pk) {
+            return Ok(false);
+        }
+        let target = internal_key(pk, snapshot);
+        let Some(mut bi) = self.meta.find_block(&target) else {
+            return Ok(false);
+        };
+        let mut first = true;
+        loop {
+            let block = self.block(bi)?;
+            let mut it = block.iter();
+            if first {
+                it.seek(&target);
+                first = false;
+            } else {
+                it.seek_to_first();
+            }
+            while it.valid() {
+                let (kpk, _) =
+                    split_internal_key(it.key()).map_err(|e| Error::corruption(&self.path, e))?;
+                if kpk != pk {
+                    return Ok(false);
+                }
+                out.push(it.value().to_vec());
+                if is_base_record(it.value()) {
+                    return Ok(true);
+                }
+                it.next();
+            }
+            it.status().map_err(|e| Error::corruption(&self.path, e))?;
+            bi += 1;
+            if bi >= self.block_count() {
+                return Ok(false);
+            }
+        }
+    }
+}
+
+/// A directional cursor over one SSTable between internal-key bounds `[lo, hi)`.
+pub struct SstIter {
+    reader: Arc<SstReader>,
+    forward: bool,
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+    block_idx: usize,
+    it: Option<BlockIter>,
+}
+
+impl SstIter {
+    /// Positions at the first entry in direction: the smallest key >= `lo` going forward, the
+    /// largest key < `hi` going backward.
+    ///
+    /// # Errors
+    /// I/O errors or `Corruption`.
+    pub fn new(
+        reader: Arc<SstReader>,
+        forward: bool,
+        lo: Vec<u8>,
+        hi: Option<Vec<u8>>,
+    ) -> Result<SstIter> {
+        let mut s = SstIter {
+            reader,
+            forward,
+            lo,
+            hi,
+            block_idx: 0,
+            it: None,
+        };
+        if s.reader.block_count() == 0 {
+            return Ok(s);
+        }
+        if forward {
+            match s.reader.meta.find_block(&s.lo) {
+                None => return Ok(s),
+                Some(i) => {
+                    s.load(i)?;
+                    let lo = s.lo.clone();
+                    if let Some(it) = &mut s.it {
+                        it.seek(&lo);
+                    }
+                    s.settle()?;
+                }
+            }
+        } else {
+            let hi = s.hi.clone();
+            match hi.as_ref().and_then(|h| s.reader.meta.find_block(h)) {
+                Some(i) => {
+                    s.load(i)?;
+                    if let (Some(it), Some(h)) = (&mut s.it, &hi) {
+                        it.seek(h);
+                        if it.valid() {
+                            it.prev();
+                        } else if it.status().is_ok() {
+                            it.seek_to_last();
+                        }
+                    }
+                }
+                None => {
+                    let last = s.reader.block_count() - 1;
+                    s.load(last)?;
+                    if let Some(it) = &mut s.it {
+                        it.seek_to_last();
+                    }
+                }
+            }
+            s.settle()?;
+        }
+        Ok(s)
+    }
+
+    fn load(&mut self, i: usize) -> Result<()> {
+        self.block_idx = i;
+        self.it = Some(self.reader.block(i)?.iter());
+        Ok(())
+    }
+
+    /// Moves across block boundaries until positioned on an entry or exhausted, then applies
+    /// the bounds.
+    fn settle(&mut self) -> Result<()> {
+        loop {
+            let Some(it) = &self.it else { return Ok(()) };
+            it.status()
+                .map_err(|e| Error::corruption(&self.reader.path, e))?;
+            if it.valid() {
+                break;
+            }
+            if self.forward {
+                if self.block_idx + 1 >= self.reader.block_count() {
+                    self.it = None;
+                    return Ok(());
+                }
+                self.load(self.block_idx + 1)?;
+                if let Some(it) = &mut self.it {
+                    it.seek_to_first();
+                }
+            } else {
+                if self.block_idx == 0 {
+                    self.it = None;
+                    return Ok(());
+                }
+                self.load(self.block_idx - 1)?;
+                if let Some(it) = &mut self.it {
+                    it.seek_to_last();
+                }
+            }
+        }
+        let out_of_bounds = match &self.it {
+            Some(it) if self.forward => self.hi.as_ref().is_some_and(|h| it.key() >= h.as_slice()),
+            Some(it) => it.key() < self.lo.as_slice(),
+            None => false,
+        };
+        if out_of_bounds {
+            self.it = None;
+        }
+        Ok(())
+    }
+}
+
+impl EntrySource for SstIter {
+    fn valid(&self) -> bool {
+        self.it.as_ref().is_some_and(|i| i.valid())
+    }
+    fn key(&self) -> &[u8] {
+        self.it.as_ref().map_or(&[], |i| i.key())
+    }
+    fn value(&self) -> &[u8] {
+        self.it.as_ref().map_or(&[], |i| i.value())
+    }
+    fn advance(&mut self) -> Result<()> {
+        if let Some(it) = &mut self.it {
+            if self.forward {
+                it.next();
+            } else {
+                it.prev();
+            }
+        }
+        self.settle()
+    }
+}

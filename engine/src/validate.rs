@@ -1,0 +1,156 @@
+//! Request validation: every rule of the data model, each with its own error code.
+
+use strata_format::key::{KeyType, MAX_PK_VALUE_BYTES, PkValue, encode_pk};
+use strata_format::value::MAX_VALUE_BYTES;
+
+use crate::error::{Error, Result};
+use crate::schema::{TableOptions, validate_name};
+use crate::types::{PrimaryKey, Value};
+use crate::version::Table;
+
+/// Encodes a full primary key after checking it against the table's schema.
+///
+/// # Errors
+/// `Invalid` with rules `pk-column-count-mismatch`, `pk-sentinel`, `pk-type`, `pk-value-too-long`.
+pub fn encode_row_key(table: &Table, pk: &PrimaryKey) -> Result<Vec<u8>> {
+    check_key(table, pk, false)?;
+    Ok(encode_pk(&pk.0))
+}
+
+/// Encodes a range bound (sentinels allowed) after checking it against the schema.
+///
+/// # Errors
+/// As [`encode_row_key`], except that sentinels are allowed.
+pub fn encode_bound(table: &Table, pk: &PrimaryKey) -> Result<Vec<u8>> {
+    check_key(table, pk, true)?;
+    Ok(encode_pk(&pk.0))
+}
+
+fn check_key(table: &Table, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {
+    let schema = &table.schema;
+    if pk.0.len() != schema.primary_key.len() {
+        return Err(Error::invalid(
+            "pk-column-count-mismatch",
+            format!(
+                "table {:?} has {} primary-key columns; the key {} has {}",
+                schema.name,
+                schema.primary_key.len(),
+                pk,
+                pk.0.len()
+            ),
+        ));
+    }
+    for (col, v) in schema.primary_key.iter().zip(&pk.0) {
+        match v.key_type() {
+            None if sentinels_ok => {}
+            None => {
+                return Err(Error::invalid(
+                    "pk-sentinel",
+                    format!(
+                        "primary-key column {:?} is {v}; INF_MIN and INF_MAX are only allowed in range bounds",
+                        col.name
+                    ),
+                ));
+            }
+            Some(t) if t != col.key_type => {
+                return Err(Error::invalid(
+                    "pk-type",
+                    format!(
+                        "primary-key column {:?} is {}; the key gives a {} value",
+                        col.name, col.key_type, t
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+        let len = match v {
+            PkValue::String(s) => s.len(),
+            PkValue::Binary(b) => b.len(),
+            _ => 0,
+        };
+        if len > MAX_PK_VALUE_BYTES {
+            return Err(Error::invalid(
+                "pk-value-too-long",
+                format!(
+                    "primary-key column {:?} holds {len} bytes; at most {MAX_PK_VALUE_BYTES} are allowed",
+                    col.name
+                ),
+            ));
+        }
+    }
+    debug_assert!(schema.primary_key.iter().all(|c| matches!(
+        c.key_type,
+        KeyType::Integer | KeyType::String | KeyType::Binary
+    )));
+    Ok(())
+}
+
+/// Checks an attribute column name.
+///
+/// # Errors
+/// `Invalid` with rules `name` or `column-is-primary-key`.
+pub fn check_column_name(table: &Table, name: &str) -> Result<()> {
+    validate_name("column", name)?;
+    if table.schema.pk_index(name).is_some() {
+        return Err(Error::invalid(
+            "column-is-primary-key",
+            format!(
+                "{name:?} is a primary-key column of table {:?}; attribute columns need other names",
+                table.schema.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an attribute value.
+///
+/// # Errors
+/// `Invalid` with rules `value-too-large` or `double-not-finite`.
+pub fn check_value(column: &str, v: &Value) -> Result<()> {
+    if v.size_bytes() > MAX_VALUE_BYTES {
+        return Err(Error::invalid(
+            "value-too-large",
+            format!(
+                "column {column:?} holds {} bytes; at most {MAX_VALUE_BYTES} (2 MiB) are allowed",
+                v.size_bytes()
+            ),
+        ));
+    }
+    if let Value::Double(d) = v
+        && !d.is_finite()
+    {
+        return Err(Error::invalid(
+            "double-not-finite",
+            format!("column {column:?} holds {d}; doubles must be finite"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a written version against `max_version_offset` and the TTL.
+///
+/// # Errors
+/// `Invalid` with rules `version-out-of-range` or `version-expired`.
+pub fn check_version(opts: &TableOptions, column: &str, version: u64, now_ms: u64) -> Result<()> {
+    let off = opts.max_version_offset_secs.saturating_mul(1000);
+    let lo = now_ms.saturating_sub(off);
+    let hi = now_ms.saturating_add(off);
+    if version > i64::MAX as u64 || version < lo || version >= hi {
+        return Err(Error::invalid(
+            "version-out-of-range",
+            format!(
+                "version {version} of column {column:?} lies outside [now - max_version_offset, now + max_version_offset) = [{lo}, {hi})"
+            ),
+        ));
+    }
+    if opts.ttl.expired(version, now_ms) {
+        return Err(Error::invalid(
+            "version-expired",
+            format!(
+                "version {version} of column {column:?} has already expired under the table's TTL"
+            ),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! The version: an immutable snapshot of every table's schema, options, partitions and the
+//! SSTables each partition reads. Readers hold an `Arc<Version>` for as long as they read, so a
+//! flush, compaction, split or DDL never changes what an open read sees; each of those builds a
+//! new version and installs it (see `Inner::install` in db.rs).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use strata_format::key::{partition_key, user_key};
+use strata_format::manifest::{FileRecord, PartitionRecord, TableRecord};
+
+use crate::schema::{PkColumn, TableOptions, TableSchema, Ttl};
+use crate::sst::SstReader;
+
+/// One SSTable as one partition reads it.
+#[derive(Debug)]
+pub struct FileEntry {
+    /// The open file.
+    pub reader: Arc<SstReader>,
+    /// Manifest record (level, key range, clip bounds).
+    pub rec: FileRecord,
+}
+
+impl FileEntry {
+    /// True when `pk0` (an encoded partition key) lies within the clip bounds.
+    pub fn clip_contains(&self, pk0: &[u8]) -> bool {
+        self.rec.clip_start.as_deref().is_none_or(|s| pk0 >= s)
+            && self.rec.clip_end.as_deref().is_none_or(|e| pk0 < e)
+    }
+
+    /// True when the file may hold records of `pk` that this partition reads.
+    pub fn may_hold(&self, pk: &[u8]) -> bool {
+        pk >= user_key(&self.rec.smallest)
+            && pk <= user_key(&self.rec.largest)
+            && self.clip_contains(partition_key(pk))
+    }
+
+    /// Smallest user key this partition reads from the file.
+    pub fn effective_lo(&self) -> &[u8] {
+        let s = user_key(&self.rec.smallest);
+        match self.rec.clip_start.as_deref() {
+            Some(c) if c > s => c,
+            _ => s,
+        }
+    }
+
+    /// True when the file's readable range intersects the user-key range `[lo, hi)`.
+    pub fn overlaps(&self, lo: &[u8], hi: Option<&[u8]>) -> bool {
+        let f_lo = self.effective_lo();
+        let f_hi = user_key(&self.rec.largest);
+        let clip_end_ok = self.rec.clip_end.as_deref().is_none_or(|e| lo < e);
+        f_hi >= lo
+            && hi.is_none_or(|h| f_lo < h)
+            && clip_end_ok
+            && self
+                .rec
+                .clip_start
+                .as_deref()
+                .is_none_or(|s| hi.is_none_or(|h| s < h))
+    }
+}
+
+/// A contiguous range of partition-key values and its LSM levels.
+#[derive(Debug, Clone)]
+pub struct Partition {
+    /// Partition id.
+    pub id: u64,
+    /// Inclusive lower bound (encoded partition key); `None` is unbounded.
+    pub start: Option<Vec<u8>>,
+    /// Exclusive upper bound; `None` is unbounded.
+    pub end: Option<Vec<u8>>,
+    /// Levels; level 0 newest first, deeper levels ordered by key and non-overlapping.
+    pub levels: Vec<Vec<Arc<FileEntry>>>,
+    /// Read and write counters (shared by the versions of one partition).
+    pub load: Arc<crate::stats::PartitionLoad>,
+}
+
+impl Partition {
+    /// True when `pk0` falls in this partition.
+    pub fn contains(&self, pk0: &[u8]) -> bool {
+        self.start.as_deref().is_none_or(|s| pk0 >= s)
+            && self.end.as_deref().is_none_or(|e| pk0 < e)
+    }
+
+    /// Every file entry.
+    pub fn files(&self) -> impl Iterator<Item = &Arc<FileEntry>> {
+        self.levels.iter().flatten()
+    }
+
+    /// Total size of the files (shared files counted whole).
+    pub fn file_bytes(&self) -> u64 {
+        self.files().map(|f| f.rec.size).sum()
+    }
+
+    /// Sorts level 0 newest first and deeper levels by key; assigns each file its level.
+    pub fn normalize(&mut self) {
+        for (i, level) in self.levels.iter_mut().enumerate() {
+            if i == 0 {
+                level.sort_by(|a, b| {
+                    b.rec
+                        .max_seqno
+                        .cmp(&a.rec.max_seqno)
+                        .then(b.rec.id.cmp(&a.rec.id))
+                });
+            } else {
+                level.sort_by(|a, b| a.effective_lo().cmp(b.effective_lo()));
+            }
+        }
+    }
+
+    /// The file of level `level >= 1` that may hold `pk`.
+    pub fn find_in_level(&self, level: usize, pk: &[u8]) -> Option<&Arc<FileEntry>> {
+        let files = self.levels.get(level)?;
+        let i = files.partition_point(|f| f.effective_lo() <= pk);
+        let f = files.get(i.checked_sub(1)?)?;
+        f.may_hold(pk).then_some(f)
+    }
+}
+
+/// A table in a version.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// Table id.
+    pub id: u64,
+    /// Schema and current options.
+    pub schema: TableSchema,
+    /// Creation time.
+    pub created_ms: u64,
+    /// Partitions in key order, covering the whole key space.
+    pub partitions: Vec<Arc<Partition>>,
+}
+
+impl Table {
+    /// Index of the partition holding `pk0`.
+    pub fn partition_index(&self, pk0: &[u8]) -> usize {
+        let i = self
+            .partitions
+            .partition_point(|p| p.start.as_deref().is_none_or(|s| s <= pk0));
+        i.saturating_sub(1)
+    }
+
+    /// The partition holding `pk0`.
+    pub fn partition_for(&self, pk0: &[u8]) -> Option<&Arc<Partition>> {
+        self.partitions.get(self.partition_index(pk0))
+    }
+
+    /// Max versions as a usize.
+    pub fn max_versions(&self) -> usize {
+        self.schema.options.max_versions as usize
+    }
+
+    /// TTL.
+    pub fn ttl(&self) -> Ttl {
+        self.schema.options.ttl
+    }
+}
+
+/// Every table, by id and by name.
+#[derive(Debug, Clone, Default)]
+pub struct Version {
+    /// Tables by id.
+    pub tables: BTreeMap<u64, Arc<Table>>,
+    /// Table ids by name.
+    pub by_name: BTreeMap<String, u64>,
+}
+
+impl Version {
+    /// The table named `name`.
+    pub fn table(&self, name: &str) -> Option<&Arc<Table>> {
+        self.by_name.get(name).and_then(|id| self.tables.get(id))
+    }
+
+    /// Inserts or replaces a table.
+    pub fn put_table(&mut self, t: Table) {
+        self.by_name.insert(t.schema.name.clone(), t.id);
+        self.tables.insert(t.id, Arc::new(t));
+    }
+
+    /// Removes a table.
+    pub fn remove_table(&mut self, id: u64) {
+        if let Some(t) = self.tables.remove(&id) {
+            self.by_name.remove(&t.schema.name);
+        }
+    }
+
+    /// Ids of every file referenced.
+    pub fn file_ids(&self) -> std::collections::HashMap<u64, Arc<SstReader>> {
+        let mut out = std::collections::HashMap::new();
+        for t in self.tables.values() {
+            for p in &t.partitions {
+                for f in p.files() {
+                    out.insert(f.rec.id, f.reader.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The manifest records of every table (stamps filled in by the caller).
+    pub fn table_records(&self, stamps: &BTreeMap<u64, u64>) -> Vec<TableRecord> {
+        self.tables
+            .values()
+            .map(|t| {
+                let o = &t.schema.options;
+                TableRecord {
+                    id: t.id,
+                    name: t.schema.name.clone(),
+                    pk: t
+                        .schema
+                        .primary_key
+                        .iter()
+                        .map(|c| (c.name.clone(), c.key_type))
+                        .collect(),
+                    max_versions: o.max_versions,
+                    ttl_secs: match o.ttl {
+                        Ttl::Forever => None,
+                        Ttl::Seconds(s) => Some(s),
+                    },
+                    max_version_offset_secs: o.max_version_offset_secs,
+                    split_threshold_bytes: o.split_threshold_bytes,
+                    merge_threshold_bytes: o.merge_threshold(),
+                    last_stamp_ms: stamps.get(&t.id).copied().unwrap_or(0),
+                    created_ms: t.created_ms,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| PartitionRecord {
+                            id: p.id,
+                            start: p.start.clone(),
+                            end: p.end.clone(),
+                            files: p
+                                .levels
+                                .iter()
+                                .enumerate()
+                                .flat_map(|(l, files)| {
+                                    files.iter().map(move |f| FileRecord {
+                                        level: l as u32,
+                                        ..f.rec.clone()
+                                    })
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Builds a schema from a manifest table record.
+pub fn schema_of(t: &TableRecord) -> TableSchema {
+    TableSchema {
+        name: t.name.clone(),
+        primary_key: t
+            .pk
+            .iter()
+            .map(|(n, kt)| PkColumn {
+                name: n.clone(),
+                key_type: *kt,
+            })
+            .collect(),
+        options: TableOptions {
+            max_versions: t.max_versions,
+            ttl: t.ttl_secs.map_or(Ttl::Forever, Ttl::Seconds),
+            max_version_offset_secs: t.max_version_offset_secs,
+            split_threshold_bytes: t.split_threshold_bytes,
+            merge_threshold_bytes: Some(t.merge_threshold_bytes),
+        },
+    }
+}

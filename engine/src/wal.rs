@@ -1,0 +1,95 @@
+//! WAL files on disk: creating and appending (the write leader owns the writer), and reading
+//! one back for recovery. Framing and torn-tail classification live in `strata_format::wal`.
+
+use std::path::{Path, PathBuf};
+
+use strata_format::wal::{WalBatch, WalEnd, encode_header, read_records};
+
+use crate::error::{Error, Result};
+use crate::fs::{FileSystem, WritableFile};
+use crate::paths;
+
+/// The WAL file currently taking writes.
+#[derive(Debug)]
+pub struct WalWriter {
+    /// Log number.
+    pub number: u64,
+    path: PathBuf,
+    file: Box<dyn WritableFile>,
+}
+
+impl WalWriter {
+    /// Creates WAL `number`, writes and syncs its header, and syncs the folder, so the file
+    /// exists durably before any record is acknowledged in it.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn create(fs: &dyn FileSystem, db: &Path, number: u64) -> Result<WalWriter> {
+        let path = paths::wal_file(db, number);
+        let mut file = fs
+            .create(&path)
+            .map_err(|e| Error::io("create wal", &path, e))?;
+        file.append(&encode_header(number))
+            .map_err(|e| Error::io("write wal", &path, e))?;
+        file.sync().map_err(|e| Error::io("sync wal", &path, e))?;
+        let dir = paths::wal_dir(db);
+        fs.sync_dir(&dir)
+            .map_err(|e| Error::io("sync dir", &dir, e))?;
+        Ok(WalWriter { number, path, file })
+    }
+
+    /// Appends framed records (one write call).
+    ///
+    /// # Errors
+    /// I/O errors (the caller poisons the database).
+    pub fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.file
+            .append(data)
+            .map_err(|e| Error::io("write wal", &self.path, e))
+    }
+
+    /// Makes everything appended durable.
+    ///
+    /// # Errors
+    /// I/O errors (the caller poisons the database: an fsync is never retried).
+    pub fn sync(&mut self) -> Result<()> {
+        self.file
+            .sync()
+            .map_err(|e| Error::io("sync wal", &self.path, e))
+    }
+
+    /// Bytes in the file.
+    pub fn len(&self) -> u64 {
+        self.file.len()
+    }
+
+    /// True when only the header was written.
+    pub fn is_empty(&self) -> bool {
+        self.file.len() <= strata_format::wal::WAL_HEADER_LEN as u64
+    }
+}
+
+/// A WAL file read back.
+#[derive(Debug)]
+pub struct ReadWal {
+    /// The batches of every whole record.
+    pub batches: Vec<WalBatch>,
+    /// How the file ends.
+    pub end: WalEnd,
+}
+
+/// Reads and decodes a whole WAL file.
+///
+/// # Errors
+/// I/O errors; `Corruption` for a bad header or a record that frames correctly but does not
+/// decode as a batch.
+pub fn read_wal(fs: &dyn FileSystem, path: &Path) -> Result<ReadWal> {
+    let bytes = fs.read(path).map_err(|e| Error::io("read wal", path, e))?;
+    let (_, records, end) = read_records(&bytes).map_err(|e| Error::corruption(path, e))?;
+    let mut batches = Vec::with_capacity(records.len());
+    for r in records {
+        batches
+            .push(WalBatch::decode(r.payload, r.offset).map_err(|e| Error::corruption(path, e))?);
+    }
+    Ok(ReadWal { batches, end })
+}

@@ -1,0 +1,494 @@
+//! The write path: validation, conditions and increments, group commit to the WAL, and the
+//! memtable insert.
+//!
+//! Group commit (after LevelDB's writer queue):
+//! 1. A writer enqueues its batch with a ticket and waits.
+//! 2. When no leader is active, the first waiter becomes leader and takes every queued batch.
+//! 3. The leader, alone, prepares the batches in order: validates them, reads rows for
+//!    conditions and increments (seeing the earlier batches of its own group), assigns sequence
+//!    numbers, and inserts accepted entries into the active memtable. Entries stay invisible to
+//!    readers, who read at the published sequence number.
+//! 4. The leader appends all WAL records with one write and, in `SyncMode::Always`, one fsync.
+//! 5. Only then does it publish the new sequence number and hand each waiter its result.
+//!
+//! Invariants: only the leader mutates the active memtable, the stamps and the WAL; nothing is
+//! acknowledged before its WAL write (and fsync, when required) succeeded; a failed WAL write or
+//! sync poisons the database, so entries inserted but never published are never flushed.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+
+use parking_lot::{Condvar, Mutex};
+use strata_format::key::partition_key;
+use strata_format::record::{Cell, CellOp, ColumnCells, MAX_RECORD_BYTES, RowRecord};
+use strata_format::wal::{WalBatch, WalEntry, frame_record};
+
+use crate::db::Inner;
+use crate::error::{Error, Result};
+use crate::options::SyncMode;
+use crate::rowstate::{RowState, eval_condition, validate_condition};
+use crate::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, WriteOp, WriteReceipt};
+use crate::validate::{check_column_name, check_value, check_version, encode_row_key};
+
+type GroupResult = Result<Vec<RowOutcome>>;
+
+#[derive(Default)]
+struct QueueState {
+    next_ticket: u64,
+    pending: VecDeque<(u64, Vec<WriteOp>)>,
+    leader: bool,
+    done: HashMap<u64, GroupResult>,
+}
+
+/// The writer queue of group commit.
+#[derive(Default)]
+pub struct WriteQueue {
+    state: Mutex<QueueState>,
+    cv: Condvar,
+}
+
+impl WriteQueue {
+    /// Takes the leader role outside a write (rotation at close, explicit sync): no write group
+    /// runs until the guard is dropped.
+    pub fn lead(&self) -> LeadGuard<'_> {
+        let mut st = self.state.lock();
+        while st.leader {
+            self.cv.wait(&mut st);
+        }
+        st.leader = true;
+        LeadGuard { queue: self }
+    }
+}
+
+/// Holds the leader role; see [`WriteQueue::lead`].
+pub struct LeadGuard<'a> {
+    queue: &'a WriteQueue,
+}
+
+impl Drop for LeadGuard<'_> {
+    fn drop(&mut self) {
+        let mut st = self.queue.state.lock();
+        st.leader = false;
+        self.queue.cv.notify_all();
+    }
+}
+
+/// Largest number of batches one leader commits together.
+const MAX_GROUP_BATCHES: usize = 512;
+
+/// Resets the leader flag if the leader unwinds, so waiters are not stranded.
+struct LeaderGuard<'a> {
+    queue: &'a WriteQueue,
+    armed: bool,
+}
+
+impl Drop for LeaderGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut q = self.queue.state.lock();
+            q.leader = false;
+            self.queue.cv.notify_all();
+        }
+    }
+}
+
+struct PreparedRow {
+    table_id: u64,
+    pk: Vec<u8>,
+    stamp: u64,
+    record: Vec<u8>,
+    receipt: WriteReceipt,
+}
+
+impl Inner {
+    /// Commits a batch through the group-commit queue; one outcome per operation.
+    pub(crate) fn write_ops(&self, ops: Vec<WriteOp>) -> Result<Vec<RowOutcome>> {
+        self.check_writable()?;
+        self.wait_for_room()?;
+        let q = &self.queue;
+        let mut st = q.state.lock();
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        st.pending.push_back((ticket, ops));
+        loop {
+            if let Some(r) = st.done.remove(&ticket) {
+                return r;
+            }
+            if !st.leader {
+                st.leader = true;
+                let n = st.pending.len().min(MAX_GROUP_BATCHES);
+                let group: Vec<_> = st.pending.drain(..n).collect();
+                drop(st);
+                let mut guard = LeaderGuard {
+                    queue: q,
+                    armed: true,
+                };
+                let results = self.commit_group(group);
+                st = q.state.lock();
+                guard.armed = false;
+                st.leader = false;
+                for (t, r) in results {
+                    st.done.insert(t, r);
+                }
+                q.cv.notify_all();
+                continue;
+            }
+            q.cv.wait(&mut st);
+        }
+    }
+
+    fn commit_group(&self, group: Vec<(u64, Vec<WriteOp>)>) -> Vec<(u64, GroupResult)> {
+        if let Err(e) = self.check_writable() {
+            let msg = e.to_string();
+            return group
+                .into_iter()
+                .map(|(t, _)| (t, Err(Error::Poisoned(msg.clone()))))
+                .collect();
+        }
+        let now = self.clock.now_ms();
+        let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;
+        let mut wal_buf = Vec::new();
+        let mut results = Vec::with_capacity(group.len());
+        let mut stamps = self.stamps.lock();
+        let (active, version) = {
+            let st = self.state.read();
+            (st.active.clone(), st.version.clone())
+        };
+        let mut written_bytes = 0u64;
+        for (ticket, ops) in group {
+            match self.prepare_batch(&ops, now, next_seq, &stamps) {
+                Err(e) => results.push((ticket, Err(e))),
+                Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
+                Ok(Ok(rows)) => {
+                    let first_seqno = next_seq;
+                    let mut entries = Vec::with_capacity(rows.len());
+                    let mut mem = Vec::with_capacity(rows.len());
+                    let mut receipts = Vec::with_capacity(rows.len());
+                    for (i, r) in rows.into_iter().enumerate() {
+                        let seqno = first_seqno + i as u64;
+                        if r.stamp > 0 {
+                            let s = stamps.entry(r.table_id).or_insert(0);
+                            *s = (*s).max(r.stamp);
+                        }
+                        written_bytes += (r.pk.len() + r.record.len()) as u64;
+                        if let Some(p) = version
+                            .tables
+                            .get(&r.table_id)
+                            .and_then(|t| t.partition_for(partition_key(&r.pk)))
+                        {
+                            p.load
+                                .record_write(now, (r.pk.len() + r.record.len()) as u64);
+                        }
+                        entries.push(WalEntry {
+                            table_id: r.table_id,
+                            pk: r.pk,
+                            stamp: r.stamp,
+                            record: r.record,
+                        });
+                        receipts.push(Ok(WriteReceipt { seqno, ..r.receipt }));
+                    }
+                    let batch = WalBatch {
+                        first_seqno,
+                        entries,
+                    };
+                    let mut payload = Vec::new();
+                    batch.encode(&mut payload);
+                    frame_record(&payload, &mut wal_buf);
+                    for (i, e) in batch.entries.into_iter().enumerate() {
+                        mem.push((e.table_id, e.pk, first_seqno + i as u64, e.record));
+                    }
+                    active.insert_batch(
+                        mem.iter()
+                            .map(|(t, pk, s, r)| (*t, pk.as_slice(), *s, r.clone()))
+                            .collect(),
+                    );
+                    next_seq += receipts.len() as u64;
+                    results.push((ticket, Ok(receipts)));
+                }
+            }
+        }
+        drop(stamps);
+        if !wal_buf.is_empty() {
+            let mut wal = self.wal.lock();
+            let mut r = wal.append(&wal_buf);
+            if r.is_ok() && self.opts.sync_mode == SyncMode::Always {
+                r = wal.sync();
+            }
+            if let Err(e) = r {
+                self.poison(&format!("WAL write failed: {e}"));
+                let msg = e.to_string();
+                for (_, res) in &mut results {
+                    if let Ok(rows) = res
+                        && rows.iter().any(|o| o.is_ok())
+                    {
+                        *res = Err(Error::Poisoned(msg.clone()));
+                    }
+                }
+                return results;
+            }
+            self.stats
+                .wal_bytes
+                .fetch_add(wal_buf.len() as u64, Ordering::Relaxed);
+            self.stats
+                .user_bytes
+                .fetch_add(written_bytes, Ordering::Relaxed);
+        }
+        self.last_seqno.store(next_seq - 1, Ordering::Release);
+        self.visible_seqno.store(next_seq - 1, Ordering::Release);
+        if active.size() >= self.opts.write_buffer_bytes
+            && let Err(e) = self.rotate_memtable()
+        {
+            self.poison(&format!("memtable rotation failed: {e}"));
+        }
+        results
+    }
+
+    /// Prepares one batch: `Ok(Ok(rows))` to apply, `Ok(Err(outcomes))` when a row failed (the
+    /// batch is not applied), `Err` for whole-batch errors.
+    fn prepare_batch(
+        &self,
+        ops: &[WriteOp],
+        now: u64,
+        first_seq: u64,
+        stamps: &std::collections::BTreeMap<u64, u64>,
+    ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
+        let mut seen = HashSet::new();
+        for op in ops {
+            if !seen.insert((op.table(), op.pk())) {
+                return Err(Error::invalid(
+                    "batch-duplicate-row",
+                    format!(
+                        "row {} of table {:?} appears twice in one batch",
+                        op.pk(),
+                        op.table()
+                    ),
+                ));
+            }
+        }
+        // Every row is checked against the state before the batch.
+        let snapshot = first_seq - 1;
+        let prepared: Vec<Result<PreparedRow>> = ops
+            .iter()
+            .map(|op| self.prepare_row(op, now, snapshot, stamps))
+            .collect();
+        if prepared.iter().all(|r| r.is_ok()) {
+            return Ok(Ok(prepared.into_iter().filter_map(|r| r.ok()).collect()));
+        }
+        Ok(Err(prepared
+            .into_iter()
+            .map(|r| match r {
+                Ok(_) => Err(Error::NotApplied),
+                Err(e) => Err(e),
+            })
+            .collect()))
+    }
+
+    fn prepare_row(
+        &self,
+        op: &WriteOp,
+        now: u64,
+        snapshot: u64,
+        stamps: &std::collections::BTreeMap<u64, u64>,
+    ) -> Result<PreparedRow> {
+        let version = self.state.read().version.clone();
+        let table = version
+            .table(op.table())
+            .ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
+        let pk = encode_row_key(table, op.pk())?;
+        let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
+        let cond = op.condition();
+        if let Some(c) = &cond.column {
+            validate_condition(c)?;
+        }
+        let needs_state = cond.needs_read()
+            || matches!(op, WriteOp::Update(u) if u.ops.iter().any(|o| matches!(o, UpdateOp::Increment { .. })));
+        let mut receipt = WriteReceipt::default();
+        let mut used_stamp = false;
+        let opts = &table.schema.options;
+        let record = match op {
+            WriteOp::Put(p) => {
+                let mut cols: std::collections::BTreeMap<String, Vec<Cell>> = Default::default();
+                for (name, value, ver) in &p.columns {
+                    check_column_name(table, name)?;
+                    check_value(name, value)?;
+                    let v = ver.unwrap_or(stamp);
+                    used_stamp |= ver.is_none();
+                    check_version(opts, name, v, now)?;
+                    let cells = cols.entry(name.clone()).or_default();
+                    match cells.binary_search_by(|c| v.cmp(&c.version)) {
+                        Ok(i) => {
+                            if let Some(c) = cells.get_mut(i) {
+                                c.value = value.clone();
+                            }
+                        }
+                        Err(i) => cells.insert(
+                            i,
+                            Cell {
+                                version: v,
+                                value: value.clone(),
+                            },
+                        ),
+                    }
+                }
+                let marker = if cols.is_empty() {
+                    used_stamp = true;
+                    Some(stamp)
+                } else {
+                    None
+                };
+                let max = table.max_versions();
+                RowRecord::Put {
+                    marker,
+                    columns: cols
+                        .into_iter()
+                        .map(|(name, mut cells)| {
+                            cells.truncate(max);
+                            ColumnCells { name, cells }
+                        })
+                        .collect(),
+                }
+            }
+            WriteOp::Update(u) => {
+                if u.ops.is_empty() {
+                    return Err(Error::invalid(
+                        "update-empty",
+                        format!("update of row {} names no column operation", u.pk),
+                    ));
+                }
+                let mut increments = HashSet::new();
+                for o in &u.ops {
+                    check_column_name(table, o.column())?;
+                    if matches!(o, UpdateOp::Increment { .. }) && !increments.insert(o.column()) {
+                        return Err(Error::invalid(
+                            "increment-column-shared",
+                            format!("column {:?} is incremented twice", o.column()),
+                        ));
+                    }
+                }
+                for o in &u.ops {
+                    if !matches!(o, UpdateOp::Increment { .. }) && increments.contains(o.column()) {
+                        return Err(Error::invalid(
+                            "increment-column-shared",
+                            format!(
+                                "column {:?} is incremented and also named by another operation of the update",
+                                o.column()
+                            ),
+                        ));
+                    }
+                }
+                let state = if needs_state {
+                    self.visible_state(table, &pk, snapshot, now)?
+                } else {
+                    None
+                };
+                let mut out = Vec::with_capacity(u.ops.len());
+                for o in &u.ops {
+                    out.push(match o {
+                        UpdateOp::Put {
+                            column,
+                            value,
+                            version,
+                        } => {
+                            check_value(column, value)?;
+                            let v = version.unwrap_or(stamp);
+                            used_stamp |= version.is_none();
+                            check_version(opts, column, v, now)?;
+                            CellOp::Put {
+                                column: column.clone(),
+                                version: v,
+                                value: value.clone(),
+                            }
+                        }
+                        UpdateOp::DeleteVersion { column, version } => CellOp::DeleteVersion {
+                            column: column.clone(),
+                            version: *version,
+                        },
+                        UpdateOp::DeleteAll { column } => CellOp::DeleteColumn {
+                            column: column.clone(),
+                        },
+                        UpdateOp::Increment { column, delta } => {
+                            let cur = match &state {
+                                Some(s) => s.latest_integer(column)?,
+                                None => None,
+                            };
+                            let new = cur.unwrap_or(0).checked_add(*delta).ok_or_else(|| {
+                                Error::invalid(
+                                    "increment-overflow",
+                                    format!("incrementing column {column:?} by {delta} overflows"),
+                                )
+                            })?;
+                            used_stamp = true;
+                            check_version(opts, column, stamp, now)?;
+                            receipt.increments.push((column.clone(), new));
+                            CellOp::Put {
+                                column: column.clone(),
+                                version: stamp,
+                                value: Value::Integer(new),
+                            }
+                        }
+                    });
+                }
+                if cond.needs_read() {
+                    check_condition(cond, state.as_ref(), op)?;
+                }
+                RowRecord::Update { ops: out }
+            }
+            WriteOp::Delete(_) => RowRecord::Delete,
+        };
+        if !matches!(op, WriteOp::Update(_)) && cond.needs_read() {
+            let state = self.visible_state(table, &pk, snapshot, now)?;
+            check_condition(cond, state.as_ref(), op)?;
+        }
+        let bytes = record.to_bytes();
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(Error::invalid(
+                "row-too-large",
+                format!(
+                    "row {} encodes to {} bytes; one row mutation may hold at most {MAX_RECORD_BYTES}",
+                    op.pk(),
+                    bytes.len()
+                ),
+            ));
+        }
+        if used_stamp {
+            receipt.stamp_ms = stamp;
+        }
+        Ok(PreparedRow {
+            table_id: table.id,
+            pk,
+            stamp: if used_stamp { stamp } else { 0 },
+            record: bytes,
+            receipt,
+        })
+    }
+}
+
+/// Checks a write's condition against the row's visible state (`None`: the row is missing).
+fn check_condition(cond: &Condition, state: Option<&RowState>, op: &WriteOp) -> Result<()> {
+    {
+        match (cond.row, state.is_some()) {
+            (RowExistence::ExpectExist, false) => {
+                return Err(Error::ConditionFailed(format!(
+                    "row {} does not exist (expected to exist)",
+                    op.pk()
+                )));
+            }
+            (RowExistence::ExpectNotExist, true) => {
+                return Err(Error::ConditionFailed(format!(
+                    "row {} exists (expected not to exist)",
+                    op.pk()
+                )));
+            }
+            _ => {}
+        }
+        if let Some(c) = &cond.column
+            && !eval_condition(c, state.map(|s| &s.columns))
+        {
+            return Err(Error::ConditionFailed(format!(
+                "column condition does not hold for row {}",
+                op.pk()
+            )));
+        }
+        Ok(())
+    }
+}
