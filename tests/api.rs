@@ -23,37 +23,16 @@ fn put_get_update_delete_round_trip() {
     let db = Db::open("/db", opts).unwrap();
     purchases(&db);
     let k = pk![16, "a100", 66661, 200001];
-    db.put_row(
-        PutRow::new("purchases", k.clone())
-            .column("Amount", 12)
-            .column("Note", "hi"),
-    )
-    .unwrap();
-    let r = db
-        .get_row("purchases", &k, &ReadOptions::default())
-        .unwrap()
-        .unwrap();
+    db.put_row(PutRow::new("purchases", k.clone()).column("Amount", 12).column("Note", "hi")).unwrap();
+    let r = db.get_row("purchases", &k, &ReadOptions::default()).unwrap().unwrap();
     assert_eq!(r.get("Amount"), Some(&Value::Integer(12)));
     assert_eq!(r.get("Note"), Some(&Value::String("hi".into())));
-    db.update_row(
-        UpdateRow::new("purchases", k.clone())
-            .increment("Amount", 5)
-            .delete_all("Note"),
-    )
-    .unwrap();
-    let r = db
-        .get_row("purchases", &k, &ReadOptions::default())
-        .unwrap()
-        .unwrap();
+    db.update_row(UpdateRow::new("purchases", k.clone()).increment("Amount", 5).delete_all("Note")).unwrap();
+    let r = db.get_row("purchases", &k, &ReadOptions::default()).unwrap().unwrap();
     assert_eq!(r.get("Amount"), Some(&Value::Integer(17)));
     assert_eq!(r.get("Note"), None);
-    db.delete_row(DeleteRow::new("purchases", k.clone()))
-        .unwrap();
-    assert!(
-        db.get_row("purchases", &k, &ReadOptions::default())
-            .unwrap()
-            .is_none()
-    );
+    db.delete_row(DeleteRow::new("purchases", k.clone())).unwrap();
+    assert!(db.get_row("purchases", &k, &ReadOptions::default()).unwrap().is_none());
 }
 
 #[test]
@@ -62,40 +41,19 @@ fn data_survives_flush_and_reopen() {
     let db = Db::open("/db", opts.clone()).unwrap();
     purchases(&db);
     for i in 0..2000i64 {
-        db.put_row(
-            PutRow::new("purchases", pk![i % 97, format!("s{i}"), i, i]).column("Amount", i),
-        )
-        .unwrap();
+        db.put_row(PutRow::new("purchases", pk![i % 97, format!("s{i}"), i, i]).column("Amount", i)).unwrap();
     }
     db.flush().unwrap();
     drop(db);
     let db = Db::open("/db", opts).unwrap();
     for i in (0..2000i64).step_by(7) {
-        let r = db
-            .get_row(
-                "purchases",
-                &pk![i % 97, format!("s{i}"), i, i],
-                &ReadOptions::default(),
-            )
-            .unwrap()
-            .unwrap();
+        let r = db.get_row("purchases", &pk![i % 97, format!("s{i}"), i, i], &ReadOptions::default()).unwrap().unwrap();
         assert_eq!(r.get("Amount"), Some(&Value::Integer(i)));
     }
-    let all = db
-        .count_range(
-            "purchases",
-            &PrimaryKey::inf_min(4),
-            &PrimaryKey::inf_max(4),
-        )
-        .unwrap();
+    let all = db.count_range("purchases", &PrimaryKey::inf_min(4), &PrimaryKey::inf_max(4)).unwrap();
     assert_eq!(all, 2000);
     let back: Vec<_> = db
-        .range(
-            "purchases",
-            &PrimaryKey::inf_max(4),
-            &PrimaryKey::inf_min(4),
-            &RangeOptions::default().backward(),
-        )
+        .range("purchases", &PrimaryKey::inf_max(4), &PrimaryKey::inf_min(4), &RangeOptions::default().backward())
         .unwrap()
         .map(|r| r.unwrap().primary_key)
         .collect();

@@ -161,10 +161,7 @@ pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
                             }
                             i.bg.notify_progress();
                         }
-                        if i.opts.auto_split
-                            && !i.bg.paused.load(Ordering::Acquire)
-                            && !i.is_poisoned()
-                        {
+                        if i.opts.auto_split && !i.bg.paused.load(Ordering::Acquire) && !i.is_poisoned() {
                             guarded(&i, "split planner", || i.run_split_planner().map(|_| ()));
                         }
                         i.bg.notify_progress();

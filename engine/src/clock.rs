@@ -18,10 +18,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
     }
 }
 
@@ -34,9 +31,7 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock reading `now_ms`.
     pub fn new(now_ms: u64) -> Self {
-        ManualClock {
-            now: Arc::new(AtomicU64::new(now_ms)),
-        }
+        ManualClock { now: Arc::new(AtomicU64::new(now_ms)) }
     }
 
     /// Sets the time (it may go backwards, as a badly set wall clock can).

@@ -24,8 +24,8 @@ use crate::schema::{TableSchema, Ttl};
 use crate::sst::BlockCache;
 use crate::stats::Stats;
 use crate::types::{
-    BatchWriteResult, DeleteRow, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row,
-    UpdateRow, WriteOp, WriteReceipt,
+    BatchWriteResult, DeleteRow, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row, UpdateRow, WriteOp,
+    WriteReceipt,
 };
 use crate::version::{Partition, Table, Version};
 use crate::wal::WalWriter;
@@ -87,8 +87,7 @@ impl Inner {
         if p.is_none() {
             *p = Some(why.to_owned());
             drop(p);
-            self.events
-                .log(self.clock.now_ms(), "poison", why.to_owned());
+            self.events.log(self.clock.now_ms(), "poison", why.to_owned());
         }
         self.bg.notify_progress();
     }
@@ -130,13 +129,9 @@ impl Inner {
         if let Some(parent) = dir.parent() {
             self.ensure_dir(parent)?;
         }
-        self.fs
-            .create_dir_all(dir)
-            .map_err(|e| Error::io("create dir", dir, e))?;
+        self.fs.create_dir_all(dir).map_err(|e| Error::io("create dir", dir, e))?;
         let parent = dir.parent().unwrap_or(Path::new("/"));
-        self.fs
-            .sync_dir(parent)
-            .map_err(|e| Error::io("sync dir", parent, e))
+        self.fs.sync_dir(parent).map_err(|e| Error::io("sync dir", parent, e))
     }
 
     /// Writes the manifest for `version` and `ms` atomically.
@@ -152,8 +147,7 @@ impl Inner {
             tables: version.table_records(&stamps),
         };
         let path = paths::manifest(&self.path);
-        write_atomic(self.fs.as_ref(), &path, &data.encode())
-            .map_err(|e| Error::io("write manifest", &path, e))
+        write_atomic(self.fs.as_ref(), &path, &data.encode()).map_err(|e| Error::io("write manifest", &path, e))
     }
 
     /// Builds a new version with `f`, writes it to the manifest, and installs it (retiring the
@@ -249,26 +243,21 @@ impl Inner {
             let sealed = self.state.read().sealed.len();
             let l0 = self.max_l0_files.load(Ordering::Acquire);
             let paused = self.bg.paused.load(Ordering::Acquire);
-            let stalled = sealed >= self.opts.max_sealed_memtables
-                || (l0 >= self.opts.l0_stop_trigger && !paused);
+            let stalled = sealed >= self.opts.max_sealed_memtables || (l0 >= self.opts.l0_stop_trigger && !paused);
             if !stalled {
                 if l0 >= self.opts.l0_slowdown_trigger && !slowed && !paused {
                     self.stats.slowdowns.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(self.opts.slowdown_delay);
                 }
                 if slowed || start.elapsed().as_micros() > 0 {
-                    self.stats
-                        .stall_micros
-                        .fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    self.stats.stall_micros.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
                 }
                 return Ok(());
             }
             slowed = true;
             let waited = start.elapsed();
             if waited >= self.opts.stall_timeout {
-                self.stats
-                    .stall_micros
-                    .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
+                self.stats.stall_micros.fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
                 return Err(Error::Busy(format!(
                     "writes stalled for {:?}: {sealed} sealed memtables waiting for flush, {l0} level-0 files in the busiest partition",
                     waited
@@ -439,17 +428,13 @@ impl Db {
         let i = &self.inner;
         i.check_writable()?;
         i.install(None, |v, _| {
-            let t = v
-                .table(name)
-                .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+            let t = v.table(name).ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
             let mut v = v.clone();
             let id = t.id;
             v.remove_table(id);
             Ok(v)
         })?;
-        i.stamps
-            .lock()
-            .retain(|id, _| self.inner.state.read().version.tables.contains_key(id));
+        i.stamps.lock().retain(|id, _| self.inner.state.read().version.tables.contains_key(id));
         // Best effort: the table's folders go once their files are deleted; leftovers are
         // removed at the next open.
         let dir = paths::table_dir(&i.path, name);
@@ -459,14 +444,7 @@ impl Db {
 
     /// Names of all tables, sorted.
     pub fn list_tables(&self) -> Vec<String> {
-        self.inner
-            .state
-            .read()
-            .version
-            .by_name
-            .keys()
-            .cloned()
-            .collect()
+        self.inner.state.read().version.by_name.keys().cloned().collect()
     }
 
     /// Describes a table.
@@ -475,14 +453,8 @@ impl Db {
     /// `TableNotFound`.
     pub fn describe_table(&self, name: &str) -> Result<TableDescription> {
         let v = self.inner.state.read().version.clone();
-        let t = v
-            .table(name)
-            .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
-        let files: HashSet<u64> = t
-            .partitions
-            .iter()
-            .flat_map(|p| p.files().map(|f| f.rec.id))
-            .collect();
+        let t = v.table(name).ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        let files: HashSet<u64> = t.partitions.iter().flat_map(|p| p.files().map(|f| f.rec.id)).collect();
         let bytes = t
             .partitions
             .iter()
@@ -508,9 +480,7 @@ impl Db {
         let i = &self.inner;
         i.check_writable()?;
         i.install(None, |v, _| {
-            let t = v
-                .table(name)
-                .ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+            let t = v.table(name).ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
             let mut t = (**t).clone();
             if let Some(m) = update.max_versions {
                 t.schema.options.max_versions = m;
@@ -559,9 +529,7 @@ impl Db {
     /// # Errors
     /// Whole-batch errors (a row named twice, poisoned, busy, I/O). Row errors are in the result.
     pub fn batch_write(&self, ops: Vec<WriteOp>) -> Result<BatchWriteResult> {
-        Ok(BatchWriteResult {
-            rows: self.inner.write_ops(ops)?,
-        })
+        Ok(BatchWriteResult { rows: self.inner.write_ops(ops)? })
     }
 
     /// GetRow: the row as of now, or `None`.
@@ -574,15 +542,9 @@ impl Db {
     }
 
     /// BatchGet: many rows read on one snapshot; one result per key.
-    pub fn batch_get(
-        &self,
-        keys: &[(String, PrimaryKey)],
-        opts: &ReadOptions,
-    ) -> Vec<Result<Option<Row>>> {
+    pub fn batch_get(&self, keys: &[(String, PrimaryKey)], opts: &ReadOptions) -> Vec<Result<Option<Row>>> {
         let snap = self.inner.snapshot();
-        keys.iter()
-            .map(|(t, pk)| self.inner.get_row_at(&snap, t, pk, opts))
-            .collect()
+        keys.iter().map(|(t, pk)| self.inner.get_row_at(&snap, t, pk, opts)).collect()
     }
 
     /// GetRange: one page of rows in `[start, end)` (or `(end, start]` backward) and the key to
@@ -605,13 +567,7 @@ impl Db {
     ///
     /// # Errors
     /// As [`Db::get_range`].
-    pub fn range(
-        &self,
-        table: &str,
-        start: &PrimaryKey,
-        end: &PrimaryKey,
-        opts: &RangeOptions,
-    ) -> Result<RangeIter> {
+    pub fn range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey, opts: &RangeOptions) -> Result<RangeIter> {
         self.inner.range_iter(table, start, end, opts)
     }
 
@@ -620,9 +576,7 @@ impl Db {
     /// # Errors
     /// As [`Db::get_range`].
     pub fn count_range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey) -> Result<u64> {
-        let mut it = self
-            .inner
-            .range_iter(table, start, end, &RangeOptions::default())?;
+        let mut it = self.inner.range_iter(table, start, end, &RangeOptions::default())?;
         let mut n = 0;
         while it.next_examined()?.is_some() {
             n += 1;
@@ -636,9 +590,7 @@ impl Db {
     /// # Errors
     /// As [`Db::get_range`] and [`Db::batch_write`].
     pub fn delete_range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey) -> Result<u64> {
-        let mut it = self
-            .inner
-            .range_iter(table, start, end, &RangeOptions::default())?;
+        let mut it = self.inner.range_iter(table, start, end, &RangeOptions::default())?;
         let mut n = 0;
         let mut batch = Vec::new();
         loop {
@@ -648,8 +600,7 @@ impl Db {
             }
             if batch.len() >= 1000 || (next.is_none() && !batch.is_empty()) {
                 let k = batch.len() as u64;
-                self.batch_write(std::mem::take(&mut batch))?
-                    .into_result()?;
+                self.batch_write(std::mem::take(&mut batch))?.into_result()?;
                 n += k;
             }
             if next.is_none() {
@@ -669,18 +620,9 @@ impl Db {
     /// `TableNotFound`.
     pub fn partition_records(&self, table: &str) -> Result<Vec<PartitionRecord>> {
         let v = self.inner.state.read().version.clone();
-        let t = v
-            .table(table)
-            .ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
-        let single = Version {
-            tables: [(t.id, t.clone())].into(),
-            by_name: [(table.to_owned(), t.id)].into(),
-        };
-        Ok(single
-            .table_records(&BTreeMap::new())
-            .pop()
-            .map(|r| r.partitions)
-            .unwrap_or_default())
+        let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
+        let single = Version { tables: [(t.id, t.clone())].into(), by_name: [(table.to_owned(), t.id)].into() };
+        Ok(single.table_records(&BTreeMap::new()).pop().map(|r| r.partitions).unwrap_or_default())
     }
 }
 

@@ -89,26 +89,15 @@ impl Error {
     }
 
     pub(crate) fn invalid(rule: &'static str, message: impl Into<String>) -> Error {
-        Error::Invalid {
-            rule,
-            message: message.into(),
-        }
+        Error::Invalid { rule, message: message.into() }
     }
 
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
-        Error::Io {
-            op,
-            path: path.into(),
-            source,
-        }
+        Error::Io { op, path: path.into(), source }
     }
 
     pub(crate) fn corruption(path: impl Into<PathBuf>, e: strata_format::DecodeError) -> Error {
-        Error::Corruption {
-            path: path.into(),
-            offset: e.offset,
-            detail: format!("{}: {}", e.what, e.kind),
-        }
+        Error::Corruption { path: path.into(), offset: e.offset, detail: format!("{}: {}", e.what, e.kind) }
     }
 }
 

@@ -35,10 +35,7 @@ impl EventLog {
     /// Opens (truncates) the log file; logging continues in memory if it cannot be created.
     pub fn open(fs: &Arc<dyn FileSystem>, path: &Path) -> Self {
         let file = fs.create(path).ok();
-        EventLog {
-            file: Mutex::new(file),
-            recent: Mutex::new(VecDeque::new()),
-        }
+        EventLog { file: Mutex::new(file), recent: Mutex::new(VecDeque::new()) }
     }
 
     /// Records an event.
@@ -51,11 +48,7 @@ impl EventLog {
         if r.len() == RECENT_EVENTS {
             r.pop_front();
         }
-        r.push_back(Event {
-            time_ms,
-            kind,
-            message,
-        });
+        r.push_back(Event { time_ms, kind, message });
     }
 
     /// The most recent events, oldest first.

@@ -32,12 +32,7 @@ pub(crate) struct NewFile {
 
 impl Inner {
     /// Creates a writer for a new SSTable of `partition` at `level`.
-    pub(crate) fn new_sst(
-        &self,
-        table: &Table,
-        partition: u64,
-        level: u32,
-    ) -> Result<(u64, SstFileWriter)> {
+    pub(crate) fn new_sst(&self, table: &Table, partition: u64, level: u32) -> Result<(u64, SstFileWriter)> {
         let id = self.next_file_id();
         let dir = paths::partition_dir(&self.path, &table.schema.name, partition);
         self.ensure_dir(&dir)?;
@@ -45,12 +40,7 @@ impl Inner {
             table_name: table.schema.name.clone(),
             table_id: table.id,
             partition_id: partition,
-            pk_schema: table
-                .schema
-                .primary_key
-                .iter()
-                .map(|c| (c.name.clone(), c.key_type))
-                .collect(),
+            pk_schema: table.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
             created_ms: self.clock.now_ms(),
             level: u64::from(level),
             ..Default::default()
@@ -61,13 +51,7 @@ impl Inner {
     }
 
     /// Opens a finished SSTable and describes it for the manifest.
-    pub(crate) fn open_written(
-        &self,
-        id: u64,
-        partition: u64,
-        level: u32,
-        w: WrittenSst,
-    ) -> Result<Arc<FileEntry>> {
+    pub(crate) fn open_written(&self, id: u64, partition: u64, level: u32, w: WrittenSst) -> Result<Arc<FileEntry>> {
         let reader = SstReader::open(self.fs.clone(), &w.path, id, self.cache.clone())?;
         let p = &w.props;
         let rec = FileRecord {
@@ -132,11 +116,7 @@ impl Inner {
                             table.schema.name, pid, id, entry.rec.size, entry.rec.entries
                         ),
                     );
-                    new_files.push(NewFile {
-                        table_id,
-                        partition_id: pid,
-                        entry,
-                    });
+                    new_files.push(NewFile { table_id, partition_id: pid, entry });
                 }
                 self.stats.add_table_bytes(table_id, bytes, 0);
             }
@@ -158,10 +138,7 @@ impl Inner {
         // The memtable after this one holds the oldest data still only in the WAL.
         let next_first_wal = {
             let st = self.state.read();
-            st.sealed
-                .get(1)
-                .map(|m| m.first_wal)
-                .unwrap_or(st.active.first_wal)
+            st.sealed.get(1).map(|m| m.first_wal).unwrap_or(st.active.first_wal)
         };
         self.install(Some(mem), |v, ms| {
             let mut v = v.clone();

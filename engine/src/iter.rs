@@ -51,23 +51,8 @@ pub struct MemSource {
 
 impl MemSource {
     /// A source over `[lo, hi)` of one table.
-    pub fn new(
-        mem: Arc<Memtable>,
-        table_id: u64,
-        forward: bool,
-        lo: Vec<u8>,
-        hi: Option<Vec<u8>>,
-    ) -> Self {
-        let mut s = MemSource {
-            mem,
-            table_id,
-            forward,
-            lo,
-            hi,
-            buf: Default::default(),
-            last: None,
-            exhausted: false,
-        };
+    pub fn new(mem: Arc<Memtable>, table_id: u64, forward: bool, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Self {
+        let mut s = MemSource { mem, table_id, forward, lo, hi, buf: Default::default(), last: None, exhausted: false };
         s.refill();
         s
     }
@@ -80,14 +65,7 @@ impl MemSource {
             None => Bound::Unbounded,
             Some(k) => Bound::Excluded(k.as_slice()),
         };
-        let chunk = self.mem.chunk(
-            self.table_id,
-            self.forward,
-            from,
-            &self.lo,
-            self.hi.as_deref(),
-            MEM_CHUNK,
-        );
+        let chunk = self.mem.chunk(self.table_id, self.forward, from, &self.lo, self.hi.as_deref(), MEM_CHUNK);
         if chunk.len() < MEM_CHUNK {
             self.exhausted = true;
         }
@@ -128,11 +106,7 @@ pub struct MergeIter {
 impl MergeIter {
     /// A merge of `sources`, all positioned in direction `forward`.
     pub fn new(sources: Vec<Box<dyn EntrySource>>, forward: bool) -> Self {
-        let mut m = MergeIter {
-            sources,
-            forward,
-            current: None,
-        };
+        let mut m = MergeIter { sources, forward, current: None };
         m.pick();
         m
     }
@@ -147,11 +121,7 @@ impl MergeIter {
                 None => Some(i),
                 Some(b) => {
                     let bk = self.sources.get(b).map_or(&[][..], |x| x.key());
-                    let better = if self.forward {
-                        s.key() < bk
-                    } else {
-                        s.key() > bk
-                    };
+                    let better = if self.forward { s.key() < bk } else { s.key() > bk };
                     if better { Some(i) } else { Some(b) }
                 }
             };
@@ -166,16 +136,12 @@ impl MergeIter {
 
     /// Current internal key.
     pub fn key(&self) -> &[u8] {
-        self.current
-            .and_then(|i| self.sources.get(i))
-            .map_or(&[], |s| s.key())
+        self.current.and_then(|i| self.sources.get(i)).map_or(&[], |s| s.key())
     }
 
     /// Current record.
     pub fn value(&self) -> &[u8] {
-        self.current
-            .and_then(|i| self.sources.get(i))
-            .map_or(&[], |s| s.value())
+        self.current.and_then(|i| self.sources.get(i)).map_or(&[], |s| s.value())
     }
 
     /// Moves one entry.
@@ -202,11 +168,7 @@ pub struct RowGrouper {
 impl RowGrouper {
     /// Groups `merge` at `snapshot`.
     pub fn new(merge: MergeIter, forward: bool, snapshot: u64) -> Self {
-        RowGrouper {
-            merge,
-            forward,
-            snapshot,
-        }
+        RowGrouper { merge, forward, snapshot }
     }
 
     /// The next row, or `None` at the end.
@@ -222,12 +184,11 @@ impl RowGrouper {
             let mut records: Vec<Vec<u8>> = Vec::new();
             let mut base_found = false;
             while self.merge.valid() && user_key(self.merge.key()) == pk.as_slice() {
-                let (_, seq) =
-                    split_internal_key(self.merge.key()).map_err(|e| Error::Corruption {
-                        path: Default::default(),
-                        offset: e.offset,
-                        detail: "internal key too short".into(),
-                    })?;
+                let (_, seq) = split_internal_key(self.merge.key()).map_err(|e| Error::Corruption {
+                    path: Default::default(),
+                    offset: e.offset,
+                    detail: "internal key too short".into(),
+                })?;
                 if seq <= self.snapshot {
                     let v = self.merge.value();
                     if self.forward {

@@ -42,10 +42,7 @@ fn mem_key(table_id: u64, ikey: &[u8]) -> Vec<u8> {
 
 /// True when an encoded record hides every older record of its row.
 pub fn is_base_record(record: &[u8]) -> bool {
-    matches!(
-        record.first().copied().and_then(RecordKind::from_u8),
-        Some(RecordKind::Put | RecordKind::Delete)
-    )
+    matches!(record.first().copied().and_then(RecordKind::from_u8), Some(RecordKind::Put | RecordKind::Delete))
 }
 
 impl Memtable {
@@ -102,10 +99,7 @@ impl Memtable {
         let lo = mem_key(table_id, &internal_key(pk, snapshot));
         let hi = mem_key(table_id, &internal_key(pk, 0));
         let map = self.map.read();
-        for (_, v) in map.range::<[u8], _>((
-            Bound::Included(lo.as_slice()),
-            Bound::Included(hi.as_slice()),
-        )) {
+        for (_, v) in map.range::<[u8], _>((Bound::Included(lo.as_slice()), Bound::Included(hi.as_slice()))) {
             out.push(v.clone());
             if is_base_record(v) {
                 return true;
@@ -142,20 +136,13 @@ impl Memtable {
                 Bound::Unbounded => Bound::Included(lo_k),
                 b => max_bound(b, lo_k),
             };
-            map.range((start, Bound::Excluded(hi_k)))
-                .take(n)
-                .map(strip)
-                .collect()
+            map.range((start, Bound::Excluded(hi_k))).take(n).map(strip).collect()
         } else {
             let end = match from_k {
                 Bound::Unbounded => Bound::Excluded(hi_k),
                 b => min_bound(b, hi_k),
             };
-            map.range((Bound::Included(lo_k), end))
-                .rev()
-                .take(n)
-                .map(strip)
-                .collect()
+            map.range((Bound::Included(lo_k), end)).rev().take(n).map(strip).collect()
         }
     }
 
@@ -167,17 +154,12 @@ impl Memtable {
         loop {
             let first = match &next {
                 None => map.keys().next(),
-                Some(k) => map
-                    .range::<[u8], _>((Bound::Included(k.as_slice()), Bound::Unbounded))
-                    .next()
-                    .map(|(k, _)| k),
+                Some(k) => {
+                    map.range::<[u8], _>((Bound::Included(k.as_slice()), Bound::Unbounded)).next().map(|(k, _)| k)
+                }
             };
             let Some(k) = first else { break };
-            let Some(id) = k
-                .get(..8)
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map(u64::from_be_bytes)
-            else {
+            let Some(id) = k.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes) else {
                 break;
             };
             out.push(id);
@@ -240,12 +222,8 @@ mod tests {
     #[test]
     fn get_returns_newest_first_and_stops_at_a_base() {
         let m = Memtable::new(1);
-        let upd = RowRecord::Update { ops: vec![] }.to_bytes();
-        let put = RowRecord::Put {
-            marker: Some(1),
-            columns: vec![],
-        }
-        .to_bytes();
+        let upd = RowRecord::Update { max_versions: 1, ops: vec![] }.to_bytes();
+        let put = RowRecord::Put { marker: Some(1), columns: vec![] }.to_bytes();
         m.insert_batch(vec![
             (1, b"k".as_slice(), 1, upd.clone()),
             (1, b"k", 2, put.clone()),

@@ -34,9 +34,7 @@ pub struct Snapshot {
 }
 
 fn decode_records(bufs: Vec<Vec<u8>>, path: &std::path::Path) -> Result<Vec<RowRecord>> {
-    bufs.iter()
-        .map(|b| RowRecord::decode(b).map_err(|e| Error::corruption(path, e)))
-        .collect()
+    bufs.iter().map(|b| RowRecord::decode(b).map_err(|e| Error::corruption(path, e))).collect()
 }
 
 impl Inner {
@@ -52,20 +50,11 @@ impl Inner {
         let mut mems = Vec::with_capacity(st.sealed.len() + 1);
         mems.push(st.active.clone());
         mems.extend(st.sealed.iter().rev().cloned());
-        Snapshot {
-            version: st.version.clone(),
-            mems,
-            seqno,
-        }
+        Snapshot { version: st.version.clone(), mems, seqno }
     }
 
     /// The records of one row, newest first up to the first base record.
-    pub(crate) fn row_records(
-        &self,
-        snap: &Snapshot,
-        table: &Table,
-        pk: &[u8],
-    ) -> Result<Vec<RowRecord>> {
+    pub(crate) fn row_records(&self, snap: &Snapshot, table: &Table, pk: &[u8]) -> Result<Vec<RowRecord>> {
         let mut out = Vec::new();
         for m in &snap.mems {
             if m.get(table.id, pk, snap.seqno, &mut out) {
@@ -75,8 +64,7 @@ impl Inner {
         let Some(part) = table.partition_for(partition_key(pk)) else {
             return decode_records(out, &self.path);
         };
-        let decode_from =
-            |out: Vec<Vec<u8>>, f: &crate::version::FileEntry| decode_records(out, &f.reader.path);
+        let decode_from = |out: Vec<Vec<u8>>, f: &crate::version::FileEntry| decode_records(out, &f.reader.path);
         let mut file_records: Vec<RowRecord> = Vec::new();
         let mut found = false;
         if let Some(l0) = part.levels.first() {
@@ -111,13 +99,7 @@ impl Inner {
     }
 
     /// The row as reads see it now (`None` when it does not exist).
-    pub(crate) fn visible_state(
-        &self,
-        table: &Table,
-        pk: &[u8],
-        seqno: u64,
-        now: u64,
-    ) -> Result<Option<RowState>> {
+    pub(crate) fn visible_state(&self, table: &Table, pk: &[u8], seqno: u64, now: u64) -> Result<Option<RowState>> {
         let snap = self.snapshot_at(seqno);
         let recs = self.row_records(&snap, table, pk)?;
         if recs.is_empty() {
@@ -136,16 +118,12 @@ impl Inner {
         opts: &ReadOptions,
     ) -> Result<Option<Row>> {
         validate_read_options(opts)?;
-        let table = snap
-            .version
-            .table(table_name)
-            .ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+        let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let enc = crate::validate::encode_row_key(table, pk)?;
         let recs = self.row_records(snap, table, &enc)?;
         let now = self.clock.now_ms();
         if let Some(p) = table.partition_for(partition_key(&enc)) {
-            p.load
-                .record_read(now, recs.iter().map(|r| r.cell_count() as u64).sum());
+            p.load.record_read(now, recs.iter().map(|r| r.cell_count() as u64).sum());
         }
         if recs.is_empty() {
             return Ok(None);
@@ -164,20 +142,14 @@ impl Inner {
     ) -> Result<RangeIter> {
         validate_read_options(&opts.read)?;
         let snap = self.snapshot();
-        let table = snap
-            .version
-            .table(table_name)
-            .cloned()
-            .ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+        let table =
+            snap.version.table(table_name).cloned().ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let s = encode_bound(&table, start)?;
         let e = encode_bound(&table, end)?;
         let forward = opts.direction == Direction::Forward;
         match (forward, s.cmp(&e)) {
             (_, std::cmp::Ordering::Equal) => {
-                return Err(Error::invalid(
-                    "range-empty-bounds",
-                    format!("range start {start} equals its end"),
-                ));
+                return Err(Error::invalid("range-empty-bounds", format!("range start {start} equals its end")));
             }
             (true, std::cmp::Ordering::Greater) => {
                 return Err(Error::invalid(
@@ -194,25 +166,10 @@ impl Inner {
             _ => {}
         }
         if opts.limit == Some(0) {
-            return Err(Error::invalid(
-                "range-limit",
-                "a range limit must be at least 1",
-            ));
+            return Err(Error::invalid("range-limit", "a range limit must be at least 1"));
         }
-        let (lo, hi) = if forward {
-            (s, e)
-        } else {
-            (after_all_versions(&e), after_all_versions(&s))
-        };
-        Ok(RangeIter::new(
-            snap,
-            table,
-            forward,
-            lo,
-            hi,
-            opts.read.clone(),
-            self.clock.now_ms(),
-        ))
+        let (lo, hi) = if forward { (s, e) } else { (after_all_versions(&e), after_all_versions(&s)) };
+        Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.clock.now_ms()))
     }
 
     /// GetRange: one page.
@@ -229,23 +186,14 @@ impl Inner {
         let mut bytes = 0usize;
         let mut scanned = 0usize;
         loop {
-            if rows.len() >= limit
-                || bytes >= opts.max_page_bytes
-                || scanned >= opts.max_scanned_rows
-            {
+            if rows.len() >= limit || bytes >= opts.max_page_bytes || scanned >= opts.max_scanned_rows {
                 // Stopped early: continue from the next existing row, if any.
                 let next = it.next_examined()?.map(|(pk, _)| pk);
-                return Ok(RangePage {
-                    rows,
-                    next_start: next,
-                });
+                return Ok(RangePage { rows, next_start: next });
             }
             match it.next_examined()? {
                 None => {
-                    return Ok(RangePage {
-                        rows,
-                        next_start: None,
-                    });
+                    return Ok(RangePage { rows, next_start: None });
                 }
                 Some((_, row)) => {
                     scanned += 1;
@@ -262,13 +210,7 @@ impl Inner {
 fn approx_row_bytes(r: &Row) -> usize {
     r.columns
         .iter()
-        .map(|c| {
-            c.name.len()
-                + c.cells
-                    .iter()
-                    .map(|x| 8 + x.value.size_bytes())
-                    .sum::<usize>()
-        })
+        .map(|c| c.name.len() + c.cells.iter().map(|x| 8 + x.value.size_bytes()).sum::<usize>())
         .sum::<usize>()
         + 16
 }
@@ -279,18 +221,12 @@ fn approx_row_bytes(r: &Row) -> usize {
 /// `Invalid` for a zero max_versions, an empty time range, bad filter or column names.
 pub fn validate_read_options(o: &ReadOptions) -> Result<()> {
     if o.max_versions == Some(0) {
-        return Err(Error::invalid(
-            "read-max-versions",
-            "max_versions of a read must be at least 1",
-        ));
+        return Err(Error::invalid("read-max-versions", "max_versions of a read must be at least 1"));
     }
     if let Some((s, e)) = o.time_range
         && s >= e
     {
-        return Err(Error::invalid(
-            "time-range",
-            format!("time range [{s}, {e}) is empty"),
-        ));
+        return Err(Error::invalid("time-range", format!("time range [{s}, {e}) is empty")));
     }
     if let Some(f) = &o.filter {
         crate::rowstate::validate_condition(f)?;
@@ -340,18 +276,7 @@ impl RangeIter {
         if !forward {
             parts.reverse();
         }
-        RangeIter {
-            snap,
-            table,
-            forward,
-            lo,
-            hi,
-            parts,
-            next_part: 0,
-            grouper: None,
-            read,
-            now,
-        }
+        RangeIter { snap, table, forward, lo, hi, parts, next_part: 0, grouper: None, read, now }
     }
 
     fn open_partition(&self, p: &Partition) -> Result<RowGrouper> {
@@ -382,24 +307,12 @@ impl RangeIter {
                 Some(c) if c.as_slice() < hi.as_slice() => c.clone(),
                 _ => hi.clone(),
             };
-            if flo >= fhi
-                || f.rec.largest.as_slice() < flo.as_slice()
-                || f.rec.smallest.as_slice() >= fhi.as_slice()
-            {
+            if flo >= fhi || f.rec.largest.as_slice() < flo.as_slice() || f.rec.smallest.as_slice() >= fhi.as_slice() {
                 continue;
             }
-            sources.push(Box::new(SstIter::new(
-                f.reader.clone(),
-                self.forward,
-                flo,
-                Some(fhi),
-            )?));
+            sources.push(Box::new(SstIter::new(f.reader.clone(), self.forward, flo, Some(fhi))?));
         }
-        Ok(RowGrouper::new(
-            MergeIter::new(sources, self.forward),
-            self.forward,
-            self.snap.seqno,
-        ))
+        Ok(RowGrouper::new(MergeIter::new(sources, self.forward), self.forward, self.snap.seqno))
     }
 
     /// The next row that exists: its key and, unless the filter rejected it, the selected row.
@@ -429,8 +342,7 @@ impl RangeIter {
             };
             let recs = decode_records(bufs, std::path::Path::new("<range read>"))?;
             let st = resolve(recs, self.table.max_versions(), &mut DropCounts::default());
-            let Some(st) = visible(st, self.table.max_versions(), self.table.ttl(), self.now)
-            else {
+            let Some(st) = visible(st, self.table.max_versions(), self.table.ttl(), self.now) else {
                 continue;
             };
             let key = PrimaryKey(decode_pk(&pk).map_err(|e| Error::corruption("<range read>", e))?);

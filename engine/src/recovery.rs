@@ -60,36 +60,24 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
     let fs = opts.fs.clone();
     if !fs.is_dir(path) {
         if !opts.create_if_missing {
-            return Err(Error::NotADatabase {
-                path: path.to_path_buf(),
-                reason: "the folder does not exist".into(),
-            });
+            return Err(Error::NotADatabase { path: path.to_path_buf(), reason: "the folder does not exist".into() });
         }
         fs.create_dir_all(path).map_err(io("create dir", path))?;
-        let parent = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         fs.sync_dir(parent).map_err(io("sync dir", parent))?;
     }
     let manifest_path = paths::manifest(path);
     let fresh = !fs.exists(&manifest_path);
     if fresh {
         let entries = fs.list(path).map_err(io("list", path))?;
-        if entries
-            .iter()
-            .any(|e| e != "LOCK" && e != "LOG" && e != "MANIFEST.tmp")
-        {
+        if entries.iter().any(|e| e != "LOCK" && e != "LOG" && e != "MANIFEST.tmp") {
             return Err(Error::NotADatabase {
                 path: path.to_path_buf(),
                 reason: format!("it holds files ({}) but no MANIFEST", entries.join(", ")),
             });
         }
         if !opts.create_if_missing {
-            return Err(Error::NotADatabase {
-                path: path.to_path_buf(),
-                reason: "no MANIFEST".into(),
-            });
+            return Err(Error::NotADatabase { path: path.to_path_buf(), reason: "no MANIFEST".into() });
         }
     }
     let lock_path = paths::lock(path);
@@ -113,13 +101,10 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
             fs.create_dir_all(&dir).map_err(io("create dir", &dir))?;
         }
         fs.sync_dir(path).map_err(io("sync dir", path))?;
-        write_atomic(fs.as_ref(), &manifest_path, &d.encode())
-            .map_err(io("write manifest", &manifest_path))?;
+        write_atomic(fs.as_ref(), &manifest_path, &d.encode()).map_err(io("write manifest", &manifest_path))?;
         d
     } else {
-        let bytes = fs
-            .read(&manifest_path)
-            .map_err(io("read manifest", &manifest_path))?;
+        let bytes = fs.read(&manifest_path).map_err(io("read manifest", &manifest_path))?;
         ManifestData::decode(&bytes).map_err(|e| Error::corruption(&manifest_path, e))?
     };
     let tmp = manifest_path.with_extension("tmp");
@@ -152,45 +137,27 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
                     levels.resize_with(l + 1, Vec::new);
                 }
                 if let Some(level) = levels.get_mut(l) {
-                    level.push(Arc::new(FileEntry {
-                        reader,
-                        rec: f.clone(),
-                    }));
+                    level.push(Arc::new(FileEntry { reader, rec: f.clone() }));
                 }
             }
-            let mut part = Partition {
-                id: p.id,
-                start: p.start.clone(),
-                end: p.end.clone(),
-                levels,
-                load: Default::default(),
-            };
+            let mut part =
+                Partition { id: p.id, start: p.start.clone(), end: p.end.clone(), levels, load: Default::default() };
             part.normalize();
             partitions.push(Arc::new(part));
         }
         stamps.insert(t.id, t.last_stamp_ms);
-        version.put_table(Table {
-            id: t.id,
-            schema: schema_of(t),
-            created_ms: t.created_ms,
-            partitions,
-        });
+        version.put_table(Table { id: t.id, schema: schema_of(t), created_ms: t.created_ms, partitions });
     }
     remove_orphans(fs.as_ref(), path, &version, &live_paths);
 
     // Replay the WAL.
     let wal_dir = paths::wal_dir(path);
     if !fs.is_dir(&wal_dir) {
-        fs.create_dir_all(&wal_dir)
-            .map_err(io("create dir", &wal_dir))?;
+        fs.create_dir_all(&wal_dir).map_err(io("create dir", &wal_dir))?;
         fs.sync_dir(path).map_err(io("sync dir", path))?;
     }
-    let mut wal_numbers: Vec<u64> = fs
-        .list(&wal_dir)
-        .map_err(io("list", &wal_dir))?
-        .iter()
-        .filter_map(|n| paths::parse_wal_name(n))
-        .collect();
+    let mut wal_numbers: Vec<u64> =
+        fs.list(&wal_dir).map_err(io("list", &wal_dir))?.iter().filter_map(|n| paths::parse_wal_name(n)).collect();
     wal_numbers.sort_unstable();
     let mut first_wal = None;
     let mem = Memtable::new(0);
@@ -213,9 +180,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         let w = match read_wal(fs.as_ref(), &wpath) {
             Ok(w) => w,
             // A header torn by a crash right after the file was created holds no records.
-            Err(Error::Corruption { .. })
-                if Some(n) == last_wal && fs.file_size(&wpath).unwrap_or(0) < 24 =>
-            {
+            Err(Error::Corruption { .. }) if Some(n) == last_wal && fs.file_size(&wpath).unwrap_or(0) < 24 => {
                 let _ = fs.remove_file(&wpath);
                 continue;
             }
@@ -239,33 +204,26 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         match &w.end {
             WalEnd::Clean => {}
             WalEnd::TornTail { offset, .. } if Some(n) == last_wal => {
-                fs.truncate(&wpath, *offset)
-                    .map_err(io("truncate wal", &wpath))?;
+                fs.truncate(&wpath, *offset).map_err(io("truncate wal", &wpath))?;
             }
-            WalEnd::TornTail { offset, reason } | WalEnd::Corrupt { offset, reason } => {
-                match opts.wal_recovery {
-                    WalRecovery::Strict => {
-                        return Err(Error::Corruption {
-                            path: wpath,
-                            offset: *offset,
-                            detail: format!(
-                                "{reason}; valid records follow or a newer log exists (open with WalRecovery::RecoverPrefix to keep what precedes it)"
-                            ),
-                        });
-                    }
-                    WalRecovery::RecoverPrefix => {
-                        fs.truncate(&wpath, *offset)
-                            .map_err(io("truncate wal", &wpath))?;
-                        stop = true;
-                    }
+            WalEnd::TornTail { offset, reason } | WalEnd::Corrupt { offset, reason } => match opts.wal_recovery {
+                WalRecovery::Strict => {
+                    return Err(Error::Corruption {
+                        path: wpath,
+                        offset: *offset,
+                        detail: format!(
+                            "{reason}; valid records follow or a newer log exists (open with WalRecovery::RecoverPrefix to keep what precedes it)"
+                        ),
+                    });
                 }
-            }
+                WalRecovery::RecoverPrefix => {
+                    fs.truncate(&wpath, *offset).map_err(io("truncate wal", &wpath))?;
+                    stop = true;
+                }
+            },
         }
     }
-    let new_wal_number = wal_numbers
-        .last()
-        .map_or(data.min_wal_number, |n| n + 1)
-        .max(data.min_wal_number);
+    let new_wal_number = wal_numbers.last().map_or(data.min_wal_number, |n| n + 1).max(data.min_wal_number);
     let wal = WalWriter::create(fs.as_ref(), path, new_wal_number)?;
     let mem = mem.with_first_wal(first_wal.unwrap_or(new_wal_number));
     let ms = ManifestState {
@@ -287,21 +245,14 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
     events.log(
         opts.clock.now_ms(),
         "recovery",
-        format!(
-            "opened {} tables; replayed {replayed} WAL entries; last seqno {last_seqno}",
-            version.tables.len()
-        ),
+        format!("opened {} tables; replayed {replayed} WAL entries; last seqno {last_seqno}", version.tables.len()),
     );
     let inner = Inner {
         path: path.to_path_buf(),
         fs: fs.clone(),
         clock: opts.clock.clone(),
         cache,
-        state: RwLock::new(ReadState {
-            version: Arc::new(version),
-            active: Arc::new(mem),
-            sealed: Vec::new(),
-        }),
+        state: RwLock::new(ReadState { version: Arc::new(version), active: Arc::new(mem), sealed: Vec::new() }),
         visible_seqno: AtomicU64::new(last_seqno),
         last_seqno: AtomicU64::new(last_seqno),
         queue: WriteQueue::default(),
@@ -324,12 +275,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
 
 /// Deletes SSTables and temporary files no manifest names, and folders of vanished partitions
 /// and tables once empty.
-fn remove_orphans(
-    fs: &dyn FileSystem,
-    db: &Path,
-    version: &Version,
-    live: &HashSet<std::path::PathBuf>,
-) {
+fn remove_orphans(fs: &dyn FileSystem, db: &Path, version: &Version, live: &HashSet<std::path::PathBuf>) {
     let tables = paths::tables_dir(db);
     let Ok(table_names) = fs.list(&tables) else {
         return;
@@ -348,8 +294,7 @@ fn remove_orphans(
                 }
             }
             let live_partition = version.table(&t).is_some_and(|tb| {
-                paths::parse_partition_dir(&p)
-                    .is_some_and(|id| tb.partitions.iter().any(|x| x.id == id))
+                paths::parse_partition_dir(&p).is_some_and(|id| tb.partitions.iter().any(|x| x.id == id))
             });
             if !live_partition {
                 remove_empty_dirs(fs, &pdir);

@@ -68,11 +68,7 @@ mod tests {
         let mut n = 0;
         let r = with_retry(p, || {
             n += 1;
-            if n < 3 {
-                Err(Error::Busy("x".into()))
-            } else {
-                Ok(n)
-            }
+            if n < 3 { Err(Error::Busy("x".into())) } else { Ok(n) }
         });
         assert_eq!(r.unwrap(), 3);
         let mut m = 0;

@@ -5,9 +5,12 @@
 //! Rules (DATA-MODEL.md, and the decisions in docs/DESIGN.md "Row semantics"):
 //! 1. Records are applied oldest to newest. A put record replaces the whole row; a delete
 //!    record empties it; an update record applies its cell operations in order.
-//! 2. After every cell put, the column keeps only its `max_versions` newest versions — the
-//!    dropped versions are gone for good, so a later delete of a newer version does not bring
-//!    them back. This makes the result independent of when compaction runs.
+//! 2. After every cell put of an update, the column keeps only the newest `max_versions`
+//!    versions, with the limit recorded in the update itself (the table's limit when it was
+//!    written). Dropped versions are gone for good: a later delete of a newer version does not
+//!    bring them back, and changing the table's limit later does not reinterpret old writes.
+//!    Reads then keep the newest versions up to the table's current limit. Together this makes
+//!    every result independent of when compaction runs.
 //! 3. A cell has expired when `version + ttl <= now` (ms). Expired cells count as missing
 //!    everywhere. Because expiry is monotone in the version, trimming and expiry commute.
 //! 4. A row exists while it has an unexpired cell, or while the primary-key-only marker written
@@ -57,17 +60,13 @@ fn cell_count(cols: &BTreeMap<String, Vec<Cell>>) -> u64 {
 
 impl RowState {
     /// Applies one record on top of the state.
-    pub fn apply(&mut self, rec: RowRecord, max_versions: usize, drops: &mut DropCounts) {
+    pub fn apply(&mut self, rec: RowRecord, drops: &mut DropCounts) {
         match rec {
             RowRecord::Put { marker, columns } => {
                 drops.deletes += cell_count(&self.columns);
                 self.marker = marker;
                 self.columns.clear();
-                for ColumnCells { name, mut cells } in columns {
-                    if cells.len() > max_versions {
-                        drops.versions += (cells.len() - max_versions) as u64;
-                        cells.truncate(max_versions);
-                    }
+                for ColumnCells { name, cells } in columns {
                     if !cells.is_empty() {
                         self.columns.insert(name, cells);
                     }
@@ -78,9 +77,9 @@ impl RowState {
                 self.marker = None;
                 self.columns.clear();
             }
-            RowRecord::Update { ops } => {
+            RowRecord::Update { max_versions, ops } => {
                 for op in ops {
-                    self.apply_op(op, max_versions, drops);
+                    self.apply_op(op, max_versions as usize, drops);
                 }
             }
         }
@@ -88,11 +87,7 @@ impl RowState {
 
     fn apply_op(&mut self, op: CellOp, max_versions: usize, drops: &mut DropCounts) {
         match op {
-            CellOp::Put {
-                column,
-                version,
-                value,
-            } => {
+            CellOp::Put { column, version, value } => {
                 let cells = self.columns.entry(column).or_default();
                 match cells.binary_search_by(|c| version.cmp(&c.version)) {
                     Ok(i) => {
@@ -148,10 +143,7 @@ impl RowState {
         self.columns.retain(|_, cells| {
             let before = cells.len();
             // Cells are newest first and expiry is monotone in the version: cut the tail.
-            let keep = cells
-                .iter()
-                .take_while(|c| !ttl.expired(c.version, now_ms))
-                .count();
+            let keep = cells.iter().take_while(|c| !ttl.expired(c.version, now_ms)).count();
             cells.truncate(keep);
             drops.ttl += (before - keep) as u64;
             !cells.is_empty()
@@ -170,10 +162,7 @@ impl RowState {
             columns: self
                 .columns
                 .iter()
-                .map(|(name, cells)| ColumnCells {
-                    name: name.clone(),
-                    cells: cells.clone(),
-                })
+                .map(|(name, cells)| ColumnCells { name: name.clone(), cells: cells.clone() })
                 .collect(),
         }
     }
@@ -185,10 +174,7 @@ impl RowState {
     pub fn latest_integer(&self, column: &str) -> Result<Option<i64>> {
         match self.columns.get(column).and_then(|c| c.first()) {
             None => Ok(None),
-            Some(Cell {
-                value: Value::Integer(i),
-                ..
-            }) => Ok(Some(*i)),
+            Some(Cell { value: Value::Integer(i), .. }) => Ok(Some(*i)),
             Some(c) => Err(Error::invalid(
                 "increment-type",
                 format!(
@@ -200,16 +186,14 @@ impl RowState {
     }
 }
 
-/// Folds a row's records, given newest first and ending at (or before) the first base record.
-pub fn resolve(
-    records_newest_first: Vec<RowRecord>,
-    max_versions: usize,
-    drops: &mut DropCounts,
-) -> RowState {
+/// Folds a row's records, given newest first and ending at (or before) the first base record,
+/// then trims every column to the table's current `max_versions`.
+pub fn resolve(records_newest_first: Vec<RowRecord>, max_versions: usize, drops: &mut DropCounts) -> RowState {
     let mut st = RowState::default();
     for rec in records_newest_first.into_iter().rev() {
-        st.apply(rec, max_versions, drops);
+        st.apply(rec, drops);
     }
+    st.trim(max_versions, drops);
     st
 }
 
@@ -236,10 +220,7 @@ pub fn select(pk: &PrimaryKey, st: RowState, opts: &ReadOptions) -> Option<Row> 
     for (name, cells) in st.columns {
         let keep: Vec<Cell> = cells
             .into_iter()
-            .filter(|c| {
-                opts.time_range
-                    .is_none_or(|(s, e)| c.version >= s && c.version < e)
-            })
+            .filter(|c| opts.time_range.is_none_or(|(s, e)| c.version >= s && c.version < e))
             .take(per_column)
             .collect();
         if !keep.is_empty() {
@@ -253,17 +234,10 @@ pub fn select(pk: &PrimaryKey, st: RowState, opts: &ReadOptions) -> Option<Row> 
     }
     let columns = selected
         .into_iter()
-        .filter(|(name, _)| {
-            opts.columns
-                .as_ref()
-                .is_none_or(|cols| cols.iter().any(|c| c == name))
-        })
+        .filter(|(name, _)| opts.columns.as_ref().is_none_or(|cols| cols.iter().any(|c| c == name)))
         .map(|(name, cells)| Column { name, cells })
         .collect();
-    Some(Row {
-        primary_key: pk.clone(),
-        columns,
-    })
+    Some(Row { primary_key: pk.clone(), columns })
 }
 
 fn compare_values(a: &Value, b: &Value) -> Option<Ordering> {
@@ -295,22 +269,13 @@ fn op_holds(op: CompareOp, cell: &Value, against: &Value) -> bool {
 /// Evaluates a (validated) condition on a row's selected columns; `None` is a missing row.
 pub fn eval_condition(c: &ColumnCondition, row: Option<&BTreeMap<String, Vec<Cell>>>) -> bool {
     match c {
-        ColumnCondition::Single(s) => {
-            match row.and_then(|r| r.get(&s.column)).filter(|c| !c.is_empty()) {
-                None => s.pass_if_missing,
-                Some(cells) => {
-                    let n = if s.latest_version_only {
-                        1
-                    } else {
-                        cells.len()
-                    };
-                    cells
-                        .iter()
-                        .take(n)
-                        .any(|cell| op_holds(s.op, &cell.value, &s.value))
-                }
+        ColumnCondition::Single(s) => match row.and_then(|r| r.get(&s.column)).filter(|c| !c.is_empty()) {
+            None => s.pass_if_missing,
+            Some(cells) => {
+                let n = if s.latest_version_only { 1 } else { cells.len() };
+                cells.iter().take(n).any(|cell| op_holds(s.op, &cell.value, &s.value))
             }
-        }
+        },
         ColumnCondition::And(v) => v.iter().all(|x| eval_condition(x, row)),
         ColumnCondition::Or(v) => v.iter().any(|x| eval_condition(x, row)),
         ColumnCondition::Not(x) => !eval_condition(x, row),
@@ -353,29 +318,16 @@ mod tests {
     use super::*;
 
     fn put(col: &str, version: u64, v: i64) -> CellOp {
-        CellOp::Put {
-            column: col.into(),
-            version,
-            value: Value::Integer(v),
-        }
+        CellOp::Put { column: col.into(), version, value: Value::Integer(v) }
     }
 
     #[test]
     fn trimming_is_permanent_so_compaction_timing_cannot_matter() {
         // max_versions 1: put v5, put v7 (trims v5), delete v7 -> empty, not v5.
         let recs = vec![
-            RowRecord::Update {
-                ops: vec![CellOp::DeleteVersion {
-                    column: "a".into(),
-                    version: 7,
-                }],
-            },
-            RowRecord::Update {
-                ops: vec![put("a", 7, 2)],
-            },
-            RowRecord::Update {
-                ops: vec![put("a", 5, 1)],
-            },
+            RowRecord::Update { max_versions: 1, ops: vec![CellOp::DeleteVersion { column: "a".into(), version: 7 }] },
+            RowRecord::Update { max_versions: 1, ops: vec![put("a", 7, 2)] },
+            RowRecord::Update { max_versions: 1, ops: vec![put("a", 5, 1)] },
         ];
         let mut d = DropCounts::default();
         let st = resolve(recs, 1, &mut d);
@@ -387,13 +339,7 @@ mod tests {
     fn ttl_expires_exactly_at_version_plus_ttl() {
         let mut st = RowState::default();
         let mut d = DropCounts::default();
-        st.apply(
-            RowRecord::Update {
-                ops: vec![put("a", 1_468_944_000_000, 1)],
-            },
-            3,
-            &mut d,
-        );
+        st.apply(RowRecord::Update { max_versions: 3, ops: vec![put("a", 1_468_944_000_000, 1)] }, &mut d);
         let ttl = Ttl::Seconds(86_400);
         assert!(visible(st.clone(), 3, ttl, 1_469_030_399_999).is_some());
         assert!(visible(st, 3, ttl, 1_469_030_400_000).is_none());
@@ -402,38 +348,14 @@ mod tests {
     #[test]
     fn conditions_compare_same_types_only() {
         let mut row = BTreeMap::new();
-        row.insert(
-            "a".to_string(),
-            vec![Cell {
-                version: 1,
-                value: Value::Integer(5),
-            }],
-        );
+        row.insert("a".to_string(), vec![Cell { version: 1, value: Value::Integer(5) }]);
         let c = |op, v: Value| ColumnCondition::compare("a", op, v);
-        assert!(eval_condition(
-            &c(CompareOp::Equal, Value::Integer(5)),
-            Some(&row)
-        ));
-        assert!(!eval_condition(
-            &c(CompareOp::Equal, Value::Double(5.0)),
-            Some(&row)
-        ));
-        assert!(eval_condition(
-            &c(CompareOp::NotEqual, Value::Double(5.0)),
-            Some(&row)
-        ));
-        assert!(!eval_condition(
-            &c(CompareOp::Less, Value::String("x".into())),
-            Some(&row)
-        ));
-        assert!(!eval_condition(
-            &c(CompareOp::Equal, Value::Integer(5)),
-            None
-        ));
-        assert!(eval_condition(
-            &c(CompareOp::Equal, Value::Integer(5)).pass_if_missing(true),
-            None
-        ));
+        assert!(eval_condition(&c(CompareOp::Equal, Value::Integer(5)), Some(&row)));
+        assert!(!eval_condition(&c(CompareOp::Equal, Value::Double(5.0)), Some(&row)));
+        assert!(eval_condition(&c(CompareOp::NotEqual, Value::Double(5.0)), Some(&row)));
+        assert!(!eval_condition(&c(CompareOp::Less, Value::String("x".into())), Some(&row)));
+        assert!(!eval_condition(&c(CompareOp::Equal, Value::Integer(5)), None));
+        assert!(eval_condition(&c(CompareOp::Equal, Value::Integer(5)).pass_if_missing(true), None));
         assert!(validate_condition(&ColumnCondition::And(vec![])).is_err());
     }
 }

@@ -66,8 +66,7 @@ impl Default for TableOptions {
 impl TableOptions {
     /// The effective merge threshold.
     pub fn merge_threshold(&self) -> u64 {
-        self.merge_threshold_bytes
-            .unwrap_or(self.split_threshold_bytes / 8)
+        self.merge_threshold_bytes.unwrap_or(self.split_threshold_bytes / 8)
     }
 
     /// Checks the option rules.
@@ -76,28 +75,16 @@ impl TableOptions {
     /// `Invalid` naming the option.
     pub fn validate(&self) -> Result<()> {
         if self.max_versions == 0 {
-            return Err(Error::invalid(
-                "max-versions",
-                "max_versions must be at least 1",
-            ));
+            return Err(Error::invalid("max-versions", "max_versions must be at least 1"));
         }
         if self.ttl == Ttl::Seconds(0) {
-            return Err(Error::invalid(
-                "ttl",
-                "ttl must be at least 1 second (or forever)",
-            ));
+            return Err(Error::invalid("ttl", "ttl must be at least 1 second (or forever)"));
         }
         if self.max_version_offset_secs == 0 {
-            return Err(Error::invalid(
-                "max-version-offset",
-                "max_version_offset must be at least 1 second",
-            ));
+            return Err(Error::invalid("max-version-offset", "max_version_offset must be at least 1 second"));
         }
         if self.split_threshold_bytes == 0 {
-            return Err(Error::invalid(
-                "split-threshold",
-                "split threshold must be at least 1 byte",
-            ));
+            return Err(Error::invalid("split-threshold", "split threshold must be at least 1 byte"));
         }
         if self.merge_threshold() > self.split_threshold_bytes / 2 {
             return Err(Error::invalid(
@@ -132,19 +119,12 @@ pub struct TableSchema {
 impl TableSchema {
     /// A schema with no key columns yet; add them with [`TableSchema::pk`].
     pub fn new(name: impl Into<String>) -> Self {
-        TableSchema {
-            name: name.into(),
-            primary_key: Vec::new(),
-            options: TableOptions::default(),
-        }
+        TableSchema { name: name.into(), primary_key: Vec::new(), options: TableOptions::default() }
     }
 
     /// Adds a primary-key column.
     pub fn pk(mut self, name: impl Into<String>, key_type: KeyType) -> Self {
-        self.primary_key.push(PkColumn {
-            name: name.into(),
-            key_type,
-        });
+        self.primary_key.push(PkColumn { name: name.into(), key_type });
         self
     }
 
@@ -188,10 +168,7 @@ impl TableSchema {
         if n == 0 || n > MAX_PK_COLUMNS {
             return Err(Error::invalid(
                 "pk-column-count",
-                format!(
-                    "table {:?} has {n} primary-key columns; 1 to 4 are allowed",
-                    self.name
-                ),
+                format!("table {:?} has {n} primary-key columns; 1 to 4 are allowed", self.name),
             ));
         }
         for (i, c) in self.primary_key.iter().enumerate() {
@@ -218,25 +195,14 @@ impl TableSchema {
 /// # Errors
 /// `Invalid` with rule `name`, saying what is wrong.
 pub fn validate_name(what: &str, name: &str) -> Result<()> {
-    let bad = |why: &str| {
-        Err(Error::invalid(
-            "name",
-            format!("{what} name {name:?} {why}"),
-        ))
-    };
+    let bad = |why: &str| Err(Error::invalid("name", format!("{what} name {name:?} {why}")));
     if name.is_empty() {
         return bad("is empty");
     }
     if name.len() > 255 {
-        return bad(&format!(
-            "is {} characters long; at most 255 are allowed",
-            name.len()
-        ));
+        return bad(&format!("is {} characters long; at most 255 are allowed", name.len()));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_'))
-    {
+    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_')) {
         return bad(&format!("contains {c:?}; only A-Z a-z 0-9 _ are allowed"));
     }
     if name.starts_with(|c: char| c.is_ascii_digit()) {
@@ -255,11 +221,7 @@ mod tests {
             assert!(validate_name("table", ok).is_ok(), "{ok}");
         }
         for bad in ["", "..", "a/b", "1abc", "a-b", "é", &"a".repeat(256), " a"] {
-            assert_eq!(
-                validate_name("table", bad).unwrap_err().rule(),
-                Some("name"),
-                "{bad}"
-            );
+            assert_eq!(validate_name("table", bad).unwrap_err().rule(), Some("name"), "{bad}");
         }
     }
 
@@ -267,24 +229,13 @@ mod tests {
     fn schema_rules_are_enforced() {
         let s = TableSchema::new("t");
         assert_eq!(s.validate().unwrap_err().rule(), Some("pk-column-count"));
-        let s = (0..5).fold(TableSchema::new("t"), |s, i| {
-            s.pk(format!("k{i}"), KeyType::Integer)
-        });
+        let s = (0..5).fold(TableSchema::new("t"), |s, i| s.pk(format!("k{i}"), KeyType::Integer));
         assert_eq!(s.validate().unwrap_err().rule(), Some("pk-column-count"));
-        let s = TableSchema::new("t")
-            .pk("a", KeyType::Integer)
-            .pk("a", KeyType::String);
-        assert_eq!(
-            s.validate().unwrap_err().rule(),
-            Some("pk-column-duplicate")
-        );
-        let s = TableSchema::new("t")
-            .pk("a", KeyType::Integer)
-            .max_versions(0);
+        let s = TableSchema::new("t").pk("a", KeyType::Integer).pk("a", KeyType::String);
+        assert_eq!(s.validate().unwrap_err().rule(), Some("pk-column-duplicate"));
+        let s = TableSchema::new("t").pk("a", KeyType::Integer).max_versions(0);
         assert_eq!(s.validate().unwrap_err().rule(), Some("max-versions"));
-        let s = TableSchema::new("t")
-            .pk("a", KeyType::Integer)
-            .ttl(Ttl::Seconds(0));
+        let s = TableSchema::new("t").pk("a", KeyType::Integer).ttl(Ttl::Seconds(0));
         assert_eq!(s.validate().unwrap_err().rule(), Some("ttl"));
         assert!(Ttl::Seconds(86_400).expired(1_468_944_000_000, 1_469_030_400_000));
         assert!(!Ttl::Seconds(86_400).expired(1_468_944_000_000, 1_469_030_399_999));

@@ -50,11 +50,7 @@ impl PartitionLoad {
         let epoch = now_ms / LOAD_WINDOW_MS + 1;
         let w = &self.windows[(epoch as usize) % LOAD_WINDOWS];
         let old = w.epoch.load(Ordering::Relaxed);
-        if old != epoch
-            && w.epoch
-                .compare_exchange(old, epoch, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
+        if old != epoch && w.epoch.compare_exchange(old, epoch, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
             w.reads.store(0, Ordering::Relaxed);
             w.read_bytes.store(0, Ordering::Relaxed);
             w.writes.store(0, Ordering::Relaxed);
@@ -94,9 +90,7 @@ impl PartitionLoad {
     /// Load over the last `window_ms` (rounded to whole windows, at most 5 minutes).
     pub fn recent(&self, now_ms: u64, window_ms: u64) -> LoadSummary {
         let cur = now_ms / LOAD_WINDOW_MS + 1;
-        let n = window_ms
-            .div_ceil(LOAD_WINDOW_MS)
-            .clamp(1, LOAD_WINDOWS as u64);
+        let n = window_ms.div_ceil(LOAD_WINDOW_MS).clamp(1, LOAD_WINDOWS as u64);
         let mut s = LoadSummary::default();
         for w in &self.windows {
             let e = w.epoch.load(Ordering::Relaxed);

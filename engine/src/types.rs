@@ -133,9 +133,7 @@ impl Row {
 
     /// The newest returned value of column `name`.
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.column(name)
-            .and_then(|c| c.cells.first())
-            .map(|c| &c.value)
+        self.column(name).and_then(|c| c.cells.first()).map(|c| &c.value)
     }
 }
 
@@ -228,9 +226,7 @@ impl ColumnCondition {
     pub fn columns(&self, out: &mut Vec<String>) {
         match self {
             ColumnCondition::Single(s) => out.push(s.column.clone()),
-            ColumnCondition::And(v) | ColumnCondition::Or(v) => {
-                v.iter().for_each(|c| c.columns(out))
-            }
+            ColumnCondition::And(v) | ColumnCondition::Or(v) => v.iter().for_each(|c| c.columns(out)),
             ColumnCondition::Not(c) => c.columns(out),
         }
     }
@@ -279,12 +275,7 @@ pub struct PutRow {
 impl PutRow {
     /// A put of an empty row; add columns with [`PutRow::column`].
     pub fn new(table: impl Into<String>, pk: PrimaryKey) -> Self {
-        PutRow {
-            table: table.into(),
-            pk,
-            columns: Vec::new(),
-            condition: Condition::default(),
-        }
+        PutRow { table: table.into(), pk, columns: Vec::new(), condition: Condition::default() }
     }
     /// Adds a column at the engine-stamped version.
     pub fn column(mut self, name: impl Into<String>, value: impl Into<Value>) -> Self {
@@ -292,14 +283,8 @@ impl PutRow {
         self
     }
     /// Adds a column at an explicit version (ms).
-    pub fn column_at(
-        mut self,
-        name: impl Into<String>,
-        value: impl Into<Value>,
-        version: u64,
-    ) -> Self {
-        self.columns
-            .push((name.into(), value.into(), Some(version)));
+    pub fn column_at(mut self, name: impl Into<String>, value: impl Into<Value>, version: u64) -> Self {
+        self.columns.push((name.into(), value.into(), Some(version)));
         self
     }
     /// Sets the condition.
@@ -370,57 +355,31 @@ pub struct UpdateRow {
 impl UpdateRow {
     /// An update with no operations yet.
     pub fn new(table: impl Into<String>, pk: PrimaryKey) -> Self {
-        UpdateRow {
-            table: table.into(),
-            pk,
-            ops: Vec::new(),
-            condition: Condition::default(),
-        }
+        UpdateRow { table: table.into(), pk, ops: Vec::new(), condition: Condition::default() }
     }
     /// Puts a value at the engine-stamped version.
     pub fn put(mut self, column: impl Into<String>, value: impl Into<Value>) -> Self {
-        self.ops.push(UpdateOp::Put {
-            column: column.into(),
-            value: value.into(),
-            version: None,
-        });
+        self.ops.push(UpdateOp::Put { column: column.into(), value: value.into(), version: None });
         self
     }
     /// Puts a value at an explicit version.
-    pub fn put_at(
-        mut self,
-        column: impl Into<String>,
-        value: impl Into<Value>,
-        version: u64,
-    ) -> Self {
-        self.ops.push(UpdateOp::Put {
-            column: column.into(),
-            value: value.into(),
-            version: Some(version),
-        });
+    pub fn put_at(mut self, column: impl Into<String>, value: impl Into<Value>, version: u64) -> Self {
+        self.ops.push(UpdateOp::Put { column: column.into(), value: value.into(), version: Some(version) });
         self
     }
     /// Deletes one version of a column.
     pub fn delete_version(mut self, column: impl Into<String>, version: u64) -> Self {
-        self.ops.push(UpdateOp::DeleteVersion {
-            column: column.into(),
-            version,
-        });
+        self.ops.push(UpdateOp::DeleteVersion { column: column.into(), version });
         self
     }
     /// Deletes every version of a column.
     pub fn delete_all(mut self, column: impl Into<String>) -> Self {
-        self.ops.push(UpdateOp::DeleteAll {
-            column: column.into(),
-        });
+        self.ops.push(UpdateOp::DeleteAll { column: column.into() });
         self
     }
     /// Increments an Integer column.
     pub fn increment(mut self, column: impl Into<String>, delta: i64) -> Self {
-        self.ops.push(UpdateOp::Increment {
-            column: column.into(),
-            delta,
-        });
+        self.ops.push(UpdateOp::Increment { column: column.into(), delta });
         self
     }
     /// Sets the condition.
@@ -444,11 +403,7 @@ pub struct DeleteRow {
 impl DeleteRow {
     /// An unconditional delete.
     pub fn new(table: impl Into<String>, pk: PrimaryKey) -> Self {
-        DeleteRow {
-            table: table.into(),
-            pk,
-            condition: Condition::default(),
-        }
+        DeleteRow { table: table.into(), pk, condition: Condition::default() }
     }
     /// Sets the condition.
     pub fn condition(mut self, c: Condition) -> Self {

@@ -55,10 +55,7 @@ fn check_key(table: &Table, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {
             Some(t) if t != col.key_type => {
                 return Err(Error::invalid(
                     "pk-type",
-                    format!(
-                        "primary-key column {:?} is {}; the key gives a {} value",
-                        col.name, col.key_type, t
-                    ),
+                    format!("primary-key column {:?} is {}; the key gives a {} value", col.name, col.key_type, t),
                 ));
             }
             Some(_) => {}
@@ -78,10 +75,9 @@ fn check_key(table: &Table, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {
             ));
         }
     }
-    debug_assert!(schema.primary_key.iter().all(|c| matches!(
-        c.key_type,
-        KeyType::Integer | KeyType::String | KeyType::Binary
-    )));
+    debug_assert!(
+        schema.primary_key.iter().all(|c| matches!(c.key_type, KeyType::Integer | KeyType::String | KeyType::Binary))
+    );
     Ok(())
 }
 
@@ -111,10 +107,7 @@ pub fn check_value(column: &str, v: &Value) -> Result<()> {
     if v.size_bytes() > MAX_VALUE_BYTES {
         return Err(Error::invalid(
             "value-too-large",
-            format!(
-                "column {column:?} holds {} bytes; at most {MAX_VALUE_BYTES} (2 MiB) are allowed",
-                v.size_bytes()
-            ),
+            format!("column {column:?} holds {} bytes; at most {MAX_VALUE_BYTES} (2 MiB) are allowed", v.size_bytes()),
         ));
     }
     if let Value::Double(d) = v
@@ -147,9 +140,7 @@ pub fn check_version(opts: &TableOptions, column: &str, version: u64, now_ms: u6
     if opts.ttl.expired(version, now_ms) {
         return Err(Error::invalid(
             "version-expired",
-            format!(
-                "version {version} of column {column:?} has already expired under the table's TTL"
-            ),
+            format!("version {version} of column {column:?} has already expired under the table's TTL"),
         ));
     }
     Ok(())

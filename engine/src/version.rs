@@ -24,15 +24,12 @@ pub struct FileEntry {
 impl FileEntry {
     /// True when `pk0` (an encoded partition key) lies within the clip bounds.
     pub fn clip_contains(&self, pk0: &[u8]) -> bool {
-        self.rec.clip_start.as_deref().is_none_or(|s| pk0 >= s)
-            && self.rec.clip_end.as_deref().is_none_or(|e| pk0 < e)
+        self.rec.clip_start.as_deref().is_none_or(|s| pk0 >= s) && self.rec.clip_end.as_deref().is_none_or(|e| pk0 < e)
     }
 
     /// True when the file may hold records of `pk` that this partition reads.
     pub fn may_hold(&self, pk: &[u8]) -> bool {
-        pk >= user_key(&self.rec.smallest)
-            && pk <= user_key(&self.rec.largest)
-            && self.clip_contains(partition_key(pk))
+        pk >= user_key(&self.rec.smallest) && pk <= user_key(&self.rec.largest) && self.clip_contains(partition_key(pk))
     }
 
     /// Smallest user key this partition reads from the file.
@@ -52,11 +49,7 @@ impl FileEntry {
         f_hi >= lo
             && hi.is_none_or(|h| f_lo < h)
             && clip_end_ok
-            && self
-                .rec
-                .clip_start
-                .as_deref()
-                .is_none_or(|s| hi.is_none_or(|h| s < h))
+            && self.rec.clip_start.as_deref().is_none_or(|s| hi.is_none_or(|h| s < h))
     }
 }
 
@@ -78,8 +71,7 @@ pub struct Partition {
 impl Partition {
     /// True when `pk0` falls in this partition.
     pub fn contains(&self, pk0: &[u8]) -> bool {
-        self.start.as_deref().is_none_or(|s| pk0 >= s)
-            && self.end.as_deref().is_none_or(|e| pk0 < e)
+        self.start.as_deref().is_none_or(|s| pk0 >= s) && self.end.as_deref().is_none_or(|e| pk0 < e)
     }
 
     /// Every file entry.
@@ -96,12 +88,7 @@ impl Partition {
     pub fn normalize(&mut self) {
         for (i, level) in self.levels.iter_mut().enumerate() {
             if i == 0 {
-                level.sort_by(|a, b| {
-                    b.rec
-                        .max_seqno
-                        .cmp(&a.rec.max_seqno)
-                        .then(b.rec.id.cmp(&a.rec.id))
-                });
+                level.sort_by(|a, b| b.rec.max_seqno.cmp(&a.rec.max_seqno).then(b.rec.id.cmp(&a.rec.id)));
             } else {
                 level.sort_by(|a, b| a.effective_lo().cmp(b.effective_lo()));
             }
@@ -133,9 +120,7 @@ pub struct Table {
 impl Table {
     /// Index of the partition holding `pk0`.
     pub fn partition_index(&self, pk0: &[u8]) -> usize {
-        let i = self
-            .partitions
-            .partition_point(|p| p.start.as_deref().is_none_or(|s| s <= pk0));
+        let i = self.partitions.partition_point(|p| p.start.as_deref().is_none_or(|s| s <= pk0));
         i.saturating_sub(1)
     }
 
@@ -205,12 +190,7 @@ impl Version {
                 TableRecord {
                     id: t.id,
                     name: t.schema.name.clone(),
-                    pk: t
-                        .schema
-                        .primary_key
-                        .iter()
-                        .map(|c| (c.name.clone(), c.key_type))
-                        .collect(),
+                    pk: t.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
                     max_versions: o.max_versions,
                     ttl_secs: match o.ttl {
                         Ttl::Forever => None,
@@ -233,10 +213,7 @@ impl Version {
                                 .iter()
                                 .enumerate()
                                 .flat_map(|(l, files)| {
-                                    files.iter().map(move |f| FileRecord {
-                                        level: l as u32,
-                                        ..f.rec.clone()
-                                    })
+                                    files.iter().map(move |f| FileRecord { level: l as u32, ..f.rec.clone() })
                                 })
                                 .collect(),
                         })
@@ -251,14 +228,7 @@ impl Version {
 pub fn schema_of(t: &TableRecord) -> TableSchema {
     TableSchema {
         name: t.name.clone(),
-        primary_key: t
-            .pk
-            .iter()
-            .map(|(n, kt)| PkColumn {
-                name: n.clone(),
-                key_type: *kt,
-            })
-            .collect(),
+        primary_key: t.pk.iter().map(|(n, kt)| PkColumn { name: n.clone(), key_type: *kt }).collect(),
         options: TableOptions {
             max_versions: t.max_versions,
             ttl: t.ttl_secs.map_or(Ttl::Forever, Ttl::Seconds),

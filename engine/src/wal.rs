@@ -26,15 +26,11 @@ impl WalWriter {
     /// I/O errors.
     pub fn create(fs: &dyn FileSystem, db: &Path, number: u64) -> Result<WalWriter> {
         let path = paths::wal_file(db, number);
-        let mut file = fs
-            .create(&path)
-            .map_err(|e| Error::io("create wal", &path, e))?;
-        file.append(&encode_header(number))
-            .map_err(|e| Error::io("write wal", &path, e))?;
+        let mut file = fs.create(&path).map_err(|e| Error::io("create wal", &path, e))?;
+        file.append(&encode_header(number)).map_err(|e| Error::io("write wal", &path, e))?;
         file.sync().map_err(|e| Error::io("sync wal", &path, e))?;
         let dir = paths::wal_dir(db);
-        fs.sync_dir(&dir)
-            .map_err(|e| Error::io("sync dir", &dir, e))?;
+        fs.sync_dir(&dir).map_err(|e| Error::io("sync dir", &dir, e))?;
         Ok(WalWriter { number, path, file })
     }
 
@@ -43,9 +39,7 @@ impl WalWriter {
     /// # Errors
     /// I/O errors (the caller poisons the database).
     pub fn append(&mut self, data: &[u8]) -> Result<()> {
-        self.file
-            .append(data)
-            .map_err(|e| Error::io("write wal", &self.path, e))
+        self.file.append(data).map_err(|e| Error::io("write wal", &self.path, e))
     }
 
     /// Makes everything appended durable.
@@ -53,9 +47,7 @@ impl WalWriter {
     /// # Errors
     /// I/O errors (the caller poisons the database: an fsync is never retried).
     pub fn sync(&mut self) -> Result<()> {
-        self.file
-            .sync()
-            .map_err(|e| Error::io("sync wal", &self.path, e))
+        self.file.sync().map_err(|e| Error::io("sync wal", &self.path, e))
     }
 
     /// Bytes in the file.
@@ -88,8 +80,7 @@ pub fn read_wal(fs: &dyn FileSystem, path: &Path) -> Result<ReadWal> {
     let (_, records, end) = read_records(&bytes).map_err(|e| Error::corruption(path, e))?;
     let mut batches = Vec::with_capacity(records.len());
     for r in records {
-        batches
-            .push(WalBatch::decode(r.payload, r.offset).map_err(|e| Error::corruption(path, e))?);
+        batches.push(WalBatch::decode(r.payload, r.offset).map_err(|e| Error::corruption(path, e))?);
     }
     Ok(ReadWal { batches, end })
 }

@@ -119,10 +119,7 @@ impl Inner {
                 let n = st.pending.len().min(MAX_GROUP_BATCHES);
                 let group: Vec<_> = st.pending.drain(..n).collect();
                 drop(st);
-                let mut guard = LeaderGuard {
-                    queue: q,
-                    armed: true,
-                };
+                let mut guard = LeaderGuard { queue: q, armed: true };
                 let results = self.commit_group(group);
                 st = q.state.lock();
                 guard.armed = false;
@@ -140,10 +137,7 @@ impl Inner {
     fn commit_group(&self, group: Vec<(u64, Vec<WriteOp>)>) -> Vec<(u64, GroupResult)> {
         if let Err(e) = self.check_writable() {
             let msg = e.to_string();
-            return group
-                .into_iter()
-                .map(|(t, _)| (t, Err(Error::Poisoned(msg.clone()))))
-                .collect();
+            return group.into_iter().map(|(t, _)| (t, Err(Error::Poisoned(msg.clone())))).collect();
         }
         let now = self.clock.now_ms();
         let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;
@@ -171,37 +165,22 @@ impl Inner {
                             *s = (*s).max(r.stamp);
                         }
                         written_bytes += (r.pk.len() + r.record.len()) as u64;
-                        if let Some(p) = version
-                            .tables
-                            .get(&r.table_id)
-                            .and_then(|t| t.partition_for(partition_key(&r.pk)))
+                        if let Some(p) =
+                            version.tables.get(&r.table_id).and_then(|t| t.partition_for(partition_key(&r.pk)))
                         {
-                            p.load
-                                .record_write(now, (r.pk.len() + r.record.len()) as u64);
+                            p.load.record_write(now, (r.pk.len() + r.record.len()) as u64);
                         }
-                        entries.push(WalEntry {
-                            table_id: r.table_id,
-                            pk: r.pk,
-                            stamp: r.stamp,
-                            record: r.record,
-                        });
+                        entries.push(WalEntry { table_id: r.table_id, pk: r.pk, stamp: r.stamp, record: r.record });
                         receipts.push(Ok(WriteReceipt { seqno, ..r.receipt }));
                     }
-                    let batch = WalBatch {
-                        first_seqno,
-                        entries,
-                    };
+                    let batch = WalBatch { first_seqno, entries };
                     let mut payload = Vec::new();
                     batch.encode(&mut payload);
                     frame_record(&payload, &mut wal_buf);
                     for (i, e) in batch.entries.into_iter().enumerate() {
                         mem.push((e.table_id, e.pk, first_seqno + i as u64, e.record));
                     }
-                    active.insert_batch(
-                        mem.iter()
-                            .map(|(t, pk, s, r)| (*t, pk.as_slice(), *s, r.clone()))
-                            .collect(),
-                    );
+                    active.insert_batch(mem.iter().map(|(t, pk, s, r)| (*t, pk.as_slice(), *s, r.clone())).collect());
                     next_seq += receipts.len() as u64;
                     results.push((ticket, Ok(receipts)));
                 }
@@ -226,12 +205,8 @@ impl Inner {
                 }
                 return results;
             }
-            self.stats
-                .wal_bytes
-                .fetch_add(wal_buf.len() as u64, Ordering::Relaxed);
-            self.stats
-                .user_bytes
-                .fetch_add(written_bytes, Ordering::Relaxed);
+            self.stats.wal_bytes.fetch_add(wal_buf.len() as u64, Ordering::Relaxed);
+            self.stats.user_bytes.fetch_add(written_bytes, Ordering::Relaxed);
         }
         self.last_seqno.store(next_seq - 1, Ordering::Release);
         self.visible_seqno.store(next_seq - 1, Ordering::Release);
@@ -257,20 +232,14 @@ impl Inner {
             if !seen.insert((op.table(), op.pk())) {
                 return Err(Error::invalid(
                     "batch-duplicate-row",
-                    format!(
-                        "row {} of table {:?} appears twice in one batch",
-                        op.pk(),
-                        op.table()
-                    ),
+                    format!("row {} of table {:?} appears twice in one batch", op.pk(), op.table()),
                 ));
             }
         }
         // Every row is checked against the state before the batch.
         let snapshot = first_seq - 1;
-        let prepared: Vec<Result<PreparedRow>> = ops
-            .iter()
-            .map(|op| self.prepare_row(op, now, snapshot, stamps))
-            .collect();
+        let prepared: Vec<Result<PreparedRow>> =
+            ops.iter().map(|op| self.prepare_row(op, now, snapshot, stamps)).collect();
         if prepared.iter().all(|r| r.is_ok()) {
             return Ok(Ok(prepared.into_iter().filter_map(|r| r.ok()).collect()));
         }
@@ -291,9 +260,7 @@ impl Inner {
         stamps: &std::collections::BTreeMap<u64, u64>,
     ) -> Result<PreparedRow> {
         let version = self.state.read().version.clone();
-        let table = version
-            .table(op.table())
-            .ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
+        let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
         let pk = encode_row_key(table, op.pk())?;
         let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
         let cond = op.condition();
@@ -321,13 +288,7 @@ impl Inner {
                                 c.value = value.clone();
                             }
                         }
-                        Err(i) => cells.insert(
-                            i,
-                            Cell {
-                                version: v,
-                                value: value.clone(),
-                            },
-                        ),
+                        Err(i) => cells.insert(i, Cell { version: v, value: value.clone() }),
                     }
                 }
                 let marker = if cols.is_empty() {
@@ -376,36 +337,21 @@ impl Inner {
                         ));
                     }
                 }
-                let state = if needs_state {
-                    self.visible_state(table, &pk, snapshot, now)?
-                } else {
-                    None
-                };
+                let state = if needs_state { self.visible_state(table, &pk, snapshot, now)? } else { None };
                 let mut out = Vec::with_capacity(u.ops.len());
                 for o in &u.ops {
                     out.push(match o {
-                        UpdateOp::Put {
-                            column,
-                            value,
-                            version,
-                        } => {
+                        UpdateOp::Put { column, value, version } => {
                             check_value(column, value)?;
                             let v = version.unwrap_or(stamp);
                             used_stamp |= version.is_none();
                             check_version(opts, column, v, now)?;
-                            CellOp::Put {
-                                column: column.clone(),
-                                version: v,
-                                value: value.clone(),
-                            }
+                            CellOp::Put { column: column.clone(), version: v, value: value.clone() }
                         }
-                        UpdateOp::DeleteVersion { column, version } => CellOp::DeleteVersion {
-                            column: column.clone(),
-                            version: *version,
-                        },
-                        UpdateOp::DeleteAll { column } => CellOp::DeleteColumn {
-                            column: column.clone(),
-                        },
+                        UpdateOp::DeleteVersion { column, version } => {
+                            CellOp::DeleteVersion { column: column.clone(), version: *version }
+                        }
+                        UpdateOp::DeleteAll { column } => CellOp::DeleteColumn { column: column.clone() },
                         UpdateOp::Increment { column, delta } => {
                             let cur = match &state {
                                 Some(s) => s.latest_integer(column)?,
@@ -420,18 +366,14 @@ impl Inner {
                             used_stamp = true;
                             check_version(opts, column, stamp, now)?;
                             receipt.increments.push((column.clone(), new));
-                            CellOp::Put {
-                                column: column.clone(),
-                                version: stamp,
-                                value: Value::Integer(new),
-                            }
+                            CellOp::Put { column: column.clone(), version: stamp, value: Value::Integer(new) }
                         }
                     });
                 }
                 if cond.needs_read() {
                     check_condition(cond, state.as_ref(), op)?;
                 }
-                RowRecord::Update { ops: out }
+                RowRecord::Update { max_versions: opts.max_versions, ops: out }
             }
             WriteOp::Delete(_) => RowRecord::Delete,
         };
@@ -453,13 +395,7 @@ impl Inner {
         if used_stamp {
             receipt.stamp_ms = stamp;
         }
-        Ok(PreparedRow {
-            table_id: table.id,
-            pk,
-            stamp: if used_stamp { stamp } else { 0 },
-            record: bytes,
-            receipt,
-        })
+        Ok(PreparedRow { table_id: table.id, pk, stamp: if used_stamp { stamp } else { 0 }, record: bytes, receipt })
     }
 }
 
@@ -468,26 +404,17 @@ fn check_condition(cond: &Condition, state: Option<&RowState>, op: &WriteOp) -> 
     {
         match (cond.row, state.is_some()) {
             (RowExistence::ExpectExist, false) => {
-                return Err(Error::ConditionFailed(format!(
-                    "row {} does not exist (expected to exist)",
-                    op.pk()
-                )));
+                return Err(Error::ConditionFailed(format!("row {} does not exist (expected to exist)", op.pk())));
             }
             (RowExistence::ExpectNotExist, true) => {
-                return Err(Error::ConditionFailed(format!(
-                    "row {} exists (expected not to exist)",
-                    op.pk()
-                )));
+                return Err(Error::ConditionFailed(format!("row {} exists (expected not to exist)", op.pk())));
             }
             _ => {}
         }
         if let Some(c) = &cond.column
             && !eval_condition(c, state.map(|s| &s.columns))
         {
-            return Err(Error::ConditionFailed(format!(
-                "column condition does not hold for row {}",
-                op.pk()
-            )));
+            return Err(Error::ConditionFailed(format!("column condition does not hold for row {}", op.pk())));
         }
         Ok(())
     }

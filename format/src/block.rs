@@ -61,19 +61,12 @@ impl BlockBuilder {
     /// Adds an entry. Keys must be strictly increasing (checked: a violation would make the
     /// block unsearchable, so it is a bug worth stopping for).
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
-        assert!(
-            self.entries == 0 || key > self.last_key.as_slice(),
-            "block keys must be strictly increasing"
-        );
+        assert!(self.entries == 0 || key > self.last_key.as_slice(), "block keys must be strictly increasing");
         let shared = if self.counter.is_multiple_of(RESTART_INTERVAL) {
             self.restarts.push(self.buf.len() as u32);
             0
         } else {
-            self.last_key
-                .iter()
-                .zip(key)
-                .take_while(|(a, b)| a == b)
-                .count()
+            self.last_key.iter().zip(key).take_while(|(a, b)| a == b).count()
         };
         self.counter += 1;
         self.entries += 1;
@@ -163,52 +156,31 @@ pub struct BlockTrailer {
 /// file offset, used in errors.
 pub fn read_trailer(framed: &[u8], base: u64) -> Result<BlockTrailer, DecodeError> {
     if framed.len() < BLOCK_TRAILER_LEN {
-        return Err(DecodeError::new(
-            "block trailer",
-            base,
-            DecodeErrorKind::Truncated,
-        ));
+        return Err(DecodeError::new("block trailer", base, DecodeErrorKind::Truncated));
     }
     let payload_len = framed.len() - BLOCK_TRAILER_LEN;
-    let mut c = Cursor::new(
-        framed.get(payload_len..).unwrap_or(&[]),
-        "block trailer",
-        base + payload_len as u64,
-    );
+    let mut c = Cursor::new(framed.get(payload_len..).unwrap_or(&[]), "block trailer", base + payload_len as u64);
     let comp_byte = c.u8()?;
     let stored_crc = c.u32()?;
     let computed_crc = crc32(&[framed.get(..=payload_len).unwrap_or(&[])]);
     let compression = Compression::from_u8(comp_byte).ok_or_else(|| {
-        DecodeError::invalid(
-            "block trailer",
-            base + payload_len as u64,
-            format!("unknown compression {comp_byte}"),
-        )
+        DecodeError::invalid("block trailer", base + payload_len as u64, format!("unknown compression {comp_byte}"))
     });
     // A checksum mismatch is the more useful report when both are wrong.
     if stored_crc != computed_crc {
         return Err(DecodeError::new(
             "block",
             base,
-            DecodeErrorKind::ChecksumMismatch {
-                stored: stored_crc,
-                computed: computed_crc,
-            },
+            DecodeErrorKind::ChecksumMismatch { stored: stored_crc, computed: computed_crc },
         ));
     }
-    Ok(BlockTrailer {
-        compression: compression?,
-        stored_crc,
-        computed_crc,
-    })
+    Ok(BlockTrailer { compression: compression?, stored_crc, computed_crc })
 }
 
 /// Verifies a physical block and returns its uncompressed contents.
 pub fn unframe_block(framed: &[u8], base: u64) -> Result<Vec<u8>, DecodeError> {
     let t = read_trailer(framed, base)?;
-    let payload = framed
-        .get(..framed.len() - BLOCK_TRAILER_LEN)
-        .unwrap_or(&[]);
+    let payload = framed.get(..framed.len() - BLOCK_TRAILER_LEN).unwrap_or(&[]);
     match t.compression {
         Compression::None => Ok(payload.to_vec()),
         Compression::Lz4 => {
@@ -222,11 +194,7 @@ pub fn unframe_block(framed: &[u8], base: u64) -> Result<Vec<u8>, DecodeError> {
                     base,
                     format!("lz4 payload decompressed to {written} bytes, expected {n}"),
                 )),
-                Err(e) => Err(DecodeError::invalid(
-                    "block",
-                    base,
-                    format!("lz4 payload is corrupt: {e}"),
-                )),
+                Err(e) => Err(DecodeError::invalid("block", base, format!("lz4 payload is corrupt: {e}"))),
             }
         }
     }
@@ -251,11 +219,7 @@ impl Block {
         if len < 4 {
             return Err(DecodeError::new("block", base, DecodeErrorKind::Truncated));
         }
-        let mut c = Cursor::new(
-            contents.get(len - 4..).unwrap_or(&[]),
-            "block",
-            base + len as u64 - 4,
-        );
+        let mut c = Cursor::new(contents.get(len - 4..).unwrap_or(&[]), "block", base + len as u64 - 4);
         let num_restarts = c.u32()? as usize;
         let max = (len - 4) / 4;
         if num_restarts == 0 || num_restarts > max {
@@ -266,12 +230,7 @@ impl Block {
             ));
         }
         let restarts_at = len - 4 - 4 * num_restarts;
-        let block = Block {
-            data: contents.into(),
-            restarts_at,
-            num_restarts,
-            base,
-        };
+        let block = Block { data: contents.into(), restarts_at, num_restarts, base };
         let mut prev = None;
         for i in 0..num_restarts {
             let r = block.restart(i)?;
@@ -289,11 +248,7 @@ impl Block {
 
     fn restart(&self, i: usize) -> Result<usize, DecodeError> {
         let at = self.restarts_at + 4 * i;
-        let mut c = Cursor::new(
-            self.data.get(at..at + 4).unwrap_or(&[]),
-            "block restart",
-            self.base + at as u64,
-        );
+        let mut c = Cursor::new(self.data.get(at..at + 4).unwrap_or(&[]), "block restart", self.base + at as u64);
         Ok(c.u32()? as usize)
     }
 
@@ -390,11 +345,7 @@ impl BlockIter {
             return false;
         }
         let data = self.block.data.get(..self.block.restarts_at).unwrap_or(&[]);
-        let mut c = Cursor::new(
-            data.get(at..).unwrap_or(&[]),
-            "block entry",
-            self.block.base + at as u64,
-        );
+        let mut c = Cursor::new(data.get(at..).unwrap_or(&[]), "block entry", self.block.base + at as u64);
         let parsed = (|| {
             let shared = c.varint()? as usize;
             let unshared = c.varint()? as usize;

@@ -44,23 +44,16 @@ pub struct Bloom {
 impl Bloom {
     /// Parses a filter block's contents.
     pub fn decode(bytes: &[u8], base: u64) -> Result<Bloom, DecodeError> {
-        let (k, bits) = bytes
-            .split_last()
-            .ok_or_else(|| DecodeError::new("filter", base, DecodeErrorKind::Truncated))?;
+        let (k, bits) =
+            bytes.split_last().ok_or_else(|| DecodeError::new("filter", base, DecodeErrorKind::Truncated))?;
         if bits.len() < 8 || *k == 0 || *k > 30 {
             return Err(DecodeError::invalid(
                 "filter",
                 base,
-                format!(
-                    "filter of {} bytes with {k} probes is malformed",
-                    bits.len()
-                ),
+                format!("filter of {} bytes with {k} probes is malformed", bits.len()),
             ));
         }
-        Ok(Bloom {
-            bits: bits.to_vec(),
-            k: *k,
-        })
+        Ok(Bloom { bits: bits.to_vec(), k: *k })
     }
 
     /// False only when the key was certainly not added.
@@ -95,9 +88,7 @@ mod tests {
         let keys: Vec<u64> = (0..10_000u32).map(|i| key_hash(&i.to_le_bytes())).collect();
         let f = Bloom::decode(&build_filter(&keys, 10), 0).unwrap();
         assert!(keys.iter().all(|&h| f.may_contain(h)));
-        let fp = (10_000..110_000u32)
-            .filter(|i| f.may_contain(key_hash(&i.to_le_bytes())))
-            .count();
+        let fp = (10_000..110_000u32).filter(|i| f.may_contain(key_hash(&i.to_le_bytes()))).count();
         assert!(fp < 2_000, "false positive rate {fp}/100000 too high");
     }
 }

@@ -61,12 +61,7 @@ pub struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     /// A cursor over `buf`, reporting errors as `what` at offsets starting from `base`.
     pub fn new(buf: &'a [u8], what: &'static str, base: u64) -> Self {
-        Cursor {
-            buf,
-            pos: 0,
-            base,
-            what,
-        }
+        Cursor { buf, pos: 0, base, what }
     }
 
     /// Current position within the slice.
@@ -106,14 +101,8 @@ impl<'a> Cursor<'a> {
 
     /// Takes the next `n` bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .ok_or_else(|| self.err(DecodeErrorKind::Truncated))?;
-        let s = self
-            .buf
-            .get(self.pos..end)
-            .ok_or_else(|| self.err(DecodeErrorKind::Truncated))?;
+        let end = self.pos.checked_add(n).ok_or_else(|| self.err(DecodeErrorKind::Truncated))?;
+        let s = self.buf.get(self.pos..end).ok_or_else(|| self.err(DecodeErrorKind::Truncated))?;
         self.pos = end;
         Ok(s)
     }
@@ -172,11 +161,7 @@ impl<'a> Cursor<'a> {
         let at = self.offset();
         let v = self.varint()?;
         if v > max as u64 {
-            return Err(DecodeError::invalid(
-                self.what,
-                at,
-                format!("{field} {v} exceeds limit {max}"),
-            ));
+            return Err(DecodeError::invalid(self.what, at, format!("{field} {v} exceeds limit {max}")));
         }
         Ok(v as usize)
     }
@@ -201,8 +186,7 @@ impl<'a> Cursor<'a> {
     pub fn string(&mut self) -> Result<&'a str, DecodeError> {
         let at = self.offset();
         let b = self.bytes()?;
-        std::str::from_utf8(b)
-            .map_err(|_| DecodeError::invalid(self.what, at, "string is not valid UTF-8"))
+        std::str::from_utf8(b).map_err(|_| DecodeError::invalid(self.what, at, "string is not valid UTF-8"))
     }
 
     /// Reads an optional byte string written by [`put_opt_bytes`].
@@ -231,17 +215,7 @@ mod tests {
 
     #[test]
     fn varint_round_trips_and_has_documented_lengths() {
-        for v in [
-            0u64,
-            1,
-            127,
-            128,
-            300,
-            16_383,
-            16_384,
-            u32::MAX as u64,
-            u64::MAX,
-        ] {
+        for v in [0u64, 1, 127, 128, 300, 16_383, 16_384, u32::MAX as u64, u64::MAX] {
             let mut out = Vec::new();
             put_varint(&mut out, v);
             assert_eq!(out.len(), varint_len(v));
@@ -257,10 +231,7 @@ mod tests {
     #[test]
     fn varint_rejects_overflow_and_truncation() {
         let mut c = Cursor::new(&[0xff; 10], "t", 0);
-        assert!(matches!(
-            c.varint().unwrap_err().kind,
-            DecodeErrorKind::Invalid(_)
-        ));
+        assert!(matches!(c.varint().unwrap_err().kind, DecodeErrorKind::Invalid(_)));
         let mut c = Cursor::new(&[0x80, 0x80], "t", 7);
         let e = c.varint().unwrap_err();
         assert_eq!(e.kind, DecodeErrorKind::Truncated);

@@ -26,17 +26,12 @@ impl fmt::Display for DecodeErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeErrorKind::Truncated => write!(f, "truncated"),
-            DecodeErrorKind::ChecksumMismatch { stored, computed } => write!(
-                f,
-                "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
-            ),
+            DecodeErrorKind::ChecksumMismatch { stored, computed } => {
+                write!(f, "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")
+            }
             DecodeErrorKind::BadMagic => write!(f, "bad magic number"),
             DecodeErrorKind::UnsupportedVersion(v) => {
-                write!(
-                    f,
-                    "unsupported format version {v} (this build reads up to {})",
-                    crate::FORMAT_VERSION
-                )
+                write!(f, "unsupported format version {v} (this build reads up to {})", crate::FORMAT_VERSION)
             }
             DecodeErrorKind::Invalid(msg) => write!(f, "{msg}"),
         }

@@ -229,21 +229,15 @@ pub fn decode_pk_value(c: &mut Cursor<'_>) -> Result<PkValue, DecodeError> {
     match c.u8()? {
         TAG_INF_MIN => Ok(PkValue::InfMin),
         TAG_INF_MAX => Ok(PkValue::InfMax),
-        TAG_INTEGER => Ok(PkValue::Integer(
-            (u64::from_be_bytes(c.array()?) ^ (1 << 63)) as i64,
-        )),
+        TAG_INTEGER => Ok(PkValue::Integer((u64::from_be_bytes(c.array()?) ^ (1 << 63)) as i64)),
         TAG_STRING => {
             let b = take_escaped(c)?;
-            String::from_utf8(b).map(PkValue::String).map_err(|_| {
-                DecodeError::invalid("primary key", at, "string key column is not valid UTF-8")
-            })
+            String::from_utf8(b)
+                .map(PkValue::String)
+                .map_err(|_| DecodeError::invalid("primary key", at, "string key column is not valid UTF-8"))
         }
         TAG_BINARY => Ok(PkValue::Binary(take_escaped(c)?)),
-        t => Err(DecodeError::invalid(
-            "primary key",
-            at,
-            format!("unknown key column tag {t:#04x}"),
-        )),
+        t => Err(DecodeError::invalid("primary key", at, format!("unknown key column tag {t:#04x}"))),
     }
 }
 
@@ -305,11 +299,7 @@ pub fn internal_key(pk: &[u8], seqno: u64) -> Vec<u8> {
 /// Splits an internal key into its encoded primary key and sequence number.
 pub fn split_internal_key(ikey: &[u8]) -> Result<(&[u8], u64), DecodeError> {
     if ikey.len() < SEQNO_SUFFIX_LEN {
-        return Err(DecodeError::new(
-            "internal key",
-            0,
-            crate::DecodeErrorKind::Truncated,
-        ));
+        return Err(DecodeError::new("internal key", 0, crate::DecodeErrorKind::Truncated));
     }
     let (pk, suffix) = ikey.split_at(ikey.len() - SEQNO_SUFFIX_LEN);
     let mut a = [0u8; 8];
@@ -319,8 +309,7 @@ pub fn split_internal_key(ikey: &[u8]) -> Result<(&[u8], u64), DecodeError> {
 
 /// The user-key part of an internal key (everything but the 8-byte suffix).
 pub fn user_key(ikey: &[u8]) -> &[u8] {
-    ikey.get(..ikey.len().saturating_sub(SEQNO_SUFFIX_LEN))
-        .unwrap_or(&[])
+    ikey.get(..ikey.len().saturating_sub(SEQNO_SUFFIX_LEN)).unwrap_or(&[])
 }
 
 /// Formats an internal key as `[v1, ...]@seqno` (the notation of sst-dump and test data).
@@ -352,20 +341,10 @@ mod tests {
     fn arb_value() -> impl Strategy<Value = PkValue> {
         prop_oneof![
             any::<i64>().prop_map(PkValue::Integer),
-            prop_oneof![
-                Just(i64::MIN),
-                Just(-1i64),
-                Just(0),
-                Just(1),
-                Just(i64::MAX)
-            ]
-            .prop_map(PkValue::Integer),
+            prop_oneof![Just(i64::MIN), Just(-1i64), Just(0), Just(1), Just(i64::MAX)].prop_map(PkValue::Integer),
             "[a-c\\x00\\u{e9}]{0,6}".prop_map(PkValue::String),
-            proptest::collection::vec(
-                prop_oneof![Just(0u8), Just(1u8), Just(0xffu8), any::<u8>()],
-                0..6
-            )
-            .prop_map(PkValue::Binary),
+            proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(0xffu8), any::<u8>()], 0..6)
+                .prop_map(PkValue::Binary),
         ]
     }
 
@@ -374,16 +353,11 @@ mod tests {
         proptest::collection::vec(0u8..3, 1..=4).prop_flat_map(|types| {
             let col = move |t: u8| -> BoxedStrategy<PkValue> {
                 match t {
-                    0 => prop_oneof![any::<i64>(), -3i64..3]
-                        .prop_map(PkValue::Integer)
-                        .boxed(),
+                    0 => prop_oneof![any::<i64>(), -3i64..3].prop_map(PkValue::Integer).boxed(),
                     1 => "[ab\\x00]{0,4}".prop_map(PkValue::String).boxed(),
-                    _ => proptest::collection::vec(
-                        prop_oneof![Just(0u8), Just(0xffu8), Just(1u8)],
-                        0..4,
-                    )
-                    .prop_map(PkValue::Binary)
-                    .boxed(),
+                    _ => proptest::collection::vec(prop_oneof![Just(0u8), Just(0xffu8), Just(1u8)], 0..4)
+                        .prop_map(PkValue::Binary)
+                        .boxed(),
                 }
             };
             let a: Vec<_> = types.iter().map(|&t| col(t)).collect();
@@ -430,22 +404,10 @@ mod tests {
 
     #[test]
     fn worked_examples_match_the_spec() {
-        assert_eq!(
-            hex(&encode_pk(&[PkValue::Integer(16)])),
-            "028000000000000010"
-        );
-        assert_eq!(
-            hex(&encode_pk(&[PkValue::Integer(-1)])),
-            "027fffffffffffffff"
-        );
-        assert_eq!(
-            hex(&encode_pk(&[PkValue::String("a1".into())])),
-            "03613100 01".replace(' ', "")
-        );
-        assert_eq!(
-            hex(&encode_pk(&[PkValue::Binary(vec![0, 1])])),
-            "0400ff010001"
-        );
+        assert_eq!(hex(&encode_pk(&[PkValue::Integer(16)])), "028000000000000010");
+        assert_eq!(hex(&encode_pk(&[PkValue::Integer(-1)])), "027fffffffffffffff");
+        assert_eq!(hex(&encode_pk(&[PkValue::String("a1".into())])), "03613100 01".replace(' ', ""));
+        assert_eq!(hex(&encode_pk(&[PkValue::Binary(vec![0, 1])])), "0400ff010001");
         assert_eq!(hex(&encode_pk(&[PkValue::InfMin, PkValue::InfMax])), "00ff");
     }
 
@@ -459,12 +421,8 @@ mod tests {
 
     #[test]
     fn display_uses_the_one_notation() {
-        let v = vec![
-            PkValue::Integer(16),
-            PkValue::String("a\"1".into()),
-            PkValue::Binary(vec![0, 255]),
-            PkValue::InfMax,
-        ];
+        let v =
+            vec![PkValue::Integer(16), PkValue::String("a\"1".into()), PkValue::Binary(vec![0, 255]), PkValue::InfMax];
         assert_eq!(format_pk(&v), "[16, \"a\\\"1\", 0x00ff, INF_MAX]");
         let ik = internal_key(&encode_pk(&v[..1]), 7);
         assert_eq!(format_internal_key(&ik), "[16]@7");

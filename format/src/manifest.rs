@@ -158,29 +158,17 @@ impl ManifestData {
     pub fn decode(file: &[u8]) -> Result<ManifestData, DecodeError> {
         let mut h = Cursor::new(file, "manifest header", 0);
         if h.u64()? != MANIFEST_MAGIC {
-            return Err(DecodeError::new(
-                "manifest header",
-                0,
-                DecodeErrorKind::BadMagic,
-            ));
+            return Err(DecodeError::new("manifest header", 0, DecodeErrorKind::BadMagic));
         }
         let version = h.u32()?;
         if version == 0 || version > crate::FORMAT_VERSION {
-            return Err(DecodeError::new(
-                "manifest header",
-                8,
-                DecodeErrorKind::UnsupportedVersion(version),
-            ));
+            return Err(DecodeError::new("manifest header", 8, DecodeErrorKind::UnsupportedVersion(version)));
         }
         let len = h.u32()? as usize;
         let stored = h.u32()?;
-        let body = h.take(len).map_err(|_| {
-            DecodeError::new(
-                "manifest body",
-                MANIFEST_HEADER_LEN as u64,
-                DecodeErrorKind::Truncated,
-            )
-        })?;
+        let body = h
+            .take(len)
+            .map_err(|_| DecodeError::new("manifest body", MANIFEST_HEADER_LEN as u64, DecodeErrorKind::Truncated))?;
         h.finish()?;
         let computed = crc32(&[body]);
         if stored != computed {
@@ -209,14 +197,9 @@ impl ManifestData {
             for _ in 0..npk {
                 let n = c.string()?.to_owned();
                 let tb = c.u8()?;
-                pk.push((
-                    n,
-                    KeyType::from_u8(tb)
-                        .ok_or_else(|| c.invalid(format!("unknown key type {tb}")))?,
-                ));
+                pk.push((n, KeyType::from_u8(tb).ok_or_else(|| c.invalid(format!("unknown key type {tb}")))?));
             }
-            let max_versions =
-                u32::try_from(c.varint()?).map_err(|_| c.invalid("max_versions out of range"))?;
+            let max_versions = u32::try_from(c.varint()?).map_err(|_| c.invalid("max_versions out of range"))?;
             let ttl = c.varint()?;
             let mut t = TableRecord {
                 id,
@@ -241,8 +224,7 @@ impl ManifestData {
                 for _ in 0..nf {
                     let id = c.varint()?;
                     let home_partition = c.varint()?;
-                    let level =
-                        u32::try_from(c.varint()?).map_err(|_| c.invalid("level out of range"))?;
+                    let level = u32::try_from(c.varint()?).map_err(|_| c.invalid("level out of range"))?;
                     files.push(FileRecord {
                         id,
                         home_partition,
@@ -257,12 +239,7 @@ impl ManifestData {
                         clip_end: c.opt_bytes()?.map(<[u8]>::to_vec),
                     });
                 }
-                t.partitions.push(PartitionRecord {
-                    id,
-                    start,
-                    end,
-                    files,
-                });
+                t.partitions.push(PartitionRecord { id, start, end, files });
             }
             m.tables.push(t);
         }

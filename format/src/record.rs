@@ -103,9 +103,9 @@ impl CellOp {
     /// The column the operation touches.
     pub fn column(&self) -> &str {
         match self {
-            CellOp::Put { column, .. }
-            | CellOp::DeleteVersion { column, .. }
-            | CellOp::DeleteColumn { column } => column,
+            CellOp::Put { column, .. } | CellOp::DeleteVersion { column, .. } | CellOp::DeleteColumn { column } => {
+                column
+            }
         }
     }
 }
@@ -123,6 +123,10 @@ pub enum RowRecord {
     },
     /// Ordered cell operations.
     Update {
+        /// The table's max_versions when the update was written: after each put operation the
+        /// column keeps this many newest versions (so the meaning of a logged update never
+        /// changes when the table's limit does).
+        max_versions: u32,
         /// The operations, applied in order.
         ops: Vec<CellOp>,
     },
@@ -167,15 +171,12 @@ impl RowRecord {
                     }
                 }
             }
-            RowRecord::Update { ops } => {
+            RowRecord::Update { max_versions, ops } => {
+                put_varint(out, u64::from(*max_versions));
                 put_varint(out, ops.len() as u64);
                 for op in ops {
                     match op {
-                        CellOp::Put {
-                            column,
-                            version,
-                            value,
-                        } => {
+                        CellOp::Put { column, version, value } => {
                             out.push(OpKind::Put as u8);
                             put_bytes(out, column.as_bytes());
                             put_varint(out, *version);
@@ -209,9 +210,8 @@ impl RowRecord {
         let mut c = Cursor::new(bytes, "row record", 0);
         let at = c.offset();
         let kind = c.u8()?;
-        let kind = RecordKind::from_u8(kind).ok_or_else(|| {
-            DecodeError::invalid("row record", at, format!("unknown record kind {kind}"))
-        })?;
+        let kind = RecordKind::from_u8(kind)
+            .ok_or_else(|| DecodeError::invalid("row record", at, format!("unknown record kind {kind}")))?;
         let rec = match kind {
             RecordKind::Put => {
                 let marker = match c.u8()? {
@@ -235,6 +235,11 @@ impl RowRecord {
                 RowRecord::Put { marker, columns }
             }
             RecordKind::Update => {
+                let at = c.offset();
+                let max_versions = u32::try_from(c.varint()?)
+                    .ok()
+                    .filter(|m| *m > 0)
+                    .ok_or_else(|| DecodeError::invalid("row record", at, "update max_versions out of range"))?;
                 let n = c.count(2, "operation count")?;
                 let mut ops = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -244,27 +249,16 @@ impl RowRecord {
                     ops.push(match op {
                         1 => {
                             let version = c.varint()?;
-                            CellOp::Put {
-                                column,
-                                version,
-                                value: Value::decode(&mut c)?,
-                            }
+                            CellOp::Put { column, version, value: Value::decode(&mut c)? }
                         }
-                        2 => CellOp::DeleteVersion {
-                            column,
-                            version: c.varint()?,
-                        },
+                        2 => CellOp::DeleteVersion { column, version: c.varint()? },
                         3 => CellOp::DeleteColumn { column },
                         x => {
-                            return Err(DecodeError::invalid(
-                                "row record",
-                                at,
-                                format!("unknown cell operation {x}"),
-                            ));
+                            return Err(DecodeError::invalid("row record", at, format!("unknown cell operation {x}")));
                         }
                     });
                 }
-                RowRecord::Update { ops }
+                RowRecord::Update { max_versions, ops }
             }
             RecordKind::Delete => RowRecord::Delete,
         };
@@ -286,17 +280,12 @@ impl RowRecord {
                 if let Some(m) = marker {
                     see(*m);
                 }
-                columns
-                    .iter()
-                    .flat_map(|c| c.cells.iter())
-                    .for_each(|c| see(c.version));
+                columns.iter().flat_map(|c| c.cells.iter()).for_each(|c| see(c.version));
             }
-            RowRecord::Update { ops } => {
+            RowRecord::Update { ops, .. } => {
                 for op in ops {
                     match op {
-                        CellOp::Put { version, .. } | CellOp::DeleteVersion { version, .. } => {
-                            see(*version)
-                        }
+                        CellOp::Put { version, .. } | CellOp::DeleteVersion { version, .. } => see(*version),
                         CellOp::DeleteColumn { .. } => {}
                     }
                 }
@@ -310,7 +299,7 @@ impl RowRecord {
     pub fn cell_count(&self) -> usize {
         match self {
             RowRecord::Put { columns, .. } => columns.iter().map(|c| c.cells.len()).sum(),
-            RowRecord::Update { ops } => ops.len(),
+            RowRecord::Update { ops, .. } => ops.len(),
             RowRecord::Delete => 0,
         }
     }
@@ -319,10 +308,7 @@ impl RowRecord {
     pub fn tombstone_count(&self) -> usize {
         match self {
             RowRecord::Put { .. } => 0,
-            RowRecord::Update { ops } => ops
-                .iter()
-                .filter(|o| !matches!(o, CellOp::Put { .. }))
-                .count(),
+            RowRecord::Update { ops, .. } => ops.iter().filter(|o| !matches!(o, CellOp::Put { .. })).count(),
             RowRecord::Delete => 1,
         }
     }
@@ -341,32 +327,17 @@ mod tests {
                 columns: vec![ColumnCells {
                     name: "Amount".into(),
                     cells: vec![
-                        Cell {
-                            version: 2000,
-                            value: Value::Integer(12),
-                        },
-                        Cell {
-                            version: 1000,
-                            value: Value::Integer(11),
-                        },
+                        Cell { version: 2000, value: Value::Integer(12) },
+                        Cell { version: 1000, value: Value::Integer(11) },
                     ],
                 }],
             },
-            RowRecord::Put {
-                marker: Some(5),
-                columns: vec![],
-            },
+            RowRecord::Put { marker: Some(5), columns: vec![] },
             RowRecord::Update {
+                max_versions: 2,
                 ops: vec![
-                    CellOp::Put {
-                        column: "a".into(),
-                        version: 1,
-                        value: Value::String("x".into()),
-                    },
-                    CellOp::DeleteVersion {
-                        column: "b".into(),
-                        version: 9,
-                    },
+                    CellOp::Put { column: "a".into(), version: 1, value: Value::String("x".into()) },
+                    CellOp::DeleteVersion { column: "b".into(), version: 9 },
                     CellOp::DeleteColumn { column: "c".into() },
                 ],
             },
@@ -398,13 +369,7 @@ mod tests {
     fn put_record_bytes_are_pinned() {
         let r = RowRecord::Put {
             marker: None,
-            columns: vec![ColumnCells {
-                name: "A".into(),
-                cells: vec![Cell {
-                    version: 1,
-                    value: Value::Integer(2),
-                }],
-            }],
+            columns: vec![ColumnCells { name: "A".into(), cells: vec![Cell { version: 1, value: Value::Integer(2) }] }],
         };
         assert_eq!(hex(&r.to_bytes()), "01000101410101010200000000000000");
     }
@@ -436,8 +401,7 @@ impl RecordStats {
             })
         };
         let kind = c.u8()?;
-        let kind = RecordKind::from_u8(kind)
-            .ok_or_else(|| c.invalid(format!("unknown record kind {kind}")))?;
+        let kind = RecordKind::from_u8(kind).ok_or_else(|| c.invalid(format!("unknown record kind {kind}")))?;
         st.kind = Some(kind);
         match kind {
             RecordKind::Put => {
@@ -462,6 +426,9 @@ impl RecordStats {
                 }
             }
             RecordKind::Update => {
+                if c.varint()? == 0 {
+                    return Err(c.invalid("update max_versions is 0"));
+                }
                 let n = c.count(2, "operation count")?;
                 for _ in 0..n {
                     let op = c.u8()?;

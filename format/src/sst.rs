@@ -67,11 +67,7 @@ impl Footer {
     pub fn decode(tail: &[u8], file_len: u64) -> Result<Footer, DecodeError> {
         let base = file_len.saturating_sub(FOOTER_LEN as u64);
         if file_len < FOOTER_LEN as u64 || tail.len() != FOOTER_LEN {
-            return Err(DecodeError::new(
-                "sst footer",
-                0,
-                DecodeErrorKind::Truncated,
-            ));
+            return Err(DecodeError::new("sst footer", 0, DecodeErrorKind::Truncated));
         }
         let mut c = Cursor::new(tail, "sst footer", base);
         let mut handles = [BlockHandle::default(); 3];
@@ -83,26 +79,14 @@ impl Footer {
         let stored = c.u32()?;
         let magic = c.u64()?;
         if magic != SST_MAGIC {
-            return Err(DecodeError::new(
-                "sst footer",
-                base + 56,
-                DecodeErrorKind::BadMagic,
-            ));
+            return Err(DecodeError::new("sst footer", base + 56, DecodeErrorKind::BadMagic));
         }
         let computed = crc32(&[tail.get(..52).unwrap_or(&[])]);
         if stored != computed {
-            return Err(DecodeError::new(
-                "sst footer",
-                base,
-                DecodeErrorKind::ChecksumMismatch { stored, computed },
-            ));
+            return Err(DecodeError::new("sst footer", base, DecodeErrorKind::ChecksumMismatch { stored, computed }));
         }
         if format_version == 0 || format_version > crate::FORMAT_VERSION {
-            return Err(DecodeError::new(
-                "sst footer",
-                base + 48,
-                DecodeErrorKind::UnsupportedVersion(format_version),
-            ));
+            return Err(DecodeError::new("sst footer", base + 48, DecodeErrorKind::UnsupportedVersion(format_version)));
         }
         let [index, filter, props] = handles;
         // Layout: data < filter < props < index < footer, each handle inside the file.
@@ -113,18 +97,9 @@ impl Footer {
             && props.size >= crate::block::BLOCK_TRAILER_LEN as u64
             && index.size >= crate::block::BLOCK_TRAILER_LEN as u64;
         if !order_ok {
-            return Err(DecodeError::invalid(
-                "sst footer",
-                base,
-                "block handles overlap or lie outside the file",
-            ));
+            return Err(DecodeError::invalid("sst footer", base, "block handles overlap or lie outside the file"));
         }
-        Ok(Footer {
-            index,
-            filter,
-            props,
-            format_version,
-        })
+        Ok(Footer { index, filter, props, format_version })
     }
 }
 
@@ -152,20 +127,13 @@ fn encode_index_value(e: &IndexEntry) -> Vec<u8> {
 
 /// Decodes the index block's contents into entries, checking that blocks are contiguous from
 /// offset 0 up to `data_end` and that last keys strictly increase.
-pub fn decode_index(
-    contents: Vec<u8>,
-    base: u64,
-    data_end: u64,
-) -> Result<Vec<IndexEntry>, DecodeError> {
+pub fn decode_index(contents: Vec<u8>, base: u64, data_end: u64) -> Result<Vec<IndexEntry>, DecodeError> {
     let block = Block::new(contents, base)?;
     let mut out: Vec<IndexEntry> = Vec::new();
     let mut expect_offset = 0u64;
     for (k, v) in block.entries()? {
         let mut c = Cursor::new(&v, "sst index entry", base);
-        let handle = BlockHandle {
-            offset: c.varint()?,
-            size: c.varint()?,
-        };
+        let handle = BlockHandle { offset: c.varint()?, size: c.varint()? };
         let entries = c.varint()?;
         let raw_size = c.varint()?;
         c.finish()?;
@@ -176,33 +144,17 @@ pub fn decode_index(
             return Err(DecodeError::invalid(
                 "sst index",
                 base,
-                format!(
-                    "block handle {}+{} is not contiguous with the previous block",
-                    handle.offset, handle.size
-                ),
+                format!("block handle {}+{} is not contiguous with the previous block", handle.offset, handle.size),
             ));
         }
         if raw_size > crate::MAX_ALLOC_BYTES as u64 {
-            return Err(DecodeError::invalid(
-                "sst index",
-                base,
-                format!("block size {raw_size} exceeds limit"),
-            ));
+            return Err(DecodeError::invalid("sst index", base, format!("block size {raw_size} exceeds limit")));
         }
         expect_offset = handle.end();
-        out.push(IndexEntry {
-            last_key: k,
-            handle,
-            entries,
-            raw_size,
-        });
+        out.push(IndexEntry { last_key: k, handle, entries, raw_size });
     }
     if expect_offset != data_end {
-        return Err(DecodeError::invalid(
-            "sst index",
-            base,
-            "data blocks do not reach the filter block",
-        ));
+        return Err(DecodeError::invalid("sst index", base, "data blocks do not reach the filter block"));
     }
     Ok(out)
 }
@@ -343,11 +295,7 @@ impl SstProperties {
             let at = c.offset();
             let t = c.varint()?;
             if t <= last_tag {
-                return Err(DecodeError::invalid(
-                    "sst properties",
-                    at,
-                    format!("tag {t} out of order"),
-                ));
+                return Err(DecodeError::invalid("sst properties", at, format!("tag {t} out of order")));
             }
             last_tag = t;
             let body = c.bytes()?;
@@ -361,13 +309,7 @@ impl SstProperties {
             match t {
                 tag::TABLE_NAME => {
                     p.table_name = std::str::from_utf8(body)
-                        .map_err(|_| {
-                            DecodeError::invalid(
-                                "sst properties",
-                                body_at,
-                                "table name is not UTF-8",
-                            )
-                        })?
+                        .map_err(|_| DecodeError::invalid("sst properties", body_at, "table name is not UTF-8"))?
                         .to_owned()
                 }
                 tag::TABLE_ID => p.table_id = num()?,
@@ -378,8 +320,7 @@ impl SstProperties {
                     for _ in 0..n {
                         let name = s.string()?.to_owned();
                         let tb = s.u8()?;
-                        let kt = KeyType::from_u8(tb)
-                            .ok_or_else(|| s.invalid(format!("unknown key type {tb}")))?;
+                        let kt = KeyType::from_u8(tb).ok_or_else(|| s.invalid(format!("unknown key type {tb}")))?;
                         p.pk_schema.push((name, kt));
                     }
                     s.finish()?;
@@ -423,11 +364,7 @@ pub struct SstBuildOptions {
 
 impl Default for SstBuildOptions {
     fn default() -> Self {
-        SstBuildOptions {
-            block_size: 4096,
-            compress: true,
-            bloom_bits_per_key: 10,
-        }
+        SstBuildOptions { block_size: 4096, compress: true, bloom_bits_per_key: 10 }
     }
 }
 
@@ -477,10 +414,8 @@ impl<W: Write> SstBuilder<W> {
     /// # Errors
     /// I/O errors of the sink; a record that does not decode is reported as `InvalidData`.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> io::Result<()> {
-        let (pk, seqno) =
-            split_internal_key(ikey).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let st =
-            RecordStats::scan(value).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let (pk, seqno) = split_internal_key(ikey).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let st = RecordStats::scan(value).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         let p = &mut self.props;
         if !self.have_entry {
             p.first_key = ikey.to_vec();
@@ -533,10 +468,7 @@ impl<W: Write> SstBuilder<W> {
 
     fn write_framed(&mut self, framed: &[u8]) -> io::Result<BlockHandle> {
         self.out.write_all(framed)?;
-        let h = BlockHandle {
-            offset: self.offset,
-            size: framed.len() as u64,
-        };
+        let h = BlockHandle { offset: self.offset, size: framed.len() as u64 };
         self.offset += framed.len() as u64;
         Ok(h)
     }
@@ -553,12 +485,7 @@ impl<W: Write> SstBuilder<W> {
         self.props.block_count += 1;
         self.props.data_bytes += contents.len() as u64;
         self.props.data_bytes_on_disk += framed.len() as u64;
-        let e = IndexEntry {
-            last_key,
-            handle,
-            entries,
-            raw_size: contents.len() as u64,
-        };
+        let e = IndexEntry { last_key, handle, entries, raw_size: contents.len() as u64 };
         self.index.add(&e.last_key, &encode_index_value(&e));
         Ok(())
     }
@@ -578,12 +505,7 @@ impl<W: Write> SstBuilder<W> {
         let index_contents = self.index.finish();
         let (framed, _) = frame_block(&index_contents, false);
         let index_h = self.write_framed(&framed)?;
-        let footer = Footer {
-            index: index_h,
-            filter: filter_h,
-            props: props_h,
-            format_version: crate::FORMAT_VERSION,
-        };
+        let footer = Footer { index: index_h, filter: filter_h, props: props_h, format_version: crate::FORMAT_VERSION };
         self.out.write_all(&footer.encode())?;
         self.offset += FOOTER_LEN as u64;
         Ok((self.out, self.offset, self.props))
@@ -611,11 +533,7 @@ impl SstMeta {
         mut read: impl FnMut(u64, usize) -> Result<Vec<u8>, E>,
     ) -> Result<Result<SstMeta, DecodeError>, E> {
         if file_len < FOOTER_LEN as u64 {
-            return Ok(Err(DecodeError::new(
-                "sst footer",
-                0,
-                DecodeErrorKind::Truncated,
-            )));
+            return Ok(Err(DecodeError::new("sst footer", 0, DecodeErrorKind::Truncated)));
         }
         let tail = read(file_len - FOOTER_LEN as u64, FOOTER_LEN)?;
         let footer = match Footer::decode(&tail, file_len) {
@@ -626,39 +544,29 @@ impl SstMeta {
             let framed = read(h.offset, h.size as usize)?;
             Ok(unframe_block(&framed, h.offset))
         };
-        let filter = match get(footer.filter)?.and_then(|b| Bloom::decode(&b, footer.filter.offset))
-        {
+        let filter = match get(footer.filter)?.and_then(|b| Bloom::decode(&b, footer.filter.offset)) {
             Ok(f) => f,
             Err(e) => return Ok(Err(e)),
         };
-        let props =
-            match get(footer.props)?.and_then(|b| SstProperties::decode(&b, footer.props.offset)) {
-                Ok(p) => p,
-                Err(e) => return Ok(Err(e)),
-            };
-        let index = match get(footer.index)?
-            .and_then(|b| decode_index(b, footer.index.offset, footer.filter.offset))
-        {
+        let props = match get(footer.props)?.and_then(|b| SstProperties::decode(&b, footer.props.offset)) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        let index = match get(footer.index)?.and_then(|b| decode_index(b, footer.index.offset, footer.filter.offset)) {
             Ok(i) => i,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(Ok(SstMeta {
-            footer,
-            index,
-            filter,
-            props,
-        }))
+        Ok(Ok(SstMeta { footer, index, filter, props }))
     }
 
     /// Decodes the metadata of a whole file held in memory.
     pub fn from_bytes(file: &[u8]) -> Result<SstMeta, DecodeError> {
-        let r: Result<Result<SstMeta, DecodeError>, DecodeError> =
-            SstMeta::decode(file.len() as u64, |off, len| {
-                let start = usize::try_from(off).unwrap_or(usize::MAX);
-                file.get(start..start.saturating_add(len))
-                    .map(|s| s.to_vec())
-                    .ok_or_else(|| DecodeError::new("sst", off, DecodeErrorKind::Truncated))
-            });
+        let r: Result<Result<SstMeta, DecodeError>, DecodeError> = SstMeta::decode(file.len() as u64, |off, len| {
+            let start = usize::try_from(off).unwrap_or(usize::MAX);
+            file.get(start..start.saturating_add(len))
+                .map(|s| s.to_vec())
+                .ok_or_else(|| DecodeError::new("sst", off, DecodeErrorKind::Truncated))
+        });
         r?
     }
 
@@ -681,20 +589,11 @@ impl SstMeta {
 
 /// Reads and verifies data block `i` of an in-memory file.
 pub fn read_data_block(file: &[u8], meta: &SstMeta, i: usize) -> Result<Block, DecodeError> {
-    let e = meta
-        .index
-        .get(i)
-        .ok_or_else(|| DecodeError::invalid("sst", 0, format!("no data block {i}")))?;
+    let e = meta.index.get(i).ok_or_else(|| DecodeError::invalid("sst", 0, format!("no data block {i}")))?;
     let start = usize::try_from(e.handle.offset).unwrap_or(usize::MAX);
     let framed = file
         .get(start..start.saturating_add(e.handle.size as usize))
-        .ok_or_else(|| {
-            DecodeError::new(
-                "sst data block",
-                e.handle.offset,
-                DecodeErrorKind::Truncated,
-            )
-        })?;
+        .ok_or_else(|| DecodeError::new("sst data block", e.handle.offset, DecodeErrorKind::Truncated))?;
     Block::new(unframe_block(framed, e.handle.offset)?, e.handle.offset)
 }
 
@@ -714,10 +613,7 @@ pub fn check_file(file: &[u8]) -> Vec<Problem> {
     let meta = match SstMeta::from_bytes(file) {
         Ok(m) => m,
         Err(e) => {
-            return vec![Problem {
-                offset: e.offset,
-                message: format!("{} : {}", e.what, e.kind),
-            }];
+            return vec![Problem { offset: e.offset, message: format!("{} : {}", e.what, e.kind) }];
         }
     };
     let mut problems = Vec::new();
@@ -746,30 +642,13 @@ pub fn check_file(file: &[u8]) -> Vec<Problem> {
             }
         };
         if entries.len() as u64 != e.entries {
-            prob(
-                off,
-                format!(
-                    "data block {i}: index says {} entries, block has {}",
-                    e.entries,
-                    entries.len()
-                ),
-            );
+            prob(off, format!("data block {i}: index says {} entries, block has {}", e.entries, entries.len()));
         }
         if block.size() as u64 != e.raw_size {
-            prob(
-                off,
-                format!(
-                    "data block {i}: index says {} bytes, block has {}",
-                    e.raw_size,
-                    block.size()
-                ),
-            );
+            prob(off, format!("data block {i}: index says {} bytes, block has {}", e.raw_size, block.size()));
         }
         match entries.last() {
-            Some((k, _)) if *k != e.last_key => prob(
-                off,
-                format!("data block {i}: last key differs from the index"),
-            ),
+            Some((k, _)) if *k != e.last_key => prob(off, format!("data block {i}: last key differs from the index")),
             None => prob(off, format!("data block {i} is empty")),
             _ => {}
         }
@@ -783,18 +662,12 @@ pub fn check_file(file: &[u8]) -> Vec<Problem> {
             let (pk, seqno) = match split_internal_key(k) {
                 Ok(x) => x,
                 Err(_) => {
-                    prob(
-                        off,
-                        format!("data block {i}: key shorter than its sequence suffix"),
-                    );
+                    prob(off, format!("data block {i}: key shorter than its sequence suffix"));
                     continue;
                 }
             };
             if let Err(err) = crate::key::decode_pk(pk) {
-                prob(
-                    off,
-                    format!("data block {i}: primary key does not decode: {}", err.kind),
-                );
+                prob(off, format!("data block {i}: primary key does not decode: {}", err.kind));
             }
             if computed.entry_count == 0 {
                 computed.first_key = k.clone();
@@ -810,10 +683,7 @@ pub fn check_file(file: &[u8]) -> Vec<Problem> {
                 computed.row_count += 1;
                 let pk0 = partition_key(pk);
                 if !meta.may_contain_key(pk) {
-                    prob(
-                        off,
-                        format!("data block {i}: bloom filter misses a key it holds"),
-                    );
+                    prob(off, format!("data block {i}: bloom filter misses a key it holds"));
                 }
                 if last_pk0.as_deref() != Some(pk0) {
                     computed.partition_key_count += 1;
@@ -830,10 +700,7 @@ pub fn check_file(file: &[u8]) -> Vec<Problem> {
                         computed.max_version = Some(computed.max_version.map_or(hi, |m| m.max(hi)));
                     }
                 }
-                Err(err) => prob(
-                    off,
-                    format!("data block {i}: record does not decode: {}", err.kind),
-                ),
+                Err(err) => prob(off, format!("data block {i}: record does not decode: {}", err.kind)),
             }
         }
     }
@@ -841,29 +708,13 @@ pub fn check_file(file: &[u8]) -> Vec<Problem> {
     let pairs: [(&str, u64, u64); 12] = [
         ("entry_count", p.entry_count, computed.entry_count),
         ("row_count", p.row_count, computed.row_count),
-        (
-            "partition_key_count",
-            p.partition_key_count,
-            computed.partition_key_count,
-        ),
+        ("partition_key_count", p.partition_key_count, computed.partition_key_count),
         ("cell_count", p.cell_count, computed.cell_count),
-        (
-            "tombstone_count",
-            p.tombstone_count,
-            computed.tombstone_count,
-        ),
+        ("tombstone_count", p.tombstone_count, computed.tombstone_count),
         ("raw_key_bytes", p.raw_key_bytes, computed.raw_key_bytes),
-        (
-            "raw_value_bytes",
-            p.raw_value_bytes,
-            computed.raw_value_bytes,
-        ),
+        ("raw_value_bytes", p.raw_value_bytes, computed.raw_value_bytes),
         ("data_bytes", p.data_bytes, computed.data_bytes),
-        (
-            "data_bytes_on_disk",
-            p.data_bytes_on_disk,
-            computed.data_bytes_on_disk,
-        ),
+        ("data_bytes_on_disk", p.data_bytes_on_disk, computed.data_bytes_on_disk),
         ("block_count", p.block_count, computed.block_count),
         ("min_seqno", p.min_seqno, computed.min_seqno),
         ("max_seqno", p.max_seqno, computed.max_seqno),
@@ -871,32 +722,21 @@ pub fn check_file(file: &[u8]) -> Vec<Problem> {
     let props_off = meta.footer.props.offset;
     for (name, stored, actual) in pairs {
         if stored != actual {
-            prob(
-                props_off,
-                format!("properties: {name} is {stored}, data has {actual}"),
-            );
+            prob(props_off, format!("properties: {name} is {stored}, data has {actual}"));
         }
     }
     if p.first_key != computed.first_key || p.last_key != computed.last_key {
-        prob(
-            props_off,
-            "properties: first/last key differ from the data".into(),
-        );
+        prob(props_off, "properties: first/last key differ from the data".into());
     }
     if p.min_version != computed.min_version || p.max_version != computed.max_version {
-        prob(
-            props_off,
-            "properties: version range differs from the data".into(),
-        );
+        prob(props_off, "properties: version range differs from the data".into());
     }
     problems
 }
 
 /// Compression of a physical block, from its trailer byte (for `raw` listings).
 pub fn block_compression(file: &[u8], h: BlockHandle) -> Option<Compression> {
-    let at = usize::try_from(h.end())
-        .ok()?
-        .checked_sub(crate::block::BLOCK_TRAILER_LEN)?;
+    let at = usize::try_from(h.end()).ok()?.checked_sub(crate::block::BLOCK_TRAILER_LEN)?;
     file.get(at).and_then(|b| Compression::from_u8(*b))
 }
 
@@ -916,30 +756,16 @@ mod tests {
             pk_schema: vec![("k".into(), KeyType::Integer)],
             ..Default::default()
         };
-        let mut b = SstBuilder::new(
-            Vec::new(),
-            SstBuildOptions {
-                block_size: 256,
-                ..Default::default()
-            },
-            props,
-        );
+        let mut b = SstBuilder::new(Vec::new(), SstBuildOptions { block_size: 256, ..Default::default() }, props);
         for i in 0..rows {
             let rec = RowRecord::Put {
                 marker: None,
                 columns: vec![ColumnCells {
                     name: "v".into(),
-                    cells: vec![Cell {
-                        version: 1000 + i as u64,
-                        value: Value::String(format!("value number {i}")),
-                    }],
+                    cells: vec![Cell { version: 1000 + i as u64, value: Value::String(format!("value number {i}")) }],
                 }],
             };
-            b.add(
-                &internal_key(&encode_pk(&[PkValue::Integer(i)]), 10 + i as u64),
-                &rec.to_bytes(),
-            )
-            .unwrap();
+            b.add(&internal_key(&encode_pk(&[PkValue::Integer(i)]), 10 + i as u64), &rec.to_bytes()).unwrap();
         }
         b.finish().unwrap().0
     }
@@ -972,10 +798,7 @@ mod tests {
             assert!(!check_file(&bad).is_empty(), "flip at {i} not detected");
         }
         for n in 0..file.len() {
-            assert!(
-                !check_file(&file[..n]).is_empty(),
-                "truncation to {n} not detected"
-            );
+            assert!(!check_file(&file[..n]).is_empty(), "truncation to {n} not detected");
         }
     }
 }

@@ -37,18 +37,10 @@ pub fn decode_header(file: &[u8]) -> Result<u64, DecodeError> {
     let stored = c.u32()?;
     let computed = crc32(&[file.get(..20).unwrap_or(&[])]);
     if stored != computed {
-        return Err(DecodeError::new(
-            "wal header",
-            0,
-            DecodeErrorKind::ChecksumMismatch { stored, computed },
-        ));
+        return Err(DecodeError::new("wal header", 0, DecodeErrorKind::ChecksumMismatch { stored, computed }));
     }
     if version == 0 || version > crate::FORMAT_VERSION {
-        return Err(DecodeError::new(
-            "wal header",
-            8,
-            DecodeErrorKind::UnsupportedVersion(version),
-        ));
+        return Err(DecodeError::new("wal header", 8, DecodeErrorKind::UnsupportedVersion(version)));
     }
     Ok(log_number)
 }
@@ -109,25 +101,13 @@ impl WalBatch {
             let pk = c.bytes()?.to_vec();
             let stamp = c.varint()?;
             let record = c.bytes()?.to_vec();
-            entries.push(WalEntry {
-                table_id,
-                pk,
-                stamp,
-                record,
-            });
+            entries.push(WalEntry { table_id, pk, stamp, record });
         }
         c.finish()?;
         if first_seqno == 0 || first_seqno.checked_add(n as u64).is_none() {
-            return Err(DecodeError::invalid(
-                "wal batch",
-                base,
-                "sequence numbers out of range",
-            ));
+            return Err(DecodeError::invalid("wal batch", base, "sequence numbers out of range"));
         }
-        Ok(WalBatch {
-            first_seqno,
-            entries,
-        })
+        Ok(WalBatch { first_seqno, entries })
     }
 
     /// Sequence number of the last entry (the first one's for an empty batch).
@@ -168,20 +148,13 @@ pub struct RawRecord<'a> {
 }
 
 /// Reads the record at `pos`; `Ok(None)` at end of file.
-fn read_record(
-    file: &[u8],
-    pos: usize,
-    max_len: usize,
-) -> Result<Option<RawRecord<'_>>, (DecodeErrorKind, String)> {
+fn read_record(file: &[u8], pos: usize, max_len: usize) -> Result<Option<RawRecord<'_>>, (DecodeErrorKind, String)> {
     let rest = file.get(pos..).unwrap_or(&[]);
     if rest.is_empty() {
         return Ok(None);
     }
     if rest.len() < RECORD_HEADER_LEN {
-        return Err((
-            DecodeErrorKind::Truncated,
-            format!("{} bytes where a record header needs 8", rest.len()),
-        ));
+        return Err((DecodeErrorKind::Truncated, format!("{} bytes where a record header needs 8", rest.len())));
     }
     let mut c = Cursor::new(rest, "wal record", pos as u64);
     let (stored, len) = match (c.u32(), c.u32()) {
@@ -189,10 +162,7 @@ fn read_record(
         _ => return Err((DecodeErrorKind::Truncated, "record header cut short".into())),
     };
     if stored == 0 && len == 0 {
-        return Err((
-            DecodeErrorKind::Invalid("zero-filled".into()),
-            "zero-filled record header".into(),
-        ));
+        return Err((DecodeErrorKind::Invalid("zero-filled".into()), "zero-filled record header".into()));
     }
     if len > max_len {
         return Err((
@@ -205,10 +175,7 @@ fn read_record(
         Err(_) => {
             return Err((
                 DecodeErrorKind::Truncated,
-                format!(
-                    "record of {len} bytes cut short at {} bytes",
-                    rest.len() - RECORD_HEADER_LEN
-                ),
+                format!("record of {len} bytes cut short at {} bytes", rest.len() - RECORD_HEADER_LEN),
             ));
         }
     };
@@ -219,10 +186,7 @@ fn read_record(
             format!("checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"),
         ));
     }
-    Ok(Some(RawRecord {
-        offset: pos as u64,
-        payload,
-    }))
+    Ok(Some(RawRecord { offset: pos as u64, payload }))
 }
 
 /// Splits a whole WAL file (header included) into its valid records and how it ends.
@@ -257,15 +221,9 @@ pub fn read_records(file: &[u8]) -> Result<(u64, Vec<RawRecord<'_>>, WalEnd), De
                     _ => false,
                 };
                 let end = if all_zero || !valid_after {
-                    WalEnd::TornTail {
-                        offset: pos as u64,
-                        reason,
-                    }
+                    WalEnd::TornTail { offset: pos as u64, reason }
                 } else {
-                    WalEnd::Corrupt {
-                        offset: pos as u64,
-                        reason,
-                    }
+                    WalEnd::Corrupt { offset: pos as u64, reason }
                 };
                 return Ok((log_number, out, end));
             }
@@ -312,10 +270,7 @@ mod tests {
         for n in WAL_HEADER_LEN..f.len() {
             let (_, recs, end) = read_records(&f[..n]).unwrap();
             assert!(recs.len() < 4);
-            assert!(
-                matches!(end, WalEnd::Clean | WalEnd::TornTail { .. }),
-                "cut at {n}: {end:?}"
-            );
+            assert!(matches!(end, WalEnd::Clean | WalEnd::TornTail { .. }), "cut at {n}: {end:?}");
         }
     }
 
@@ -350,15 +305,9 @@ mod tests {
     fn bad_header_is_rejected() {
         let mut f = file_with(1);
         f[0] ^= 1;
-        assert_eq!(
-            read_records(&f).unwrap_err().kind,
-            DecodeErrorKind::BadMagic
-        );
+        assert_eq!(read_records(&f).unwrap_err().kind, DecodeErrorKind::BadMagic);
         let mut f = file_with(1);
         f[12] ^= 1;
-        assert!(matches!(
-            read_records(&f).unwrap_err().kind,
-            DecodeErrorKind::ChecksumMismatch { .. }
-        ));
+        assert!(matches!(read_records(&f).unwrap_err().kind, DecodeErrorKind::ChecksumMismatch { .. }));
     }
 }

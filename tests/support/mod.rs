@@ -17,29 +17,19 @@ pub const T0: u64 = 1_468_944_000_000;
 pub fn mem_options() -> (Options, MemFs, ManualClock) {
     let fs = MemFs::new();
     let clock = ManualClock::new(T0);
-    let opts = Options {
-        fs: Arc::new(fs.clone()),
-        clock: Arc::new(clock.clone()),
-        ..Options::small_for_tests()
-    };
+    let opts = Options { fs: Arc::new(fs.clone()), clock: Arc::new(clock.clone()), ..Options::small_for_tests() };
     (opts, fs, clock)
 }
 
 /// The seed of a randomized test: `STRATA_SEED` if set, else a fresh one. Printed so a failure
 /// can be replayed.
 pub fn seed(test: &str) -> u64 {
-    let s = std::env::var("STRATA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
+    let s = std::env::var("STRATA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     eprintln!("{test}: seed {s} (replay with STRATA_SEED={s})");
     s
 }
 
 /// A count from an environment variable, or the default.
 pub fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }

@@ -71,10 +71,7 @@ pub struct FaultFs {
 impl FaultFs {
     /// Wraps `inner`; no faults until [`FaultFs::set_plan`].
     pub fn new(inner: Arc<dyn FileSystem>) -> Self {
-        FaultFs {
-            inner,
-            state: Arc::new(Mutex::new(FaultState::default())),
-        }
+        FaultFs { inner, state: Arc::new(Mutex::new(FaultState::default())) }
     }
 
     /// Installs a plan and resets the counters.
@@ -117,10 +114,9 @@ fn check(state: &Mutex<FaultState>, op: FsOp) -> io::Result<()> {
     st.failed += 1;
     Err(match plan.kind {
         FaultKind::Io => io::Error::other(format!("injected EIO on {op:?} #{}", st.count)),
-        FaultKind::NoSpace => io::Error::new(
-            io::ErrorKind::StorageFull,
-            format!("injected ENOSPC on {op:?} #{}", st.count),
-        ),
+        FaultKind::NoSpace => {
+            io::Error::new(io::ErrorKind::StorageFull, format!("injected ENOSPC on {op:?} #{}", st.count))
+        }
     })
 }
 
@@ -152,10 +148,7 @@ impl FileSystem for FaultFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         self.check(FsOp::Create)?;
         let inner = self.inner.create(path)?;
-        Ok(Box::new(FaultWritable {
-            inner,
-            state: self.state.clone(),
-        }))
+        Ok(Box::new(FaultWritable { inner, state: self.state.clone() }))
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         self.inner.open(path)

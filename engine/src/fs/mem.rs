@@ -51,10 +51,7 @@ struct State {
 }
 
 fn not_found(p: &Path) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotFound,
-        format!("{} not found", p.display()),
-    )
+    io::Error::new(io::ErrorKind::NotFound, format!("{} not found", p.display()))
 }
 
 fn stale() -> io::Error {
@@ -109,11 +106,9 @@ impl MemFs {
         let durable = st.durable.clone();
         // An entry survives only if every ancestor directory is itself durable.
         let survives = |p: &Path| {
-            p.ancestors().skip(1).all(|a| {
-                a.as_os_str().is_empty()
-                    || a == Path::new("/")
-                    || durable.get(a) == Some(&Node::Dir)
-            })
+            p.ancestors()
+                .skip(1)
+                .all(|a| a.as_os_str().is_empty() || a == Path::new("/") || durable.get(a) == Some(&Node::Dir))
         };
         let mut live = BTreeMap::new();
         let mut inodes = HashMap::new();
@@ -130,11 +125,7 @@ impl MemFs {
                     CrashMode::DropUnsynced => {}
                     CrashMode::TornTail if unsynced > 0 => {
                         let keep = rng.gen_range(0..=unsynced);
-                        data.extend_from_slice(
-                            ino.data
-                                .get(ino.synced_len..ino.synced_len + keep)
-                                .unwrap_or(&[]),
-                        );
+                        data.extend_from_slice(ino.data.get(ino.synced_len..ino.synced_len + keep).unwrap_or(&[]));
                     }
                     CrashMode::ZeroTail if unsynced > 0 => {
                         let keep = rng.gen_range(0..=unsynced);
@@ -143,13 +134,7 @@ impl MemFs {
                     _ => {}
                 }
                 let len = data.len();
-                inodes.insert(
-                    *i,
-                    Inode {
-                        data: Arc::new(data),
-                        synced_len: len,
-                    },
-                );
+                inodes.insert(*i, Inode { data: Arc::new(data), synced_len: len });
             }
             live.insert(p.clone(), *n);
         }
@@ -183,9 +168,7 @@ impl MemFs {
         let i = st.inode_of(path)?;
         let ino = st.inodes.get_mut(&i).ok_or_else(|| not_found(path))?;
         let data = Arc::make_mut(&mut ino.data);
-        let b = data
-            .get_mut(offset)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "offset past end"))?;
+        let b = data.get_mut(offset).ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "offset past end"))?;
         *b ^= xor;
         Ok(())
     }
@@ -233,8 +216,7 @@ struct MemReadable {
 
 impl RandomAccessFile for MemReadable {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let start =
-            usize::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        let start = usize::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::UnexpectedEof))?;
         let src = self
             .data
             .get(start..start.saturating_add(buf.len()))
@@ -268,10 +250,8 @@ impl Drop for MemLock {
 impl FileSystem for MemFs {
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
-        let mut dirs: Vec<&Path> = path
-            .ancestors()
-            .filter(|a| !a.as_os_str().is_empty() && *a != Path::new("/"))
-            .collect();
+        let mut dirs: Vec<&Path> =
+            path.ancestors().filter(|a| !a.as_os_str().is_empty() && *a != Path::new("/")).collect();
         dirs.reverse();
         for d in dirs {
             match st.live.get(d) {
@@ -290,45 +270,24 @@ impl FileSystem for MemFs {
         let mut st = self.state.lock();
         st.parent_is_dir(path)?;
         if st.live.get(path) == Some(&Node::Dir) {
-            return Err(io::Error::other(format!(
-                "{} is a directory",
-                path.display()
-            )));
+            return Err(io::Error::other(format!("{} is a directory", path.display())));
         }
         let i = st.next_inode;
         st.next_inode += 1;
-        st.inodes.insert(
-            i,
-            Inode {
-                data: Arc::new(Vec::new()),
-                synced_len: 0,
-            },
-        );
+        st.inodes.insert(i, Inode { data: Arc::new(Vec::new()), synced_len: 0 });
         st.live.insert(path.to_path_buf(), Node::File(i));
-        Ok(Box::new(MemWritable {
-            fs: self.clone(),
-            inode: i,
-            generation: st.generation,
-            len: 0,
-        }))
+        Ok(Box::new(MemWritable { fs: self.clone(), inode: i, generation: st.generation, len: 0 }))
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         let st = self.state.lock();
         let i = st.inode_of(path)?;
-        let data = st
-            .inodes
-            .get(&i)
-            .map(|n| n.data.clone())
-            .ok_or_else(|| not_found(path))?;
+        let data = st.inodes.get(&i).map(|n| n.data.clone()).ok_or_else(|| not_found(path))?;
         Ok(Arc::new(MemReadable { data }))
     }
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         let st = self.state.lock();
         let i = st.inode_of(path)?;
-        st.inodes
-            .get(&i)
-            .map(|n| n.data.to_vec())
-            .ok_or_else(|| not_found(path))
+        st.inodes.get(&i).map(|n| n.data.to_vec()).ok_or_else(|| not_found(path))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
@@ -402,16 +361,9 @@ impl FileSystem for MemFs {
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
         let mut st = self.state.lock();
         if !st.locks.insert(path.to_path_buf()) {
-            return Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "locked by another handle",
-            ));
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, "locked by another handle"));
         }
-        Ok(Box::new(MemLock {
-            fs: self.clone(),
-            path: path.to_path_buf(),
-            generation: st.generation,
-        }))
+        Ok(Box::new(MemLock { fs: self.clone(), path: path.to_path_buf(), generation: st.generation }))
     }
 }
 
@@ -448,6 +400,7 @@ mod tests {
         let fs = MemFs::new();
         let d = Path::new("/db");
         fs.create_dir_all(d).unwrap();
+        fs.sync_dir(Path::new("/")).unwrap();
         crate::fs::write_atomic(&fs, &d.join("m"), b"v1").unwrap();
         let mut f = fs.create(&d.join("m.tmp")).unwrap();
         f.append(b"v2").unwrap();

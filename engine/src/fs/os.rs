@@ -59,11 +59,7 @@ impl FileSystem for OsFs {
         fs::create_dir_all(path)
     }
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)?;
+        let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
         Ok(Box::new(OsWritable { file, len: 0 }))
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
@@ -109,18 +105,12 @@ impl FileSystem for OsFs {
         Ok(fs::metadata(path)?.len())
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         match file.try_lock() {
             Ok(()) => Ok(Box::new(OsLock { _file: file })),
-            Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "locked by another process",
-            )),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                Err(io::Error::new(io::ErrorKind::WouldBlock, "locked by another process"))
+            }
             Err(std::fs::TryLockError::Error(e)) => Err(e),
         }
     }

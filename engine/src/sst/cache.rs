@@ -23,12 +23,7 @@ pub struct BlockCache {
 
 impl std::fmt::Debug for BlockCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "BlockCache {{ budget: {}, used: {} }}",
-            self.budget,
-            self.cache.weight()
-        )
+        write!(f, "BlockCache {{ budget: {}, used: {} }}", self.budget, self.cache.weight())
     }
 }
 
@@ -36,10 +31,7 @@ impl BlockCache {
     /// A cache holding at most `budget_bytes` of blocks.
     pub fn new(budget_bytes: usize) -> Self {
         let budget = budget_bytes.max(4096) as u64;
-        BlockCache {
-            cache: Cache::with_weighter((budget / 4096) as usize + 16, budget, BlockWeighter),
-            budget,
-        }
+        BlockCache { cache: Cache::with_weighter((budget / 4096) as usize + 16, budget, BlockWeighter), budget }
     }
 
     /// A cached block.

@@ -53,12 +53,7 @@ impl SstReader {
     ///
     /// # Errors
     /// I/O errors, or `Corruption` with the offset of the damage.
-    pub fn open(
-        fs: Arc<dyn FileSystem>,
-        path: &Path,
-        id: u64,
-        cache: Arc<BlockCache>,
-    ) -> Result<Arc<SstReader>> {
+    pub fn open(fs: Arc<dyn FileSystem>, path: &Path, id: u64, cache: Arc<BlockCache>) -> Result<Arc<SstReader>> {
         let file = fs.open(path).map_err(|e| Error::io("open sst", path, e))?;
         let size = file.len();
         let meta = SstMeta::decode(size, |off, len| {
@@ -106,10 +101,8 @@ impl SstReader {
         self.file
             .read_exact_at(e.handle.offset, &mut framed)
             .map_err(|err| Error::io("read sst block", &self.path, err))?;
-        let contents = unframe_block(&framed, e.handle.offset)
-            .map_err(|err| Error::corruption(&self.path, err))?;
-        let b = Block::new(contents, e.handle.offset)
-            .map_err(|err| Error::corruption(&self.path, err))?;
+        let contents = unframe_block(&framed, e.handle.offset).map_err(|err| Error::corruption(&self.path, err))?;
+        let b = Block::new(contents, e.handle.offset).map_err(|err| Error::corruption(&self.path, err))?;
         self.cache.insert(self.id, i as u32, b.clone());
         Ok(b)
     }
@@ -138,8 +131,7 @@ impl SstReader {
                 it.seek_to_first();
             }
             while it.valid() {
-                let (kpk, _) =
-                    split_internal_key(it.key()).map_err(|e| Error::corruption(&self.path, e))?;
+                let (kpk, _) = split_internal_key(it.key()).map_err(|e| Error::corruption(&self.path, e))?;
                 if kpk != pk {
                     return Ok(false);
                 }
@@ -174,20 +166,8 @@ impl SstIter {
     ///
     /// # Errors
     /// I/O errors or `Corruption`.
-    pub fn new(
-        reader: Arc<SstReader>,
-        forward: bool,
-        lo: Vec<u8>,
-        hi: Option<Vec<u8>>,
-    ) -> Result<SstIter> {
-        let mut s = SstIter {
-            reader,
-            forward,
-            lo,
-            hi,
-            block_idx: 0,
-            it: None,
-        };
+    pub fn new(reader: Arc<SstReader>, forward: bool, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Result<SstIter> {
+        let mut s = SstIter { reader, forward, lo, hi, block_idx: 0, it: None };
         if s.reader.block_count() == 0 {
             return Ok(s);
         }
@@ -241,8 +221,7 @@ impl SstIter {
     fn settle(&mut self) -> Result<()> {
         loop {
             let Some(it) = &self.it else { return Ok(()) };
-            it.status()
-                .map_err(|e| Error::corruption(&self.reader.path, e))?;
+            it.status().map_err(|e| Error::corruption(&self.reader.path, e))?;
             if it.valid() {
                 break;
             }

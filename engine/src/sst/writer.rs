@@ -46,23 +46,11 @@ impl SstFileWriter {
     ///
     /// # Errors
     /// I/O errors creating the file.
-    pub fn create(
-        fs: Arc<dyn FileSystem>,
-        path: &Path,
-        opts: SstBuildOptions,
-        props: SstProperties,
-    ) -> Result<Self> {
+    pub fn create(fs: Arc<dyn FileSystem>, path: &Path, opts: SstBuildOptions, props: SstProperties) -> Result<Self> {
         let tmp = path.with_extension("sst.tmp");
-        let f = fs
-            .create(&tmp)
-            .map_err(|e| Error::io("create sst", &tmp, e))?;
+        let f = fs.create(&tmp).map_err(|e| Error::io("create sst", &tmp, e))?;
         let sink = BufWriter::with_capacity(256 << 10, FileSink(f));
-        Ok(SstFileWriter {
-            builder: SstBuilder::new(sink, opts, props),
-            tmp,
-            path: path.to_path_buf(),
-            fs,
-        })
+        Ok(SstFileWriter { builder: SstBuilder::new(sink, opts, props), tmp, path: path.to_path_buf(), fs })
     }
 
     /// Adds an entry (internal keys strictly increasing).
@@ -70,9 +58,7 @@ impl SstFileWriter {
     /// # Errors
     /// I/O errors writing.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
-        self.builder
-            .add(ikey, value)
-            .map_err(|e| Error::io("write sst", &self.tmp, e))
+        self.builder.add(ikey, value).map_err(|e| Error::io("write sst", &self.tmp, e))
     }
 
     /// Bytes so far.
@@ -90,26 +76,13 @@ impl SstFileWriter {
     /// # Errors
     /// I/O errors at any step; the temporary file is left for orphan cleanup.
     pub fn finish(self) -> Result<WrittenSst> {
-        let (sink, size, props) = self
-            .builder
-            .finish()
-            .map_err(|e| Error::io("write sst", &self.tmp, e))?;
-        let FileSink(mut f) = sink
-            .into_inner()
-            .map_err(|e| Error::io("write sst", &self.tmp, e.into_error()))?;
+        let (sink, size, props) = self.builder.finish().map_err(|e| Error::io("write sst", &self.tmp, e))?;
+        let FileSink(mut f) = sink.into_inner().map_err(|e| Error::io("write sst", &self.tmp, e.into_error()))?;
         f.sync().map_err(|e| Error::io("sync sst", &self.tmp, e))?;
         drop(f);
-        self.fs
-            .rename(&self.tmp, &self.path)
-            .map_err(|e| Error::io("rename sst", &self.path, e))?;
+        self.fs.rename(&self.tmp, &self.path).map_err(|e| Error::io("rename sst", &self.path, e))?;
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        self.fs
-            .sync_dir(dir)
-            .map_err(|e| Error::io("sync dir", dir, e))?;
-        Ok(WrittenSst {
-            path: self.path,
-            size,
-            props,
-        })
+        self.fs.sync_dir(dir).map_err(|e| Error::io("sync dir", dir, e))?;
+        Ok(WrittenSst { path: self.path, size, props })
     }
 }
