@@ -85,15 +85,11 @@ impl Background {
         }
     }
 
-    /// Tries to claim a partition for exclusive background work.
-    pub fn claim(&self, partition: u64) -> bool {
-        self.busy.lock().insert(partition)
-    }
-
-    /// Releases a claimed partition.
-    pub fn release(&self, partition: u64) {
-        self.busy.lock().remove(&partition);
-        self.notify_progress();
+    /// Tries to claim a partition for exclusive background work; released when the guard drops
+    /// (also on unwinding, so a panic cannot leave a partition claimed forever).
+    pub fn claim(&self, partition: u64) -> Option<Claim<'_>> {
+        let inserted = self.busy.lock().insert(partition);
+        if inserted { Some(Claim { bg: self, partition }) } else { None }
     }
 
     /// Stops and joins every thread.
@@ -107,6 +103,20 @@ impl Background {
             let _ = h.join();
         }
         self.notify_progress();
+    }
+}
+
+/// A claimed partition; see [`Background::claim`].
+#[derive(Debug)]
+pub struct Claim<'a> {
+    bg: &'a Background,
+    partition: u64,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.bg.busy.lock().remove(&self.partition);
+        self.bg.notify_progress();
     }
 }
 

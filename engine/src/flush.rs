@@ -73,10 +73,10 @@ impl Inner {
     /// Flushes every sealed memtable, oldest first.
     pub(crate) fn flush_sealed(&self) -> Result<()> {
         loop {
-            let Some(mem) = self.state.read().sealed.first().cloned() else {
-                return Ok(());
-            };
+            // Holding the structure lock while choosing the memtable also keeps two flushers
+            // (the flush thread and a caller of `Db::flush`) from flushing the same one.
             let _structure = self.structure.lock();
+            let Some(mem) = self.state.read().sealed.first().cloned() else { return Ok(()) };
             let version = self.state.read().version.clone();
             let mut new_files: Vec<NewFile> = Vec::new();
             let mut bytes = 0u64;

@@ -1,11 +1,115 @@
-//! Compaction: the picker decides (pure), the runner merges files (I/O).
+//! Compaction: the picker decides (pure, `picker.rs`), the runner merges files (I/O, `run.rs`).
+//! Background threads call [`Inner::compact_once`]; users call [`crate::Db::compact_table`] and
+//! [`crate::Db::compact_range`].
+
+pub mod picker;
+pub mod run;
+
+use std::sync::atomic::Ordering;
+
+use picker::{PickerConfig, full_compaction, pick_compaction};
 
 use crate::db::Inner;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::types::PrimaryKey;
 
 impl Inner {
+    fn picker_config(&self) -> PickerConfig {
+        PickerConfig {
+            l0_trigger: self.opts.l0_compaction_trigger,
+            level1_target_bytes: self.opts.level1_target_bytes,
+            multiplier: self.opts.level_size_multiplier,
+            num_levels: self.opts.num_levels,
+            now_ms: self.clock.now_ms(),
+        }
+    }
+
     /// Runs one compaction if any partition needs one; returns whether it did.
     pub(crate) fn compact_once(&self) -> Result<bool> {
-        Ok(false)
+        let version = self.state.read().version.clone();
+        let task = {
+            let busy = self.bg.busy.lock();
+            let Some(task) = pick_compaction(&version, &self.picker_config(), &busy) else { return Ok(false) };
+            task
+        };
+        let Some(_claim) = self.bg.claim(task.partition_id) else { return Ok(true) };
+        self.run_compaction(&task).map(|_| true)
+    }
+
+    /// Claims a partition, waiting while background work holds it.
+    pub(crate) fn claim_wait(&self, partition: u64) -> Result<crate::background::Claim<'_>> {
+        loop {
+            self.check_writable()?;
+            if let Some(c) = self.bg.claim(partition) {
+                return Ok(c);
+            }
+            self.bg.wait_progress(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// Fully compacts the partitions of `table` that intersect the encoded range `[lo, hi)`.
+    fn compact_partitions(&self, table: &str, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Result<()> {
+        let ids: Vec<u64> = {
+            let v = self.state.read().version.clone();
+            let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
+            t.partitions
+                .iter()
+                .filter(|p| hi.is_none_or(|h| p.start.as_deref().is_none_or(|s| s < h)))
+                .filter(|p| lo.is_none_or(|l| p.end.as_deref().is_none_or(|e| e > l)))
+                .map(|p| p.id)
+                .collect()
+        };
+        for id in ids {
+            let _claim = self.claim_wait(id)?;
+            let r = (|| {
+                let v = self.state.read().version.clone();
+                let Some(t) = v.table(table) else { return Ok(()) };
+                let Some(p) = t.partitions.iter().find(|p| p.id == id) else { return Ok(()) };
+                match full_compaction(t, p) {
+                    Some(task) => self.run_compaction(&task).map(|_| ()),
+                    None => Ok(()),
+                }
+            })();
+            r?;
+        }
+        Ok(())
+    }
+}
+
+impl crate::Db {
+    /// Flushes the memtable, then merges every partition of `table` into one sorted run with
+    /// versions beyond max_versions, expired cells and deleted data removed. Waits for it.
+    ///
+    /// # Errors
+    /// `TableNotFound`, I/O errors.
+    pub fn compact_table(&self, table: &str) -> Result<()> {
+        self.flush()?;
+        self.inner.compact_partitions(table, None, None)
+    }
+
+    /// Like [`crate::Db::compact_table`], for the partitions intersecting `[start, end)`.
+    ///
+    /// # Errors
+    /// `TableNotFound`, `Invalid` bounds, I/O errors.
+    pub fn compact_range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey) -> Result<()> {
+        self.flush()?;
+        let (lo, hi) = {
+            let v = self.inner.state.read().version.clone();
+            let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
+            (crate::validate::encode_bound(t, start)?, crate::validate::encode_bound(t, end)?)
+        };
+        self.inner.compact_partitions(table, Some(&lo), Some(&hi))
+    }
+
+    /// Stops background compaction after the running one finishes (writes may then stall on
+    /// the level-0 limits only if they are reached; the stop trigger is lifted while paused).
+    pub fn pause_compaction(&self) {
+        self.inner.bg.paused.store(true, Ordering::Release);
+    }
+
+    /// Resumes background compaction.
+    pub fn resume_compaction(&self) {
+        self.inner.bg.paused.store(false, Ordering::Release);
+        self.inner.bg.kick_compaction();
     }
 }

@@ -1,0 +1,210 @@
+//! Picking compactions: pure functions from a partition's levels to a task. No I/O.
+//!
+//! Strategy: leveled, per partition (see docs/COMPACTION.md for the measurements behind it).
+//! Level 0 holds flushed files, which overlap; it is merged into level 1 once it has
+//! `l0_compaction_trigger` files. Level `i >= 1` is one sorted run whose target size grows by
+//! `level_size_multiplier` per level; when a level is over target, the file whose overlap with
+//! the next level is smallest relative to its size moves down. Files a split left shared with
+//! a sibling partition are rewritten when nothing more urgent is pending, so that splits cost
+//! nothing up front and the shared files disappear soon after.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use strata_format::key::user_key;
+
+use crate::version::{FileEntry, Partition, Table, Version};
+
+/// What the picker needs from the options.
+#[derive(Debug, Clone, Copy)]
+pub struct PickerConfig {
+    /// Level-0 files that trigger a compaction.
+    pub l0_trigger: usize,
+    /// Target size of level 1.
+    pub level1_target_bytes: u64,
+    /// Growth per level.
+    pub multiplier: u64,
+    /// Levels per partition.
+    pub num_levels: usize,
+    /// Now, for TTL-driven compactions.
+    pub now_ms: u64,
+}
+
+impl PickerConfig {
+    /// Target size of level `i >= 1`.
+    pub fn target(&self, level: usize) -> u64 {
+        let mut t = self.level1_target_bytes;
+        for _ in 1..level {
+            t = t.saturating_mul(self.multiplier);
+        }
+        t
+    }
+}
+
+/// A picked compaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactionTask {
+    /// Table id.
+    pub table_id: u64,
+    /// Partition id.
+    pub partition_id: u64,
+    /// Input files as (level, file id).
+    pub inputs: Vec<(usize, u64)>,
+    /// Level the output goes to.
+    pub output_level: usize,
+    /// No deeper file overlaps the inputs: records can be folded completely and tombstones
+    /// dropped.
+    pub bottommost: bool,
+    /// Why (`l0`, `level-size`, `shared-file`, `ttl`, `manual`).
+    pub reason: &'static str,
+    /// Urgency (>= 1 means over a limit).
+    pub score: f64,
+}
+
+/// User-key range `[lo, hi]` covered by files (as this partition reads them).
+fn key_range(files: &[&Arc<FileEntry>]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lo = files.iter().map(|f| f.effective_lo().to_vec()).min()?;
+    let hi = files.iter().map(|f| user_key(&f.rec.largest).to_vec()).max()?;
+    Some((lo, hi))
+}
+
+fn overlapping<'a>(level: &'a [Arc<FileEntry>], lo: &[u8], hi: &[u8]) -> Vec<&'a Arc<FileEntry>> {
+    level.iter().filter(|f| f.effective_lo() <= hi && user_key(&f.rec.largest) >= lo).collect()
+}
+
+fn is_shared(p: &Partition, f: &FileEntry) -> bool {
+    f.rec.home_partition != p.id || f.rec.clip_start.is_some() || f.rec.clip_end.is_some()
+}
+
+/// Builds the task that merges `inputs` (with their levels) into `output_level`, adding the
+/// overlapping files of the output level and deciding whether it is bottommost.
+fn task_for<'a>(
+    t: &Table,
+    p: &'a Partition,
+    mut inputs: Vec<(usize, &'a Arc<FileEntry>)>,
+    output_level: usize,
+    reason: &'static str,
+    score: f64,
+) -> CompactionTask {
+    let files: Vec<&Arc<FileEntry>> = inputs.iter().map(|(_, f)| *f).collect();
+    let (lo, hi) = key_range(&files).unwrap_or_default();
+    if let Some(out) = p.levels.get(output_level) {
+        for f in overlapping(out, &lo, &hi) {
+            if !inputs.iter().any(|(_, x)| x.rec.id == f.rec.id) {
+                inputs.push((output_level, f));
+            }
+        }
+    }
+    let all: Vec<&Arc<FileEntry>> = inputs.iter().map(|(_, f)| *f).collect();
+    let (lo, hi) = key_range(&all).unwrap_or_default();
+    let bottommost = p.levels.iter().skip(output_level + 1).all(|l| overlapping(l, &lo, &hi).is_empty());
+    CompactionTask {
+        table_id: t.id,
+        partition_id: p.id,
+        inputs: inputs.iter().map(|(l, f)| (*l, f.rec.id)).collect(),
+        output_level,
+        bottommost,
+        reason,
+        score,
+    }
+}
+
+/// The most urgent compaction of one partition, if any.
+pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Option<CompactionTask> {
+    let last = cfg.num_levels.max(2) - 1;
+    let l0: Vec<&Arc<FileEntry>> = p.levels.first().map(|l| l.iter().collect()).unwrap_or_default();
+    let mut best: Option<(f64, usize)> = None;
+    let l0_score = l0.len() as f64 / cfg.l0_trigger.max(1) as f64;
+    if l0_score >= 1.0 {
+        best = Some((l0_score, 0));
+    }
+    for lvl in 1..last {
+        let bytes: u64 = p.levels.get(lvl).map_or(0, |l| l.iter().map(|f| f.rec.size).sum());
+        let score = bytes as f64 / cfg.target(lvl).max(1) as f64;
+        if score >= 1.0 && best.is_none_or(|(s, _)| score > s) {
+            best = Some((score, lvl));
+        }
+    }
+    if let Some((score, lvl)) = best {
+        if lvl == 0 {
+            return Some(task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, "l0", score));
+        }
+        let level = p.levels.get(lvl)?;
+        let next = p.levels.get(lvl + 1).map(Vec::as_slice).unwrap_or(&[]);
+        // The file whose overlap with the next level is smallest relative to its size.
+        let f = level.iter().min_by(|a, b| {
+            let ra = overlap_ratio(a, next);
+            let rb = overlap_ratio(b, next);
+            ra.partial_cmp(&rb).unwrap_or(std::cmp::Ordering::Equal)
+        })?;
+        return Some(task_for(t, p, vec![(lvl, f)], lvl + 1, "level-size", score));
+    }
+    // Nothing over its limit: rewrite a file shared with a sibling partition, or a file
+    // holding cells the TTL has expired.
+    let ttl_ms = t.ttl().as_ms();
+    for (lvl, level) in p.levels.iter().enumerate() {
+        for f in level {
+            let expired = ttl_ms.is_some_and(|ttl| {
+                f.reader.meta.props.min_version.is_some_and(|v| v.saturating_add(ttl) <= cfg.now_ms)
+            });
+            let reason = if is_shared(p, f) {
+                "shared-file"
+            } else if expired {
+                "ttl"
+            } else {
+                continue;
+            };
+            if lvl == 0 {
+                // Level-0 files overlap in time: moving one down while an older one stays
+                // would let the older shadow it. Level 0 always moves as a whole.
+                return Some(task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, reason, 0.5));
+            }
+            return Some(task_for(t, p, vec![(lvl, f)], (lvl + 1).min(last), reason, 0.5));
+        }
+    }
+    None
+}
+
+fn overlap_ratio(f: &FileEntry, next: &[Arc<FileEntry>]) -> f64 {
+    let lo = f.effective_lo();
+    let hi = user_key(&f.rec.largest);
+    let bytes: u64 = overlapping(next, lo, hi).iter().map(|x| x.rec.size).sum();
+    bytes as f64 / f.rec.size.max(1) as f64
+}
+
+/// The most urgent compaction in the whole version, skipping partitions in `busy`.
+pub fn pick_compaction(v: &Version, cfg: &PickerConfig, busy: &HashSet<u64>) -> Option<CompactionTask> {
+    let mut best: Option<CompactionTask> = None;
+    for t in v.tables.values() {
+        for p in &t.partitions {
+            if busy.contains(&p.id) {
+                continue;
+            }
+            if let Some(task) = pick_for_partition(t, p, cfg)
+                && best.as_ref().is_none_or(|b| task.score > b.score)
+            {
+                best = Some(task);
+            }
+        }
+    }
+    best
+}
+
+/// A task merging every file of a partition into its deepest used level (at least 1).
+pub fn full_compaction(t: &Table, p: &Partition) -> Option<CompactionTask> {
+    let inputs: Vec<(usize, u64)> =
+        p.levels.iter().enumerate().flat_map(|(l, files)| files.iter().map(move |f| (l, f.rec.id))).collect();
+    if inputs.is_empty() {
+        return None;
+    }
+    let deepest = p.levels.iter().rposition(|l| !l.is_empty()).unwrap_or(0).max(1);
+    Some(CompactionTask {
+        table_id: t.id,
+        partition_id: p.id,
+        inputs,
+        output_level: deepest,
+        bottommost: true,
+        reason: "manual",
+        score: f64::MAX,
+    })
+}

@@ -1,0 +1,391 @@
+//! Model-based test: long random sequences of every operation — puts, updates with every cell
+//! operation, deletes, conditional writes, batches, reads with every option, paged range reads
+//! in both directions — run against strata and against the reference model in
+//! `support/model.rs`, with flushes, compactions, reopens and clock moves in between. Every
+//! write outcome and every read must agree.
+//!
+//! Replay a failure with `STRATA_SEED=<seed>`; run longer with `STRATA_MODEL_STEPS=<n>`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::fs::MemFs;
+use strata::*;
+use strata_tests::model::{Model, error_kind};
+use strata_tests::{env_count, mem_options, seed};
+
+struct Harness {
+    db: Option<Db>,
+    opts: Options,
+    clock: ManualClock,
+    model: Model,
+    rng: StdRng,
+    _fs: MemFs,
+    step: usize,
+    /// Every event so far, for the failure report.
+    log: Vec<String>,
+}
+
+const COLS: [&str; 4] = ["a", "b", "c", "d"];
+
+impl Harness {
+    fn new(seed: u64) -> Self {
+        let (opts, fs, clock) = mem_options();
+        let opts = Options { compaction_threads: 1, ..opts };
+        let db = Db::open("/db", opts.clone()).unwrap();
+        let mut model = Model::default();
+        let t1 = TableSchema::new("t1")
+            .pk("k", KeyType::Integer)
+            .pk("s", KeyType::String)
+            .max_versions(3)
+            .ttl(Ttl::Seconds(60))
+            .max_version_offset_secs(3600)
+            .split_threshold_bytes(24 << 10)
+            .merge_threshold_bytes(4 << 10);
+        let t2 = TableSchema::new("t2").pk("b", KeyType::Binary).max_versions(1);
+        for t in [t1, t2] {
+            db.create_table(t.clone()).unwrap();
+            model.create_table(t);
+        }
+        Harness {
+            db: Some(db),
+            opts,
+            clock,
+            model,
+            rng: StdRng::seed_from_u64(seed),
+            _fs: fs,
+            step: 0,
+            log: Vec::new(),
+        }
+    }
+
+    fn db(&self) -> &Db {
+        self.db.as_ref().unwrap()
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    fn table(&mut self) -> &'static str {
+        if self.rng.gen_bool(0.7) { "t1" } else { "t2" }
+    }
+
+    fn key(&mut self, table: &str) -> PrimaryKey {
+        if table == "t1" {
+            let s = ["", "a", "ab", "b", "\u{0}x"][self.rng.gen_range(0..5)];
+            pk![self.rng.gen_range(-3i64..40), s]
+        } else {
+            let n = self.rng.gen_range(0..3);
+            PrimaryKey(vec![PkValue::Binary((0..n).map(|_| [0u8, 1, 255][self.rng.gen_range(0..3)]).collect())])
+        }
+    }
+
+    fn bound(&mut self, table: &str) -> PrimaryKey {
+        let mut k = self.key(table);
+        for v in k.0.iter_mut() {
+            match self.rng.gen_range(0..6) {
+                0 => *v = PkValue::InfMin,
+                1 => *v = PkValue::InfMax,
+                _ => {}
+            }
+        }
+        k
+    }
+
+    fn value(&mut self) -> Value {
+        match self.rng.gen_range(0..6) {
+            0 | 1 => Value::Integer(self.rng.gen_range(-3..4)),
+            2 => Value::String(["x", "y", ""][self.rng.gen_range(0..3)].into()),
+            3 => Value::Double(self.rng.gen_range(-2..3) as f64 / 2.0),
+            4 => Value::Boolean(self.rng.gen_bool(0.5)),
+            _ => Value::Binary(vec![self.rng.gen_range(0..3)]),
+        }
+    }
+
+    fn version(&mut self) -> Option<u64> {
+        let now = self.now();
+        match self.rng.gen_range(0..10) {
+            0..=5 => None,
+            6 => Some(now - self.rng.gen_range(0..70_000)),
+            7 => Some(now + self.rng.gen_range(0..5000)),
+            8 => Some(now - self.rng.gen_range(0..3)),
+            _ => Some(now.wrapping_add(self.rng.gen_range(3_590_000..3_610_000))),
+        }
+    }
+
+    fn column(&mut self) -> String {
+        COLS[self.rng.gen_range(0..COLS.len())].to_string()
+    }
+
+    fn single_condition(&mut self) -> ColumnCondition {
+        let op = [
+            CompareOp::Equal,
+            CompareOp::NotEqual,
+            CompareOp::Less,
+            CompareOp::LessEqual,
+            CompareOp::Greater,
+            CompareOp::GreaterEqual,
+        ][self.rng.gen_range(0..6)];
+        let c = self.column();
+        let v = self.value();
+        ColumnCondition::compare(c, op, v)
+            .pass_if_missing(self.rng.gen_bool(0.5))
+            .latest_version_only(self.rng.gen_bool(0.5))
+    }
+
+    fn column_condition(&mut self) -> ColumnCondition {
+        match self.rng.gen_range(0..6) {
+            0 => ColumnCondition::And((0..self.rng.gen_range(1..3)).map(|_| self.single_condition()).collect()),
+            1 => ColumnCondition::Or((0..self.rng.gen_range(1..3)).map(|_| self.single_condition()).collect()),
+            2 => ColumnCondition::Not(Box::new(self.single_condition())),
+            _ => self.single_condition(),
+        }
+    }
+
+    fn condition(&mut self) -> Condition {
+        let row = match self.rng.gen_range(0..6) {
+            0 => RowExistence::ExpectExist,
+            1 => RowExistence::ExpectNotExist,
+            _ => RowExistence::Ignore,
+        };
+        let column = if self.rng.gen_bool(0.2) { Some(self.column_condition()) } else { None };
+        Condition { row, column }
+    }
+
+    fn write_op(&mut self, table: &str, key: PrimaryKey) -> WriteOp {
+        let cond = if self.rng.gen_bool(0.3) { self.condition() } else { Condition::default() };
+        match self.rng.gen_range(0..10) {
+            0..=3 => {
+                let mut p = PutRow::new(table, key).condition(cond);
+                for _ in 0..self.rng.gen_range(0..4) {
+                    let c = self.column();
+                    let v = self.value();
+                    let ver = self.version();
+                    p.columns.push((c, v, ver));
+                }
+                p.into()
+            }
+            4..=8 => {
+                let mut u = UpdateRow::new(table, key).condition(cond);
+                for _ in 0..self.rng.gen_range(0..4) {
+                    let c = self.column();
+                    let op = match self.rng.gen_range(0..8) {
+                        0..=3 => UpdateOp::Put { column: c, value: self.value(), version: self.version() },
+                        4 => UpdateOp::DeleteVersion { column: c, version: self.now() - self.rng.gen_range(0..3000) },
+                        5 => UpdateOp::DeleteAll { column: c },
+                        _ => UpdateOp::Increment { column: c, delta: self.rng.gen_range(-2..3) },
+                    };
+                    u.ops.push(op);
+                }
+                u.into()
+            }
+            _ => DeleteRow::new(table, key).condition(cond).into(),
+        }
+    }
+
+    fn read_options(&mut self) -> ReadOptions {
+        let mut o = ReadOptions::default();
+        if self.rng.gen_bool(0.3) {
+            o.columns = Some(COLS.iter().filter(|_| self.rng.gen_bool(0.5)).map(|s| s.to_string()).collect());
+        }
+        if self.rng.gen_bool(0.3) {
+            o.max_versions = Some(self.rng.gen_range(1..4));
+        }
+        if self.rng.gen_bool(0.2) {
+            let s = self.now() - self.rng.gen_range(0..20_000);
+            o.time_range = Some((s, s + self.rng.gen_range(1..20_000)));
+        }
+        if self.rng.gen_bool(0.2) {
+            o.filter = Some(self.column_condition());
+        }
+        o
+    }
+
+    /// Events mentioning `needle`, for failure messages.
+    fn history(&self, needle: &str) -> String {
+        self.log.iter().filter(|l| l.contains(needle) || !l.contains('[')).cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    fn check_write(&mut self, ops: Vec<WriteOp>) {
+        let now = self.now();
+        let expected = self.model.batch(&ops, now);
+        let got = self.db().batch_write(ops.clone());
+        for op in &ops {
+            self.log.push(format!(
+                "step {} now {now}: {} {} {op:?} -> model {:?}",
+                self.step,
+                op.table(),
+                op.pk(),
+                expected.as_ref().map(|_| ())
+            ));
+        }
+        match (expected, got) {
+            (Err(e), Err(g)) => assert_eq!(e, error_kind(&g), "step {}: batch error for {ops:?}", self.step),
+            (Ok(exp), Ok(res)) => {
+                assert_eq!(exp.len(), res.rows.len());
+                for (i, (e, g)) in exp.iter().zip(&res.rows).enumerate() {
+                    match (e, g) {
+                        (Ok(incs), Ok(r)) => {
+                            assert_eq!(incs, &r.increments, "step {}: increments of {:?}", self.step, ops[i])
+                        }
+                        (Err(e), Err(g)) => assert_eq!(e, &error_kind(g), "step {}: error of {:?}", self.step, ops[i]),
+                        _ => panic!("step {}: op {:?}: model {e:?}, engine {g:?}", self.step, ops[i]),
+                    }
+                }
+            }
+            (e, g) => panic!("step {}: batch {ops:?}: model {e:?}, engine {g:?}", self.step),
+        }
+    }
+
+    fn check_get(&mut self) {
+        let table = self.table();
+        let key = self.key(table);
+        let opts = self.read_options();
+        let now = self.now();
+        let expected = self.model.get(table, &key, &opts, now);
+        let got = self.db().get_row(table, &key, &opts).unwrap();
+        assert_eq!(
+            got,
+            expected,
+            "step {}: get {table} {key} {opts:?}\nhistory:\n{}",
+            self.step,
+            self.history(&key.to_string())
+        );
+    }
+
+    fn check_range(&mut self) {
+        let table = self.table();
+        let (mut a, mut b) = (self.bound(table), self.bound(table));
+        let forward = self.rng.gen_bool(0.6);
+        let ea = strata_format::key::encode_pk(&a.0);
+        let eb = strata_format::key::encode_pk(&b.0);
+        if ea == eb {
+            return;
+        }
+        if (ea < eb) != forward {
+            std::mem::swap(&mut a, &mut b);
+        }
+        let read = self.read_options();
+        let limit = self.rng.gen_range(1..8);
+        let mut opts = RangeOptions::default().limit(limit).read(read.clone());
+        if !forward {
+            opts = opts.backward();
+        }
+        if self.rng.gen_bool(0.2) {
+            opts.max_scanned_rows = self.rng.gen_range(1..4);
+        }
+        let now = self.now();
+        let expected = self.model.range(table, &a, &b, forward, &read, now);
+        let mut got = Vec::new();
+        let mut start = a.clone();
+        for _ in 0..10_000 {
+            let page = self.db().get_range(table, &start, &b, &opts).unwrap();
+            assert!(page.rows.len() <= limit);
+            got.extend(page.rows);
+            match page.next_start {
+                None => break,
+                Some(n) => start = n,
+            }
+        }
+        assert_eq!(got, expected, "step {}: range {table} {a}..{b} forward={forward} {opts:?}", self.step);
+        if self.rng.gen_bool(0.3) {
+            let all: Vec<Row> = self.db().range(table, &a, &b, &opts).unwrap().map(|r| r.unwrap()).collect();
+            assert_eq!(all, expected, "step {}: iterator {table} {a}..{b}", self.step);
+        }
+    }
+
+    fn reopen(&mut self) {
+        self.db.take().unwrap().close().unwrap();
+        self.db = Some(Db::open("/db", self.opts.clone()).unwrap());
+    }
+
+    fn step(&mut self) {
+        self.step += 1;
+        match self.rng.gen_range(0..100) {
+            0..=44 => {
+                let t = self.table();
+                let k = self.key(t);
+                let op = self.write_op(t, k);
+                self.check_write(vec![op]);
+            }
+            45..=51 => {
+                let n = self.rng.gen_range(1..5);
+                let mut ops = Vec::new();
+                for _ in 0..n {
+                    let t = self.table();
+                    let k = self.key(t);
+                    ops.push(self.write_op(t, k));
+                }
+                self.check_write(ops);
+            }
+            52..=74 => self.check_get(),
+            75..=84 => self.check_range(),
+            85..=88 => self.clock.advance(self.rng.gen_range(0..3000)),
+            89 => self.clock.advance(self.rng.gen_range(20_000..70_000)),
+            90..=91 => {
+                self.log.push(format!("step {} flush", self.step));
+                self.db().flush().unwrap()
+            }
+            92 => {
+                self.log.push(format!("step {} reopen", self.step));
+                self.reopen()
+            }
+            93..=94 => {
+                let t = self.table();
+                self.log.push(format!("step {} compact {t}", self.step));
+                self.db().compact_table(t).unwrap();
+            }
+            95 => {
+                let t = self.table();
+                let cur = self.model.tables[t].schema.options.max_versions;
+                if cur > 1 && self.rng.gen_bool(0.3) {
+                    self.db().update_table(t, TableUpdate { max_versions: Some(cur - 1), ttl: None }).unwrap();
+                    self.model.set_max_versions(t, cur - 1);
+                }
+            }
+            _ => {
+                let t = self.table();
+                let _ = self.db().partition_records(t).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn engine_agrees_with_the_model() {
+    let steps = env_count("STRATA_MODEL_STEPS", 6000);
+    for round in 0..3 {
+        let s = seed(&format!("engine_agrees_with_the_model round {round}"));
+        let mut h = Harness::new(s);
+        for _ in 0..steps {
+            h.step();
+        }
+        // A final full comparison of both tables.
+        for t in ["t1", "t2"] {
+            let n = h.model.tables[t].schema.primary_key.len();
+            let now = h.now();
+            let exp = h.model.range(
+                t,
+                &PrimaryKey::inf_min(n),
+                &PrimaryKey::inf_max(n),
+                true,
+                &ReadOptions::default().max_versions(5),
+                now,
+            );
+            let got: Vec<Row> = h
+                .db()
+                .range(
+                    t,
+                    &PrimaryKey::inf_min(n),
+                    &PrimaryKey::inf_max(n),
+                    &RangeOptions::default().read(ReadOptions::default().max_versions(5)),
+                )
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            assert_eq!(got, exp, "final scan of {t}");
+        }
+    }
+}
