@@ -61,3 +61,27 @@ fn data_survives_flush_and_reopen() {
     assert!(back.windows(2).all(|w| w[0] > w[1]));
     let _ = T0;
 }
+
+#[test]
+fn a_growing_partition_splits_at_partition_key_boundaries() {
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(
+        TableSchema::new("t").pk("k", KeyType::Integer).pk("c", KeyType::Integer).split_threshold_bytes(16 << 10),
+    )
+    .unwrap();
+    for i in 0..3000i64 {
+        db.put_row(PutRow::new("t", pk![i / 10, i % 10]).column("v", format!("value {i:08}"))).unwrap();
+    }
+    db.compact_table("t").unwrap();
+    for _ in 0..200 {
+        if db.partition_records("t").unwrap().len() > 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let parts = db.partition_records("t").unwrap();
+    let events: Vec<_> = db.events().into_iter().filter(|e| e.kind == "split").collect();
+    assert!(parts.len() > 2, "partitions: {}, events {events:?}", parts.len());
+    assert_eq!(db.count_range("t", &PrimaryKey::inf_min(2), &PrimaryKey::inf_max(2)).unwrap(), 3000);
+}

@@ -25,6 +25,8 @@ struct Harness {
     step: usize,
     /// Every event so far, for the failure report.
     log: Vec<String>,
+    /// Engine events (flush, compaction, split, merge) by kind.
+    events: std::collections::BTreeMap<&'static str, usize>,
 }
 
 const COLS: [&str; 4] = ["a", "b", "c", "d"];
@@ -41,8 +43,8 @@ impl Harness {
             .max_versions(3)
             .ttl(Ttl::Seconds(60))
             .max_version_offset_secs(3600)
-            .split_threshold_bytes(24 << 10)
-            .merge_threshold_bytes(4 << 10);
+            .split_threshold_bytes(2 << 10)
+            .merge_threshold_bytes(1 << 10);
         let t2 = TableSchema::new("t2").pk("b", KeyType::Binary).max_versions(1);
         for t in [t1, t2] {
             db.create_table(t.clone()).unwrap();
@@ -57,6 +59,7 @@ impl Harness {
             _fs: fs,
             step: 0,
             log: Vec::new(),
+            events: Default::default(),
         }
     }
 
@@ -296,7 +299,15 @@ impl Harness {
         }
     }
 
+    /// Counts the background events seen so far (the event log restarts at every open).
+    fn tally_events(&mut self) {
+        for e in self.db().events() {
+            *self.events.entry(e.kind).or_default() += 1;
+        }
+    }
+
     fn reopen(&mut self) {
+        self.tally_events();
         self.db.take().unwrap().close().unwrap();
         self.db = Some(Db::open("/db", self.opts.clone()).unwrap());
     }
@@ -361,6 +372,11 @@ fn engine_agrees_with_the_model() {
         let mut h = Harness::new(s);
         for _ in 0..steps {
             h.step();
+        }
+        h.tally_events();
+        eprintln!("events: {:?}", h.events);
+        for kind in ["flush", "compaction", "split", "merge"] {
+            assert!(h.events.get(kind).copied().unwrap_or(0) > 0, "the run never exercised a {kind}: {:?}", h.events);
         }
         // A final full comparison of both tables.
         for t in ["t1", "t2"] {

@@ -157,24 +157,35 @@ pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
                 .name(format!("strata-compact-{n}"))
                 .spawn(move || {
                     while let Ok(BgMsg::Work) = rx.recv() {
+                        // Compact until nothing is pending, then plan splits and merges; a
+                        // split leaves shared files to rewrite, so go round again after one.
                         loop {
-                            if i.bg.paused.load(Ordering::Acquire) || i.is_poisoned() {
-                                break;
+                            loop {
+                                if i.bg.paused.load(Ordering::Acquire) || i.is_poisoned() {
+                                    break;
+                                }
+                                let mut did = false;
+                                guarded(&i, "compaction", || {
+                                    did = i.compact_once()?;
+                                    Ok(())
+                                });
+                                if !did {
+                                    break;
+                                }
+                                i.bg.notify_progress();
                             }
-                            let mut did = false;
-                            guarded(&i, "compaction", || {
-                                did = i.compact_once()?;
-                                Ok(())
-                            });
-                            if !did {
-                                break;
+                            let mut changes = 0;
+                            if i.opts.auto_split && !i.bg.paused.load(Ordering::Acquire) && !i.is_poisoned() {
+                                guarded(&i, "split planner", || {
+                                    changes = i.run_split_planner()?;
+                                    Ok(())
+                                });
                             }
                             i.bg.notify_progress();
+                            if changes == 0 {
+                                break;
+                            }
                         }
-                        if i.opts.auto_split && !i.bg.paused.load(Ordering::Acquire) && !i.is_poisoned() {
-                            guarded(&i, "split planner", || i.run_split_planner().map(|_| ()));
-                        }
-                        i.bg.notify_progress();
                     }
                 })
                 .map_err(|e| crate::Error::io("spawn compaction thread", &inner.path, e))?,

@@ -75,6 +75,8 @@ pub(crate) struct Inner {
     pub stats: Stats,
     pub events: EventLog,
     pub closed: AtomicBool,
+    /// Oversized partition-key values reported so far: (table id, key) -> bytes.
+    pub oversized: Mutex<BTreeMap<(u64, Vec<u8>), u64>>,
     /// Largest level-0 file count of any partition (drives write backpressure).
     pub max_l0_files: AtomicUsize,
     pub lock: Mutex<Option<Box<dyn FileLock>>>,

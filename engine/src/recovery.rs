@@ -267,6 +267,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         events,
         closed: AtomicBool::new(false),
         max_l0_files: AtomicUsize::new(max_l0),
+        oversized: Mutex::new(BTreeMap::new()),
         lock: Mutex::new(Some(lock)),
         opts,
     };

@@ -72,6 +72,8 @@ impl Inner {
             })();
             r?;
         }
+        // Compaction changes sizes: let the split planner look again.
+        self.bg.kick_compaction();
         Ok(())
     }
 }

@@ -1,0 +1,225 @@
+//! Split and merge planning: pure functions over size views built from SSTable indexes.
+//!
+//! The split point is found without scanning data, in O(files × log² blocks): each file's index
+//! maps a key to the byte offset of the block holding it, so "bytes below key K" is a binary
+//! search per file. The planner binary-searches the index keys of the partition's largest file
+//! for the key where the bytes below reach half the partition, then snaps it to a
+//! partition-key boundary (the split key is the partition-key value that starts the right
+//! half). A partition whose data is a single partition-key value is never split; it is
+//! reported as an oversized key.
+
+use strata_format::key::{partition_key, user_key};
+use strata_format::sst::IndexEntry;
+
+/// What a partition reads of one file: its index and the internal-key bounds `[lo, hi)`.
+#[derive(Debug, Clone, Copy)]
+pub struct FileSizeView<'a> {
+    /// The file's index entries.
+    pub index: &'a [IndexEntry],
+    /// Inclusive lower internal-key bound (empty: unbounded).
+    pub lo: &'a [u8],
+    /// Exclusive upper bound.
+    pub hi: Option<&'a [u8]>,
+    /// Smallest user key of the file.
+    pub smallest: &'a [u8],
+    /// Largest user key of the file.
+    pub largest: &'a [u8],
+}
+
+impl FileSizeView<'_> {
+    /// File offset of the first block that may hold `key` (the file size past the end).
+    fn offset_at(&self, key: &[u8]) -> u64 {
+        let i = self.index.partition_point(|e| e.last_key.as_slice() < key);
+        match self.index.get(i) {
+            Some(e) => e.handle.offset,
+            None => self.index.last().map_or(0, |e| e.handle.end()),
+        }
+    }
+
+    /// Approximate bytes of this file's readable range below `key`.
+    pub fn bytes_below(&self, key: &[u8]) -> u64 {
+        let k = match self.hi {
+            Some(h) if key > h => h,
+            _ => key,
+        };
+        if k <= self.lo {
+            return 0;
+        }
+        self.offset_at(k).saturating_sub(self.offset_at(self.lo))
+    }
+
+    /// Approximate bytes of the readable range.
+    pub fn bytes(&self) -> u64 {
+        match self.hi {
+            Some(h) => self.bytes_below(h),
+            None => self.index.last().map_or(0, |e| e.handle.end()).saturating_sub(self.offset_at(self.lo)),
+        }
+    }
+
+    /// Smallest and largest partition key this partition reads from the file.
+    pub fn pk0_range(&self) -> (Vec<u8>, Vec<u8>) {
+        let lo_pk = if self.lo > self.smallest { self.lo } else { self.smallest };
+        (partition_key(lo_pk).to_vec(), partition_key(self.largest).to_vec())
+    }
+}
+
+/// The planner's verdict on one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SplitPlan {
+    /// Split so that partition keys `< split_key` stay left.
+    Split {
+        /// Encoded partition key starting the right half.
+        split_key: Vec<u8>,
+        /// Estimated bytes left of it.
+        left_bytes: u64,
+        /// Estimated bytes right of it.
+        right_bytes: u64,
+    },
+    /// Over the threshold, but all of it is one partition-key value: cannot be split.
+    OversizedKey {
+        /// The partition key.
+        key: Vec<u8>,
+        /// Its estimated size.
+        bytes: u64,
+    },
+}
+
+/// Decides whether and where to split a partition of `files` larger than `threshold`.
+pub fn plan_split(files: &[FileSizeView<'_>], threshold: u64) -> Option<SplitPlan> {
+    let total: u64 = files.iter().map(FileSizeView::bytes).sum();
+    if total <= threshold || files.is_empty() {
+        return None;
+    }
+    let mut min_pk0: Option<Vec<u8>> = None;
+    let mut max_pk0: Option<Vec<u8>> = None;
+    for f in files {
+        let (lo, hi) = f.pk0_range();
+        if min_pk0.as_ref().is_none_or(|m| &lo < m) {
+            min_pk0 = Some(lo);
+        }
+        if max_pk0.as_ref().is_none_or(|m| &hi > m) {
+            max_pk0 = Some(hi);
+        }
+    }
+    let (min_pk0, max_pk0) = (min_pk0?, max_pk0?);
+    if min_pk0 == max_pk0 {
+        return Some(SplitPlan::OversizedKey { key: min_pk0, bytes: total });
+    }
+    let below = |k: &[u8]| files.iter().map(|f| f.bytes_below(k)).sum::<u64>();
+    // Candidate keys: the block boundaries of the largest file, searched for the midpoint.
+    let largest = files.iter().max_by_key(|f| f.bytes())?;
+    let keys: Vec<&[u8]> = largest.index.iter().map(|e| user_key(&e.last_key)).collect();
+    let half = total / 2;
+    let mid = keys.partition_point(|k| below(partition_key(k)) < half);
+    // Snap to a partition-key boundary strictly above the smallest one; try the neighbourhood
+    // of the midpoint, then fall back to the largest partition key.
+    let mut candidates: Vec<Vec<u8>> = Vec::new();
+    for i in [mid, mid.saturating_sub(1), mid + 1] {
+        if let Some(k) = keys.get(i) {
+            candidates.push(partition_key(k).to_vec());
+        }
+    }
+    candidates.push(max_pk0.clone());
+    let best =
+        candidates.into_iter().filter(|k| *k > min_pk0 && *k <= max_pk0).min_by_key(|k| below(k).abs_diff(half))?;
+    let left = below(&best);
+    Some(SplitPlan::Split { split_key: best, left_bytes: left, right_bytes: total.saturating_sub(left) })
+}
+
+/// A merge of two adjacent partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergePlan {
+    /// Index of the left partition (the right one is the next).
+    pub left_index: usize,
+    /// Combined estimated bytes.
+    pub bytes: u64,
+}
+
+/// Finds the first pair of adjacent partitions both smaller than `merge_threshold`.
+pub fn plan_merge(sizes: &[u64], merge_threshold: u64) -> Option<MergePlan> {
+    sizes.windows(2).position(|w| matches!(w, [a, b] if *a < merge_threshold && *b < merge_threshold)).map(|i| {
+        MergePlan { left_index: i, bytes: sizes.get(i).copied().unwrap_or(0) + sizes.get(i + 1).copied().unwrap_or(0) }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_format::key::{PkValue, encode_pk, internal_key};
+    use strata_format::sst::BlockHandle;
+
+    /// An index with one 1000-byte block per key.
+    fn index(keys: &[(i64, i64)]) -> Vec<IndexEntry> {
+        keys.iter()
+            .enumerate()
+            .map(|(i, (a, b))| IndexEntry {
+                last_key: internal_key(&encode_pk(&[PkValue::Integer(*a), PkValue::Integer(*b)]), 1),
+                handle: BlockHandle { offset: i as u64 * 1000, size: 1000 },
+                entries: 10,
+                raw_size: 1000,
+            })
+            .collect()
+    }
+
+    fn view<'a>(idx: &'a [IndexEntry], smallest: &'a [u8], largest: &'a [u8]) -> FileSizeView<'a> {
+        FileSizeView { index: idx, lo: &[], hi: None, smallest, largest }
+    }
+
+    fn pk(a: i64, b: i64) -> Vec<u8> {
+        encode_pk(&[PkValue::Integer(a), PkValue::Integer(b)])
+    }
+
+    #[test]
+    fn uniform_keys_split_near_the_middle_at_a_partition_key_boundary() {
+        let keys: Vec<(i64, i64)> = (0..100).map(|i| (i, 0)).collect();
+        let idx = index(&keys);
+        let (s, l) = (pk(0, 0), pk(99, 0));
+        let plan = plan_split(&[view(&idx, &s, &l)], 50_000).unwrap();
+        match plan {
+            SplitPlan::Split { split_key, left_bytes, right_bytes } => {
+                assert_eq!(split_key, encode_pk(&[PkValue::Integer(50)]));
+                assert!(left_bytes.abs_diff(right_bytes) <= 2000, "{left_bytes} vs {right_bytes}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(plan_split(&[view(&idx, &s, &l)], 200_000).is_none());
+    }
+
+    #[test]
+    fn one_giant_partition_key_is_reported_not_split() {
+        let keys: Vec<(i64, i64)> = (0..100).map(|i| (7, i)).collect();
+        let idx = index(&keys);
+        let (s, l) = (pk(7, 0), pk(7, 99));
+        assert_eq!(
+            plan_split(&[view(&idx, &s, &l)], 1000),
+            Some(SplitPlan::OversizedKey { key: encode_pk(&[PkValue::Integer(7)]), bytes: 100_000 })
+        );
+    }
+
+    #[test]
+    fn skewed_keys_never_split_inside_a_partition_key() {
+        // Partition key 1 holds 90% of the data, spread over many second-column values.
+        let mut keys: Vec<(i64, i64)> = (0..90).map(|i| (1, i)).collect();
+        keys.extend((0..10).map(|i| (2 + i, 0)));
+        let idx = index(&keys);
+        let (s, l) = (pk(1, 0), pk(11, 0));
+        match plan_split(&[view(&idx, &s, &l)], 1000).unwrap() {
+            SplitPlan::Split { split_key, .. } => assert_eq!(split_key, encode_pk(&[PkValue::Integer(2)])),
+            other => panic!("{other:?}"),
+        }
+        // Sequential keys: the split lands at the median.
+        let keys: Vec<(i64, i64)> = (1000..1064).map(|i| (i, 0)).collect();
+        let idx = index(&keys);
+        let (s, l) = (pk(1000, 0), pk(1063, 0));
+        match plan_split(&[view(&idx, &s, &l)], 1000).unwrap() {
+            SplitPlan::Split { split_key, .. } => assert_eq!(split_key, encode_pk(&[PkValue::Integer(1032)])),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn small_neighbours_merge() {
+        assert_eq!(plan_merge(&[10, 500, 3, 4], 100), Some(MergePlan { left_index: 2, bytes: 7 }));
+        assert_eq!(plan_merge(&[10, 500, 3], 100), None);
+    }
+}

@@ -1,0 +1,244 @@
+//! Running splits and merges: manifest-only operations, no data is rewritten.
+//!
+//! A split replaces partition P by two children that read P's files, each clipped to its own
+//! half (the clip bounds are recorded per file in the manifest); a merge replaces two adjacent
+//! partitions by one that reads both file sets. Either is one manifest write, so a crash leaves
+//! the parent (or the pair) or the result, never a mix, and no row is lost or duplicated.
+//! Compaction later rewrites shared files into the children's own folders.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use strata_format::key::{format_pk, user_key};
+use strata_format::manifest::FileRecord;
+
+use super::planner::{FileSizeView, SplitPlan, plan_merge, plan_split};
+use crate::compaction::run::{max_opt, min_opt};
+use crate::db::Inner;
+use crate::error::{Error, Result};
+use crate::version::{FileEntry, Partition, Table};
+
+fn describe_key(k: &[u8]) -> String {
+    strata_format::key::decode_pk(k).map(|v| format_pk(&v)).unwrap_or_else(|_| strata_format::key::hex(k))
+}
+
+/// The size views of a partition's files.
+pub(crate) fn size_views(p: &Partition) -> Vec<FileSizeView<'_>> {
+    p.files()
+        .map(|f| FileSizeView {
+            index: &f.reader.meta.index,
+            lo: f.rec.clip_start.as_deref().unwrap_or(&[]),
+            hi: f.rec.clip_end.as_deref(),
+            smallest: user_key(&f.rec.smallest),
+            largest: user_key(&f.rec.largest),
+        })
+        .collect()
+}
+
+/// Estimated bytes a partition reads from its files.
+pub(crate) fn partition_bytes(p: &Partition) -> u64 {
+    p.files()
+        .map(|f| {
+            if f.rec.clip_start.is_none() && f.rec.clip_end.is_none() { f.rec.size } else { size_views_one(f).bytes() }
+        })
+        .sum()
+}
+
+fn size_views_one(f: &FileEntry) -> FileSizeView<'_> {
+    FileSizeView {
+        index: &f.reader.meta.index,
+        lo: f.rec.clip_start.as_deref().unwrap_or(&[]),
+        hi: f.rec.clip_end.as_deref(),
+        smallest: user_key(&f.rec.smallest),
+        largest: user_key(&f.rec.largest),
+    }
+}
+
+/// A file entry as a child with bounds `[start, end)` reads it, or `None` if it holds nothing
+/// there.
+fn clip_to(f: &Arc<FileEntry>, start: Option<&[u8]>, end: Option<&[u8]>) -> Option<Arc<FileEntry>> {
+    let clip_start = max_opt(f.rec.clip_start.as_deref(), start);
+    let clip_end = min_opt(f.rec.clip_end.as_deref(), end);
+    let small = user_key(&f.rec.smallest);
+    let large = user_key(&f.rec.largest);
+    if clip_end.as_deref().is_some_and(|e| small >= e) || clip_start.as_deref().is_some_and(|s| large < s) {
+        return None;
+    }
+    if let (Some(s), Some(e)) = (&clip_start, &clip_end)
+        && s >= e
+    {
+        return None;
+    }
+    Some(Arc::new(FileEntry { reader: f.reader.clone(), rec: FileRecord { clip_start, clip_end, ..f.rec.clone() } }))
+}
+
+impl Inner {
+    /// Splits oversized partitions and merges small neighbours; returns how many changes ran.
+    pub(crate) fn run_split_planner(&self) -> Result<usize> {
+        let mut changes = 0;
+        let version = self.state.read().version.clone();
+        for t in version.tables.values() {
+            let threshold = t.schema.options.split_threshold_bytes;
+            for p in &t.partitions {
+                let plan = plan_split(&size_views(p), threshold);
+                match plan {
+                    Some(SplitPlan::Split { split_key, left_bytes, right_bytes }) => {
+                        if self.split_partition(&t.schema.name, p.id, &split_key, "size", left_bytes, right_bytes)? {
+                            changes += 1;
+                        }
+                    }
+                    Some(SplitPlan::OversizedKey { key, bytes }) => self.report_oversized(t, p.id, key, bytes),
+                    None => {}
+                }
+            }
+            let sizes: Vec<u64> = t.partitions.iter().map(|p| partition_bytes(p)).collect();
+            if let Some(m) = plan_merge(&sizes, t.schema.options.merge_threshold())
+                && let (Some(a), Some(b)) = (t.partitions.get(m.left_index), t.partitions.get(m.left_index + 1))
+                && self.merge_partitions(&t.schema.name, a.id, b.id, m.bytes)?
+            {
+                changes += 1;
+            }
+        }
+        Ok(changes)
+    }
+
+    fn report_oversized(&self, t: &Table, partition: u64, key: Vec<u8>, bytes: u64) {
+        let mut o = self.oversized.lock();
+        let first = o.insert((t.id, key.clone()), bytes).is_none();
+        if first {
+            self.events.log(
+                self.clock.now_ms(),
+                "oversized-key",
+                format!(
+                    "table={} partition={partition} key={} bytes={bytes}: one partition-key value exceeds the split threshold and cannot be split; splice more key columns into the partition key or add a hash prefix",
+                    t.schema.name,
+                    describe_key(&key)
+                ),
+            );
+        }
+    }
+
+    /// Splits partition `id` of `table` at `split_key` (an encoded partition key). Returns false
+    /// when the partition is busy or gone.
+    pub(crate) fn split_partition(
+        &self,
+        table: &str,
+        id: u64,
+        split_key: &[u8],
+        why: &str,
+        left: u64,
+        right: u64,
+    ) -> Result<bool> {
+        let Some(_claim) = self.bg.claim(id) else { return Ok(false) };
+        let _structure = self.structure.lock();
+        let mut new_ids = (0, 0);
+        let mut done = false;
+        self.install(None, |v, ms| {
+            let mut v = v.clone();
+            let Some(t) = v.table(table) else { return Ok(v) };
+            let mut t = (**t).clone();
+            let Some(pos) = t.partitions.iter().position(|p| p.id == id) else { return Ok(v) };
+            let Some(p) = t.partitions.get(pos).cloned() else { return Ok(v) };
+            if !p.contains(split_key) || p.start.as_deref() == Some(split_key) {
+                return Err(Error::invalid("split-key", "split key outside the partition"));
+            }
+            let (lid, rid) = (ms.next_partition_id, ms.next_partition_id + 1);
+            ms.next_partition_id += 2;
+            let child = |cid: u64, start: Option<Vec<u8>>, end: Option<Vec<u8>>| {
+                let levels = p
+                    .levels
+                    .iter()
+                    .map(|l| l.iter().filter_map(|f| clip_to(f, start.as_deref(), end.as_deref())).collect())
+                    .collect();
+                let mut c = Partition { id: cid, start, end, levels, load: Default::default() };
+                c.normalize();
+                Arc::new(c)
+            };
+            let l = child(lid, p.start.clone(), Some(split_key.to_vec()));
+            let r = child(rid, Some(split_key.to_vec()), p.end.clone());
+            t.partitions.splice(pos..=pos, [l, r]);
+            v.put_table(t);
+            new_ids = (lid, rid);
+            done = true;
+            Ok(v)
+        })?;
+        if done {
+            self.events.log(
+                self.clock.now_ms(),
+                "split",
+                format!(
+                    "table={table} partition={id} reason={why} split_key={} left={} ({left} bytes) right={} ({right} bytes)",
+                    describe_key(split_key),
+                    new_ids.0,
+                    new_ids.1
+                ),
+            );
+            self.bg.kick_compaction();
+        }
+        Ok(done)
+    }
+
+    /// Merges adjacent partitions `a` and `b` of `table`. Returns false when either is busy.
+    pub(crate) fn merge_partitions(&self, table: &str, a: u64, b: u64, bytes: u64) -> Result<bool> {
+        let Some(_ca) = self.bg.claim(a) else { return Ok(false) };
+        let Some(_cb) = self.bg.claim(b) else { return Ok(false) };
+        let _structure = self.structure.lock();
+        let mut merged = None;
+        self.install(None, |v, ms| {
+            let mut v = v.clone();
+            let Some(t) = v.table(table) else { return Ok(v) };
+            let mut t = (**t).clone();
+            let Some(pos) = t.partitions.iter().position(|p| p.id == a) else { return Ok(v) };
+            let (Some(pa), Some(pb)) = (t.partitions.get(pos).cloned(), t.partitions.get(pos + 1).cloned()) else {
+                return Ok(v);
+            };
+            if pb.id != b || pa.end != pb.start {
+                return Ok(v);
+            }
+            let id = ms.next_partition_id;
+            ms.next_partition_id += 1;
+            let nlevels = pa.levels.len().max(pb.levels.len());
+            let mut levels = Vec::with_capacity(nlevels);
+            for i in 0..nlevels {
+                // A file both halves read (shared since a split) becomes one entry again when
+                // their clips meet.
+                let mut by_id: BTreeMap<(u64, Option<Vec<u8>>), Arc<FileEntry>> = BTreeMap::new();
+                for f in pa.levels.get(i).into_iter().flatten() {
+                    by_id.insert((f.rec.id, f.rec.clip_start.clone()), f.clone());
+                }
+                for f in pb.levels.get(i).into_iter().flatten() {
+                    let left =
+                        by_id.values().find(|x| x.rec.id == f.rec.id && x.rec.clip_end == f.rec.clip_start).cloned();
+                    match left {
+                        Some(x) => {
+                            let joined = FileRecord { clip_end: f.rec.clip_end.clone(), ..x.rec.clone() };
+                            by_id.insert(
+                                (x.rec.id, x.rec.clip_start.clone()),
+                                Arc::new(FileEntry { reader: x.reader.clone(), rec: joined }),
+                            );
+                        }
+                        None => {
+                            by_id.insert((f.rec.id, f.rec.clip_start.clone()), f.clone());
+                        }
+                    }
+                }
+                levels.push(by_id.into_values().collect());
+            }
+            let mut m =
+                Partition { id, start: pa.start.clone(), end: pb.end.clone(), levels, load: Default::default() };
+            m.normalize();
+            t.partitions.splice(pos..=pos + 1, [Arc::new(m)]);
+            v.put_table(t);
+            merged = Some(id);
+            Ok(v)
+        })?;
+        if let Some(id) = merged {
+            self.events.log(
+                self.clock.now_ms(),
+                "merge",
+                format!("table={table} partitions={a}+{b} into={id} bytes={bytes}"),
+            );
+        }
+        Ok(merged.is_some())
+    }
+}
