@@ -24,27 +24,17 @@ fn describe_key(k: &[u8]) -> String {
 
 /// The size views of a partition's files.
 pub(crate) fn size_views(p: &Partition) -> Vec<FileSizeView<'_>> {
-    p.files()
-        .map(|f| FileSizeView {
-            index: &f.reader.meta.index,
-            lo: f.rec.clip_start.as_deref().unwrap_or(&[]),
-            hi: f.rec.clip_end.as_deref(),
-            smallest: user_key(&f.rec.smallest),
-            largest: user_key(&f.rec.largest),
-        })
-        .collect()
+    p.files().map(|f| size_view(f)).collect()
 }
 
 /// Estimated bytes a partition reads from its files.
 pub(crate) fn partition_bytes(p: &Partition) -> u64 {
     p.files()
-        .map(|f| {
-            if f.rec.clip_start.is_none() && f.rec.clip_end.is_none() { f.rec.size } else { size_views_one(f).bytes() }
-        })
+        .map(|f| if f.rec.clip_start.is_none() && f.rec.clip_end.is_none() { f.rec.size } else { size_view(f).bytes() })
         .sum()
 }
 
-fn size_views_one(f: &FileEntry) -> FileSizeView<'_> {
+pub(crate) fn size_view(f: &FileEntry) -> FileSizeView<'_> {
     FileSizeView {
         index: &f.reader.meta.index,
         lo: f.rec.clip_start.as_deref().unwrap_or(&[]),

@@ -1,0 +1,385 @@
+//! Introspection: statistics, partition reports, split points and whole-database checks.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::Ordering;
+
+use strata_format::key::{PkValue, decode_pk, user_key};
+use strata_format::sst::check_file;
+
+use crate::compaction::run::{max_opt, min_opt};
+use crate::db::Db;
+use crate::error::{Error, Result};
+use crate::rowstate::DropCounts;
+use crate::split::planner::{FileSizeView, SplitPlan, plan_split};
+use crate::split::run::{partition_bytes, size_view};
+use crate::stats::LoadSummary;
+use crate::types::PrimaryKey;
+use crate::version::Partition;
+
+/// Files and bytes of one level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LevelStats {
+    /// Files.
+    pub files: usize,
+    /// Bytes (shared files counted whole).
+    pub bytes: u64,
+}
+
+/// One partition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionInfo {
+    /// Partition id.
+    pub id: u64,
+    /// Inclusive first partition-key value (`None`: unbounded).
+    pub start: Option<PkValue>,
+    /// Exclusive last partition-key value (`None`: unbounded).
+    pub end: Option<PkValue>,
+    /// Levels.
+    pub levels: Vec<LevelStats>,
+    /// Estimated bytes this partition reads (shared files clipped).
+    pub bytes: u64,
+    /// Estimated rows (from SSTable properties; shared files prorated by size).
+    pub rows: u64,
+    /// Files shared with a sibling since a split, waiting to be rewritten.
+    pub shared_files: usize,
+    /// Load since the database opened.
+    pub load_total: LoadSummary,
+    /// Load over the last minute.
+    pub load_recent: LoadSummary,
+    /// When the partition is over its split threshold but holds one partition-key value.
+    pub oversized_key: Option<(PkValue, u64)>,
+}
+
+/// One table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableStats {
+    /// Name.
+    pub name: String,
+    /// Id.
+    pub id: u64,
+    /// Partitions in key order.
+    pub partitions: Vec<PartitionInfo>,
+    /// Distinct SSTable bytes.
+    pub sst_bytes: u64,
+    /// Distinct SSTables.
+    pub sst_files: usize,
+    /// SSTable bytes over the bytes of each partition's deepest level (1.0 when fully
+    /// compacted): how much more disk the table uses than its compacted data.
+    pub space_amplification: f64,
+    /// Bytes written by flushes.
+    pub flush_bytes: u64,
+    /// Bytes written by compactions.
+    pub compaction_bytes: u64,
+    /// (flush + compaction bytes) / flush bytes.
+    pub write_amplification: f64,
+    /// Cells dropped by compaction, by reason.
+    pub dropped: DropCounts,
+    /// Estimated bytes compaction still has to process.
+    pub pending_compaction_bytes: u64,
+}
+
+/// Engine-wide statistics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DbStats {
+    /// Tables.
+    pub tables: Vec<TableStats>,
+    /// Bytes of keys and records written by users.
+    pub user_bytes: u64,
+    /// Bytes appended to the WAL.
+    pub wal_bytes: u64,
+    /// Bytes written by flushes.
+    pub flush_bytes: u64,
+    /// Bytes written by compactions.
+    pub compaction_write_bytes: u64,
+    /// Bytes read by compactions.
+    pub compaction_read_bytes: u64,
+    /// (WAL + flush + compaction bytes) / user bytes.
+    pub write_amplification: f64,
+    /// Flushes since open.
+    pub flushes: u64,
+    /// Compactions since open.
+    pub compactions: u64,
+    /// Bytes in memtables (active and sealed).
+    pub memtable_bytes: u64,
+    /// Sealed memtables waiting for flush.
+    pub sealed_memtables: usize,
+    /// Bytes in the block cache.
+    pub block_cache_bytes: u64,
+    /// Writes delayed in the slowdown zone.
+    pub slowdowns: u64,
+    /// Time writers spent stalled, in microseconds.
+    pub stall_micros: u64,
+    /// Highest sequence number visible.
+    pub last_seqno: u64,
+    /// Background compaction paused.
+    pub compaction_paused: bool,
+    /// Why the database is poisoned, if it is.
+    pub poisoned: Option<String>,
+}
+
+fn bound_value(b: &Option<Vec<u8>>) -> Option<PkValue> {
+    b.as_ref().and_then(|k| decode_pk(k).ok()).and_then(|mut v| if v.is_empty() { None } else { Some(v.remove(0)) })
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+impl Db {
+    fn partition_info(&self, table_id: u64, p: &Partition, now: u64) -> PartitionInfo {
+        let levels =
+            p.levels.iter().map(|l| LevelStats { files: l.len(), bytes: l.iter().map(|f| f.rec.size).sum() }).collect();
+        let bytes = partition_bytes(p);
+        let rows = p
+            .files()
+            .map(|f| {
+                let r = f.reader.meta.props.row_count;
+                if f.rec.clip_start.is_none() && f.rec.clip_end.is_none() {
+                    r
+                } else {
+                    let b = size_view(f).bytes();
+                    (r as f64 * ratio(b, f.rec.size)).round() as u64
+                }
+            })
+            .sum();
+        let shared = p
+            .files()
+            .filter(|f| f.rec.home_partition != p.id || f.rec.clip_start.is_some() || f.rec.clip_end.is_some())
+            .count();
+        let oversized = self.inner.oversized.lock().iter().find_map(|((t, k), b)| {
+            (*t == table_id && p.contains(k)).then(|| (decode_pk(k).ok().and_then(|mut v| v.pop()), *b))
+        });
+        PartitionInfo {
+            id: p.id,
+            start: bound_value(&p.start),
+            end: bound_value(&p.end),
+            levels,
+            bytes,
+            rows,
+            shared_files: shared,
+            load_total: p.load.total(),
+            load_recent: p.load.recent(now, 60_000),
+            oversized_key: oversized.and_then(|(k, b)| k.map(|k| (k, b))),
+        }
+    }
+
+    /// The partitions of a table with sizes, rows, files and load.
+    ///
+    /// # Errors
+    /// `TableNotFound`.
+    pub fn partitions(&self, table: &str) -> Result<Vec<PartitionInfo>> {
+        let v = self.inner.state.read().version.clone();
+        let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
+        let now = self.inner.clock.now_ms();
+        Ok(t.partitions.iter().map(|p| self.partition_info(t.id, p, now)).collect())
+    }
+
+    /// Statistics of the whole database.
+    pub fn stats(&self) -> DbStats {
+        let i = &self.inner;
+        let (v, mem_bytes, sealed) = {
+            let st = i.state.read();
+            (st.version.clone(), st.active.size() + st.sealed.iter().map(|m| m.size()).sum::<usize>(), st.sealed.len())
+        };
+        let now = i.clock.now_ms();
+        let drops = i.stats.drops.lock().clone();
+        let tb = i.stats.table_bytes.lock().clone();
+        let cfg_l0 = i.opts.l0_compaction_trigger;
+        let mut tables = Vec::new();
+        for t in v.tables.values() {
+            let partitions: Vec<PartitionInfo> =
+                t.partitions.iter().map(|p| self.partition_info(t.id, p, now)).collect();
+            let mut seen = HashSet::new();
+            let mut sst_bytes = 0;
+            for f in t.partitions.iter().flat_map(|p| p.files()) {
+                if seen.insert(f.rec.id) {
+                    sst_bytes += f.rec.size;
+                }
+            }
+            let deepest: u64 = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    p.levels.iter().rev().find(|l| !l.is_empty()).map_or(0, |l| l.iter().map(|f| f.rec.size).sum())
+                })
+                .sum();
+            let mut pending = 0u64;
+            for p in &t.partitions {
+                if let Some(l0) = p.levels.first()
+                    && l0.len() >= cfg_l0
+                {
+                    pending += l0.iter().map(|f| f.rec.size).sum::<u64>();
+                }
+                let mut target = i.opts.level1_target_bytes;
+                for l in p.levels.iter().skip(1) {
+                    let b: u64 = l.iter().map(|f| f.rec.size).sum();
+                    pending += b.saturating_sub(target);
+                    target = target.saturating_mul(i.opts.level_size_multiplier);
+                }
+            }
+            let (flush_b, comp_b) = tb.get(&t.id).copied().unwrap_or_default();
+            tables.push(TableStats {
+                name: t.schema.name.clone(),
+                id: t.id,
+                partitions,
+                sst_bytes,
+                sst_files: seen.len(),
+                space_amplification: if deepest == 0 { 1.0 } else { ratio(sst_bytes, deepest) },
+                flush_bytes: flush_b,
+                compaction_bytes: comp_b,
+                write_amplification: ratio(flush_b + comp_b, flush_b),
+                dropped: drops.get(&t.id).copied().unwrap_or_default(),
+                pending_compaction_bytes: pending,
+            });
+        }
+        let s = &i.stats;
+        let user = s.user_bytes.load(Ordering::Relaxed);
+        let wal = s.wal_bytes.load(Ordering::Relaxed);
+        let flush = s.flush_bytes.load(Ordering::Relaxed);
+        let cw = s.compaction_write_bytes.load(Ordering::Relaxed);
+        DbStats {
+            tables,
+            user_bytes: user,
+            wal_bytes: wal,
+            flush_bytes: flush,
+            compaction_write_bytes: cw,
+            compaction_read_bytes: s.compaction_read_bytes.load(Ordering::Relaxed),
+            write_amplification: ratio(wal + flush + cw, user),
+            flushes: s.flushes.load(Ordering::Relaxed),
+            compactions: s.compactions.load(Ordering::Relaxed),
+            memtable_bytes: mem_bytes as u64,
+            sealed_memtables: sealed,
+            block_cache_bytes: i.cache.used_bytes(),
+            slowdowns: s.slowdowns.load(Ordering::Relaxed),
+            stall_micros: s.stall_micros.load(Ordering::Relaxed),
+            last_seqno: i.visible_seqno.load(Ordering::Acquire),
+            compaction_paused: i.bg.paused.load(Ordering::Acquire),
+            poisoned: i.poison.lock().clone(),
+        }
+    }
+
+    /// Primary keys that cut `table` into ranges of about `bytes` each, in key order, found from
+    /// SSTable indexes without reading data (the cloud store's ComputeSplitPointsBySize). Each
+    /// point is a partition-key value padded with `INF_MIN`, so no partition-key value is cut.
+    /// Data still in memtables is not counted.
+    ///
+    /// # Errors
+    /// `TableNotFound`, `Invalid` for a zero size.
+    pub fn split_points_by_size(&self, table: &str, bytes: u64) -> Result<Vec<PrimaryKey>> {
+        if bytes == 0 {
+            return Err(Error::invalid("split-size", "split size must be at least 1 byte"));
+        }
+        let v = self.inner.state.read().version.clone();
+        let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
+        let ncols = t.schema.primary_key.len();
+        // Cut every partition into pieces of at most `bytes` (or single partition keys), then
+        // walk the pieces in order and cut wherever the running total reaches `bytes`.
+        let mut pieces: Vec<(Option<Vec<u8>>, u64)> = Vec::new();
+        for p in &t.partitions {
+            let mut stack = vec![(p.start.clone(), p.end.clone())];
+            let mut mine = Vec::new();
+            while let Some((s, e)) = stack.pop() {
+                let files: Vec<_> = p.files().collect();
+                let bounds: Vec<(Vec<u8>, Option<Vec<u8>>)> = files
+                    .iter()
+                    .map(|f| {
+                        (
+                            max_opt(f.rec.clip_start.as_deref(), s.as_deref()).unwrap_or_default(),
+                            min_opt(f.rec.clip_end.as_deref(), e.as_deref()),
+                        )
+                    })
+                    .collect();
+                let views: Vec<FileSizeView<'_>> = files
+                    .iter()
+                    .zip(&bounds)
+                    .map(|(f, (lo, hi))| FileSizeView {
+                        index: &f.reader.meta.index,
+                        lo,
+                        hi: hi.as_deref(),
+                        smallest: user_key(&f.rec.smallest),
+                        largest: user_key(&f.rec.largest),
+                    })
+                    .collect();
+                match plan_split(&views, bytes) {
+                    Some(SplitPlan::Split { split_key, .. }) => {
+                        stack.push((Some(split_key.clone()), e));
+                        stack.push((s, Some(split_key)));
+                    }
+                    _ => mine.push((s, views.iter().map(FileSizeView::bytes).sum::<u64>())),
+                }
+            }
+            mine.sort_by(|a, b| a.0.cmp(&b.0));
+            pieces.extend(mine);
+        }
+        let mut points = Vec::new();
+        let mut acc = 0u64;
+        for (start, b) in pieces {
+            if acc >= bytes
+                && let Some(s) = start
+            {
+                points.push(s);
+                acc = 0;
+            }
+            acc += b;
+        }
+        Ok(points
+            .into_iter()
+            .filter_map(|k| decode_pk(&k).ok())
+            .map(|mut v| {
+                v.resize(ncols, PkValue::InfMin);
+                PrimaryKey(v)
+            })
+            .collect())
+    }
+
+    /// Verifies every checksum of every live SSTable and reads every WAL file; returns each
+    /// file with problems (empty when sound).
+    ///
+    /// # Errors
+    /// I/O errors listing the folder.
+    pub fn check(&self) -> Result<Vec<(std::path::PathBuf, Vec<String>)>> {
+        let i = &self.inner;
+        let v = i.state.read().version.clone();
+        let mut out = BTreeMap::new();
+        let mut seen = HashSet::new();
+        for t in v.tables.values() {
+            for f in t.partitions.iter().flat_map(|p| p.files()) {
+                if !seen.insert(f.rec.id) {
+                    continue;
+                }
+                let path = f.reader.path.clone();
+                match i.fs.read(&path) {
+                    Ok(bytes) => {
+                        let problems = check_file(&bytes);
+                        if !problems.is_empty() {
+                            out.insert(
+                                path,
+                                problems.into_iter().map(|p| format!("offset {}: {}", p.offset, p.message)).collect(),
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        out.insert(path, vec![format!("cannot read: {e}")]);
+                    }
+                }
+            }
+        }
+        let wal_dir = crate::paths::wal_dir(&i.path);
+        for n in i.fs.list(&wal_dir).map_err(|e| Error::io("list", &wal_dir, e))? {
+            let p = wal_dir.join(&n);
+            match i.fs.read(&p).map(|b| strata_format::wal::read_records(&b).map(|(_, _, end)| end)) {
+                Ok(Ok(strata_format::wal::WalEnd::Corrupt { offset, reason })) => {
+                    out.insert(p, vec![format!("offset {offset}: {reason}")]);
+                }
+                Ok(Err(e)) => {
+                    out.insert(p, vec![e.to_string()]);
+                }
+                Err(e) => {
+                    out.insert(p, vec![format!("cannot read: {e}")]);
+                }
+                _ => {}
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+}

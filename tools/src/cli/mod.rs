@@ -1,0 +1,1 @@
+//! The strata command line.

@@ -1,0 +1,18 @@
+//! The logic behind strata's command-line tools. Every command writes to an `impl Write` and
+//! returns an exit status, so tests drive it in process; the binaries in `src/bin` are thin.
+//!
+//! `sst_dump` and `wal_dump` depend on `strata-format` only: they read a lone file (or a
+//! database folder through its manifest) without opening the database.
+
+pub mod cli;
+pub mod display;
+pub mod keytext;
+pub mod sst_dump;
+pub mod wal_dump;
+
+/// Exit status: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit status: corruption found, or (for `get`) no such row.
+pub const EXIT_FAIL: i32 = 1;
+/// Exit status: usage error or operational error.
+pub const EXIT_USAGE: i32 = 2;
