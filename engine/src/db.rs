@@ -359,7 +359,14 @@ impl Db {
             let _leader = i.queue.lead();
             result = i.rotate_memtable().and_then(|_| i.flush_sealed());
             if result.is_ok() {
-                result = i.install(None, |v, _| Ok(v.clone()));
+                // Everything is in SSTables: only the (empty) current WAL is still needed. The
+                // final manifest also records the version stamps.
+                let current = i.wal.lock().number;
+                result = i.install(None, |v, ms| {
+                    ms.min_wal_number = ms.min_wal_number.max(current);
+                    Ok(v.clone())
+                });
+                i.delete_obsolete_wals();
             }
         }
         i.lock.lock().take();

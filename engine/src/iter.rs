@@ -157,6 +157,9 @@ impl MergeIter {
     }
 }
 
+/// One row's encoded primary key and its records, newest first.
+pub type RowRecords = (Vec<u8>, Vec<Vec<u8>>);
+
 /// Groups a merged stream into rows: `(encoded pk, records newest first up to the first base)`,
 /// ignoring entries newer than the snapshot.
 pub struct RowGrouper {
@@ -175,7 +178,7 @@ impl RowGrouper {
     ///
     /// # Errors
     /// I/O or corruption errors.
-    pub fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Vec<u8>>)>> {
+    pub fn next_row(&mut self) -> Result<Option<RowRecords>> {
         loop {
             if !self.merge.valid() {
                 return Ok(None);

@@ -170,6 +170,9 @@ impl MTable {
     }
 }
 
+/// A prepared model write: table, key, new row (None: deleted), stamp used, increments.
+type Prepared = (String, PrimaryKey, Option<MRow>, u64, Vec<(String, i64)>);
+
 /// What the model expects of one row of a write.
 pub type Outcome = Result<Vec<(String, i64)>, String>;
 
@@ -180,11 +183,7 @@ impl Model {
     }
 
     /// Computes the new row for one operation against the current state, without applying it.
-    fn prepare(
-        &self,
-        op: &WriteOp,
-        now: u64,
-    ) -> Result<(String, PrimaryKey, Option<MRow>, u64, Vec<(String, i64)>), String> {
+    fn prepare(&self, op: &WriteOp, now: u64) -> Result<Prepared, String> {
         let t = self.tables.get(op.table()).ok_or("table-not-found")?;
         t.check_pk(op.pk())?;
         let stamp = now.max(t.last_stamp);

@@ -64,7 +64,7 @@ pub fn parse_pk_value(item: &str, t: KeyType) -> Result<PkValue, String> {
 /// Parses `0x`-prefixed (or bare) hex.
 pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
     let h = s.strip_prefix("0x").unwrap_or(s);
-    if h.len() % 2 != 0 {
+    if !h.len().is_multiple_of(2) {
         return Err(format!("{s:?} has an odd number of hex digits"));
     }
     (0..h.len())

@@ -111,6 +111,9 @@ pub fn run(args: &SstDumpArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 
     let mut ctx = Ctx { args, out, err, printed: 0 };
     let mut status = EXIT_OK;
     for t in &targets {
+        if args.limit.is_some_and(|l| ctx.printed >= l) {
+            break;
+        }
         let s = ctx.one(t);
         status = status.max(s);
         if status == EXIT_USAGE {

@@ -72,13 +72,20 @@ impl Inner {
             for p in &t.partitions {
                 let plan = plan_split(&size_views(p), threshold);
                 match plan {
-                    Some(SplitPlan::Split { split_key, left_bytes, right_bytes }) => {
-                        if self.split_partition(&t.schema.name, p.id, &split_key, "size", left_bytes, right_bytes)? {
-                            changes += 1;
-                        }
+                    Some(SplitPlan::Split { split_key, left_bytes, right_bytes })
+                        if self.split_partition(
+                            &t.schema.name,
+                            p.id,
+                            &split_key,
+                            "size",
+                            left_bytes,
+                            right_bytes,
+                        )? =>
+                    {
+                        changes += 1;
                     }
                     Some(SplitPlan::OversizedKey { key, bytes }) => self.report_oversized(t, p.id, key, bytes),
-                    None => {}
+                    _ => {}
                 }
             }
             let sizes: Vec<u64> = t.partitions.iter().map(|p| partition_bytes(p)).collect();

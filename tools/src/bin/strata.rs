@@ -1,1 +1,7 @@
-fn main() {}
+//! `strata`: the command line of the strata table store. See `strata --help`.
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let code = strata_tools::cli::run(args, &mut std::io::stdout().lock(), &mut std::io::stderr().lock());
+    std::process::exit(code);
+}

@@ -1,1 +1,150 @@
-//! The strata command line.
+//! The `strata` command line: argument definitions and dispatch. Each command lives in its own
+//! module and writes to the given streams, so tests run it in process.
+
+pub mod common;
+pub mod demo;
+pub mod keys;
+pub mod report;
+pub mod rows;
+pub mod tables;
+pub mod transfer;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use common::{CliError, CliResult};
+
+/// strata: an embedded wide-column table store — command line.
+///
+/// Every command that takes a DIR opens the database in that folder (taking its lock: a
+/// database open in another process is reported, never shared). Data commands accept `--json`
+/// for one JSON object per row on stdout; messages go to stderr. Exit status: 0 success,
+/// 1 not found (get) or corrupt (check), 2 error.
+#[derive(Parser, Debug)]
+#[command(name = "strata", version, propagate_version = true)]
+pub struct Cli {
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `strata` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// The main job: build a purchases database, read, update, compact, split, reopen, verify.
+    Demo(demo::DemoArgs),
+    /// Create a table: `--pk Name:type` once per primary-key column (int, string, binary).
+    CreateTable(tables::CreateTableArgs),
+    /// List tables.
+    Tables(DirJson),
+    /// Show a table's schema, options and size.
+    Describe(TableJson),
+    /// Change a table's max versions or TTL.
+    Alter(tables::AlterArgs),
+    /// Drop a table and its files.
+    Drop(TableArg),
+    /// Write a row (replacing it): `strata put DIR T Key=1 Amount:int=12 Note=hi`.
+    Put(rows::PutArgs),
+    /// Update columns of a row: puts, increments, deletes.
+    Update(rows::UpdateArgs),
+    /// Read a row. Exit 0 when it exists, 1 when it does not, 2 on error.
+    Get(rows::GetArgs),
+    /// Delete a row.
+    Delete(rows::DeleteArgs),
+    /// Read rows in primary-key order.
+    Scan(rows::ScanArgs),
+    /// Load rows from CSV (typed header) or JSON lines, in parallel shuffled batches.
+    Import(transfer::ImportArgs),
+    /// Write a table (or a range of it) as CSV or JSON lines.
+    Export(transfer::ExportArgs),
+    /// Tables, partitions, files and bytes per level, amplification, memtables, stalls.
+    Stats(DirJson),
+    /// A table's partitions: range, size, rows, files, load, hotspots and oversized keys.
+    Partitions(TableJson),
+    /// Partition-key advice: distribution, skew, sequential keys, suggested key formats.
+    Advise(TableJson),
+    /// Compact a table (or every table) fully and wait.
+    Compact(report::CompactArgs),
+    /// Verify every checksum of every live file. Exit 0 sound, 1 corrupt.
+    Check(DirJson),
+    /// Key-design helpers: spliced keys and hash prefixes.
+    Key(keys::KeyArgs),
+}
+
+/// A database folder and `--json`.
+#[derive(Args, Debug)]
+pub struct DirJson {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A database folder, a table and `--json`.
+#[derive(Args, Debug)]
+pub struct TableJson {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A database folder and a table.
+#[derive(Args, Debug)]
+pub struct TableArg {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+}
+
+/// Runs the command line with `args` (program name first); returns the exit status.
+pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { crate::EXIT_USAGE } else { crate::EXIT_OK };
+            let text = e.render().to_string();
+            if e.use_stderr() {
+                let _ = write!(err, "{text}");
+            } else {
+                let _ = write!(out, "{text}");
+            }
+            return code;
+        }
+    };
+    let r = match cli.command {
+        Command::Demo(a) => demo::run(&a, out, err),
+        Command::CreateTable(a) => tables::create(&a, out),
+        Command::Tables(a) => tables::list(&a, out),
+        Command::Describe(a) => tables::describe(&a, out),
+        Command::Alter(a) => tables::alter(&a, out),
+        Command::Drop(a) => tables::drop_table(&a, out),
+        Command::Put(a) => rows::put(&a, out),
+        Command::Update(a) => rows::update(&a, out),
+        Command::Get(a) => rows::get(&a, out),
+        Command::Delete(a) => rows::delete(&a, out),
+        Command::Scan(a) => rows::scan(&a, out, err),
+        Command::Import(a) => transfer::import(&a, out, err),
+        Command::Export(a) => transfer::export(&a, out, err),
+        Command::Stats(a) => report::stats(&a, out),
+        Command::Partitions(a) => report::partitions(&a, out),
+        Command::Advise(a) => report::advise(&a, out),
+        Command::Compact(a) => report::compact(&a, out),
+        Command::Check(a) => report::check(&a, out),
+        Command::Key(a) => keys::run(&a, out),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(err, "strata: {}", e.message);
+            e.code
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! Reports: stats, partitions, advise, compact, check.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+use strata::keydesign::{SplicePart, hash_prefix, splice};
+use strata::{PartitionInfo, PkValue, PrimaryKey, RangeOptions, ReadOptions};
+
+use super::common::{CliResult, bar, human_bytes, open_db};
+use super::{DirJson, TableJson};
+use crate::display::pk_value_json;
+
+/// Arguments of compact.
+#[derive(Args, Debug)]
+pub struct CompactArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table (default: every table).
+    pub table: Option<String>,
+}
+
+fn range_text(p: &PartitionInfo) -> String {
+    let s = p.start.as_ref().map_or("INF_MIN".to_string(), |v| v.to_string());
+    let e = p.end.as_ref().map_or("INF_MAX".to_string(), |v| v.to_string());
+    format!("[{s}, {e})")
+}
+
+fn levels_text(p: &PartitionInfo) -> String {
+    p.levels
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.files > 0)
+        .map(|(i, l)| format!("L{i}:{}", l.files))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn partition_json(p: &PartitionInfo) -> serde_json::Value {
+    json!({
+        "id": p.id,
+        "start": p.start.as_ref().map(pk_value_json),
+        "end": p.end.as_ref().map(pk_value_json),
+        "bytes": p.bytes, "rows": p.rows,
+        "files": p.levels.iter().map(|l| l.files).sum::<usize>(),
+        "levels": p.levels.iter().map(|l| json!({"files": l.files, "bytes": l.bytes})).collect::<Vec<_>>(),
+        "shared_files": p.shared_files,
+        "writes": p.load_total.writes, "write_bytes": p.load_total.write_bytes,
+        "reads": p.load_total.reads, "read_bytes": p.load_total.read_bytes,
+        "writes_last_minute": p.load_recent.writes, "reads_last_minute": p.load_recent.reads,
+        "oversized_key": p.oversized_key.as_ref().map(|(k, b)| json!({"key": pk_value_json(k), "bytes": b})),
+    })
+}
+
+/// stats.
+pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let s = db.stats();
+    if a.json {
+        for t in &s.tables {
+            writeln!(
+                out,
+                "{}",
+                json!({"table": t.name, "partitions": t.partitions.iter().map(partition_json).collect::<Vec<_>>(),
+                    "sst_files": t.sst_files, "sst_bytes": t.sst_bytes, "space_amplification": t.space_amplification,
+                    "write_amplification": t.write_amplification, "flush_bytes": t.flush_bytes, "compaction_bytes": t.compaction_bytes,
+                    "pending_compaction_bytes": t.pending_compaction_bytes,
+                    "dropped": {"versions": t.dropped.versions, "ttl": t.dropped.ttl, "deletes": t.dropped.deletes}})
+            )?;
+        }
+        writeln!(
+            out,
+            "{}",
+            json!({"database": a.dir, "last_seqno": s.last_seqno, "memtable_bytes": s.memtable_bytes, "sealed_memtables": s.sealed_memtables,
+                "block_cache_bytes": s.block_cache_bytes, "user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
+                "compaction_write_bytes": s.compaction_write_bytes, "compaction_read_bytes": s.compaction_read_bytes,
+                "write_amplification": s.write_amplification, "flushes": s.flushes, "compactions": s.compactions,
+                "slowdowns": s.slowdowns, "stall_micros": s.stall_micros, "compaction_paused": s.compaction_paused, "poisoned": s.poisoned})
+        )?;
+    } else {
+        writeln!(out, "database {}", a.dir.display())?;
+        writeln!(
+            out,
+            "  last seqno {}, memtables {} ({} sealed), block cache {}",
+            s.last_seqno,
+            human_bytes(s.memtable_bytes),
+            s.sealed_memtables,
+            human_bytes(s.block_cache_bytes)
+        )?;
+        writeln!(
+            out,
+            "  since open: user {}, WAL {}, flush {}, compaction {} written ({} read); write amplification {:.2}",
+            human_bytes(s.user_bytes),
+            human_bytes(s.wal_bytes),
+            human_bytes(s.flush_bytes),
+            human_bytes(s.compaction_write_bytes),
+            human_bytes(s.compaction_read_bytes),
+            s.write_amplification
+        )?;
+        writeln!(
+            out,
+            "  flushes {}, compactions {}, slowdowns {}, stalled {:.3} s",
+            s.flushes,
+            s.compactions,
+            s.slowdowns,
+            s.stall_micros as f64 / 1e6
+        )?;
+        for t in &s.tables {
+            writeln!(
+                out,
+                "table {}: {} partitions, {} files, {}, space amplification {:.2}, pending compaction {}",
+                t.name,
+                t.partitions.len(),
+                t.sst_files,
+                human_bytes(t.sst_bytes),
+                t.space_amplification,
+                human_bytes(t.pending_compaction_bytes)
+            )?;
+            writeln!(
+                out,
+                "  dropped by compaction: {} old versions, {} expired cells, {} deleted cells",
+                t.dropped.versions, t.dropped.ttl, t.dropped.deletes
+            )?;
+            let max = t.partitions.iter().map(|p| p.bytes).max().unwrap_or(0);
+            for p in &t.partitions {
+                writeln!(
+                    out,
+                    "  p{:06} {:<32} {:>10} {:<16} {}",
+                    p.id,
+                    range_text(p),
+                    human_bytes(p.bytes),
+                    levels_text(p),
+                    bar(p.bytes, max, 30)
+                )?;
+            }
+        }
+    }
+    db.close()?;
+    Ok(0)
+}
+
+/// partitions.
+pub fn partitions(a: &TableJson, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let parts = db.partitions(&a.table)?;
+    let split = db.describe_table(&a.table)?.schema.options.split_threshold_bytes;
+    let load = |p: &PartitionInfo| p.load_total.writes + p.load_total.reads;
+    let total_load: u64 = parts.iter().map(load).sum();
+    let n = parts.len().max(1) as u64;
+    let hot = |p: &PartitionInfo| n > 1 && total_load >= 100 && load(p) * n > total_load * 2;
+    if a.json {
+        for p in &parts {
+            let mut j = partition_json(p);
+            if let Some(o) = j.as_object_mut() {
+                o.insert("hot".into(), json!(hot(p)));
+                o.insert(
+                    "load_share".into(),
+                    json!(if total_load == 0 { 0.0 } else { load(p) as f64 / total_load as f64 }),
+                );
+            }
+            writeln!(out, "{j}")?;
+        }
+    } else {
+        let max_b = parts.iter().map(|p| p.bytes).max().unwrap_or(0);
+        let max_l = parts.iter().map(load).max().unwrap_or(0);
+        writeln!(out, "table {}: {} partitions, split threshold {}", a.table, parts.len(), human_bytes(split))?;
+        writeln!(
+            out,
+            "{:<8} {:<30} {:>10} {:>9} {:>5} {:>9} {:>9}  {:<20} {:<20} marks",
+            "id", "range", "size", "rows", "files", "writes", "reads", "size", "load"
+        )?;
+        for p in &parts {
+            let mut marks = Vec::new();
+            if hot(p) {
+                marks.push("HOT".to_string());
+            }
+            if let Some((k, b)) = &p.oversized_key {
+                marks.push(format!("OVERSIZED-KEY {k} ({})", human_bytes(*b)));
+            }
+            if p.shared_files > 0 {
+                marks.push(format!("shared:{}", p.shared_files));
+            }
+            writeln!(
+                out,
+                "p{:06} {:<30} {:>10} {:>9} {:>5} {:>9} {:>9}  {:<20} {:<20} {}",
+                p.id,
+                range_text(p),
+                human_bytes(p.bytes),
+                p.rows,
+                p.levels.iter().map(|l| l.files).sum::<usize>(),
+                p.load_total.writes,
+                p.load_total.reads,
+                bar(p.bytes, max_b, 20),
+                bar(load(p), max_l, 20),
+                marks.join(" ")
+            )?;
+        }
+        writeln!(out, "(load counts reads and writes since this process opened the database)")?;
+    }
+    db.close()?;
+    Ok(0)
+}
+
+/// Spearman-style rank correlation between partition-key order and write time.
+fn rank_correlation(pairs: &[(usize, u64)]) -> f64 {
+    let n = pairs.len();
+    if n < 3 {
+        return 0.0;
+    }
+    let mut by_time: Vec<usize> = (0..n).collect();
+    by_time.sort_by_key(|&i| pairs.get(i).map(|p| p.1).unwrap_or(0));
+    let mut time_rank = vec![0f64; n];
+    for (r, &i) in by_time.iter().enumerate() {
+        if let Some(t) = time_rank.get_mut(i) {
+            *t = r as f64;
+        }
+    }
+    let mean = (n as f64 - 1.0) / 2.0;
+    let (mut cov, mut vx, mut vy) = (0.0, 0.0, 0.0);
+    for (i, t) in time_rank.iter().enumerate() {
+        let x = i as f64 - mean;
+        let y = t - mean;
+        cov += x * y;
+        vx += x * x;
+        vy += y * y;
+    }
+    if vx == 0.0 || vy == 0.0 { 0.0 } else { cov / (vx * vy).sqrt() }
+}
+
+/// advise.
+pub fn advise(a: &TableJson, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let d = db.describe_table(&a.table)?;
+    let n = d.schema.primary_key.len();
+    // Per partition-key value: bytes, rows, versions (writes that are still visible), newest version.
+    let mut stats: Vec<(PkValue, u64, u64, u64, u64)> = Vec::new();
+    let mut example: Option<PrimaryKey> = None;
+    let opts = RangeOptions::default().read(ReadOptions::default().max_versions(u32::MAX));
+    for r in db.range(&a.table, &PrimaryKey::inf_min(n), &PrimaryKey::inf_max(n), &opts)? {
+        let r = r?;
+        let pk0 = r.primary_key.0.first().cloned().unwrap_or(PkValue::InfMin);
+        let bytes: u64 = r
+            .columns
+            .iter()
+            .map(|c| c.name.len() as u64 + c.cells.iter().map(|x| 8 + x.value.size_bytes() as u64).sum::<u64>())
+            .sum::<u64>()
+            + 16;
+        let versions: u64 = r.columns.iter().map(|c| c.cells.len() as u64).sum::<u64>().max(1);
+        let newest = r.columns.iter().flat_map(|c| c.cells.first()).map(|c| c.version).max().unwrap_or(0);
+        if example.is_none() {
+            example = Some(r.primary_key.clone());
+        }
+        match stats.last_mut() {
+            Some(last) if last.0 == pk0 => {
+                last.1 += bytes;
+                last.2 += 1;
+                last.3 += versions;
+                last.4 = last.4.max(newest);
+            }
+            _ => stats.push((pk0, bytes, 1, versions, newest)),
+        }
+    }
+    let total_bytes: u64 = stats.iter().map(|s| s.1).sum();
+    let total_writes: u64 = stats.iter().map(|s| s.3).sum();
+    let keys = stats.len();
+    let mut by_size: Vec<_> = stats.iter().collect();
+    by_size.sort_by_key(|x| std::cmp::Reverse(x.1));
+    let mut by_writes: Vec<_> = stats.iter().collect();
+    by_writes.sort_by_key(|x| std::cmp::Reverse(x.3));
+    let mean = if keys == 0 { 0.0 } else { total_bytes as f64 / keys as f64 };
+    let skew = by_size.first().map_or(0.0, |s| if mean == 0.0 { 0.0 } else { s.1 as f64 / mean });
+    let pairs: Vec<(usize, u64)> = stats.iter().enumerate().map(|(i, s)| (i, s.4)).collect();
+    let corr = rank_correlation(&pairs);
+    let sequential = keys >= 10 && corr > 0.9;
+    let top_share =
+        by_size.first().map_or(0.0, |s| if total_bytes == 0 { 0.0 } else { s.1 as f64 / total_bytes as f64 });
+    let oversized = by_size.first().is_some_and(|s| s.1 > d.schema.options.split_threshold_bytes);
+    let mut suggestions = Vec::new();
+    if sequential {
+        let sample: Vec<String> = stats
+            .iter()
+            .rev()
+            .take(3)
+            .map(|s| {
+                let k = match &s.0 {
+                    PkValue::String(x) => x.clone(),
+                    other => other.to_string(),
+                };
+                format!("{k} -> {}", hash_prefix(&k, 4))
+            })
+            .collect();
+        suggestions.push(format!(
+            "partition keys increase with write time (rank correlation {corr:.2}): new writes all land in the last partition. Prefix the key with a hash: {} (range reads in the original order are lost)",
+            sample.join(", ")
+        ));
+    }
+    if (top_share > 0.1 && keys > 10) || oversized {
+        if let (Some(ex), true) = (&example, n >= 2) {
+            let parts: Vec<SplicePart> =
+                ex.0.iter()
+                    .take(2)
+                    .map(|v| match v {
+                        PkValue::Integer(i) => SplicePart::Int(*i),
+                        PkValue::String(s) => SplicePart::Text(s.clone()),
+                        other => SplicePart::Text(other.to_string()),
+                    })
+                    .collect();
+            let spliced = splice(&parts, 6, ',', true).unwrap_or_else(|e| format!("(cannot splice: {e})"));
+            suggestions.push(format!(
+                "one partition-key value holds {:.0}% of the data: splice the next key column into the partition key, e.g. {} -> \"{spliced}\" (integers zero-padded, ',' as connector)",
+                top_share * 100.0,
+                ex
+            ));
+        } else {
+            suggestions.push(
+                "one partition-key value holds much of the data: choose a partition key with more distinct values"
+                    .into(),
+            );
+        }
+    }
+    if suggestions.is_empty() {
+        suggestions.push("the partition key spreads data and writes evenly; no change needed".into());
+    }
+    if a.json {
+        let top = |v: &[&(PkValue, u64, u64, u64, u64)]| -> Vec<serde_json::Value> {
+            v.iter()
+                .take(10)
+                .map(|s| json!({"key": pk_value_json(&s.0), "bytes": s.1, "rows": s.2, "writes": s.3}))
+                .collect()
+        };
+        writeln!(
+            out,
+            "{}",
+            json!({"table": a.table, "partition_keys": keys, "bytes": total_bytes, "writes": total_writes,
+                "top_by_size": top(&by_size), "top_by_writes": top(&by_writes), "skew": skew,
+                "time_order_correlation": corr, "sequential": sequential, "suggestions": suggestions})
+        )?;
+    } else {
+        writeln!(
+            out,
+            "table {}: {keys} partition-key values, {}, {total_writes} visible cell versions",
+            a.table,
+            human_bytes(total_bytes)
+        )?;
+        writeln!(out, "largest value / mean: {skew:.1}x; key order vs write time correlation: {corr:.2}")?;
+        writeln!(out, "top partition keys by size:")?;
+        let max = by_size.first().map_or(0, |s| s.1);
+        for s in by_size.iter().take(10) {
+            writeln!(out, "  {:<24} {:>10} {:>8} rows  {}", s.0.to_string(), human_bytes(s.1), s.2, bar(s.1, max, 30))?;
+        }
+        writeln!(out, "top partition keys by writes (cell versions):")?;
+        let maxw = by_writes.first().map_or(0, |s| s.3);
+        for s in by_writes.iter().take(10) {
+            writeln!(out, "  {:<24} {:>10} {}", s.0.to_string(), s.3, bar(s.3, maxw, 30))?;
+        }
+        writeln!(out, "advice:")?;
+        for s in &suggestions {
+            writeln!(out, "  - {s}")?;
+        }
+    }
+    db.close()?;
+    Ok(0)
+}
+
+/// compact.
+pub fn compact(a: &CompactArgs, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let tables = match &a.table {
+        Some(t) => vec![t.clone()],
+        None => db.list_tables(),
+    };
+    let t0 = std::time::Instant::now();
+    for t in &tables {
+        db.compact_table(t)?;
+    }
+    let sizes: HashMap<String, u64> =
+        tables.iter().filter_map(|t| db.describe_table(t).ok().map(|d| (t.clone(), d.sst_bytes))).collect();
+    db.close()?;
+    for t in &tables {
+        writeln!(out, "compacted {t}: {}", human_bytes(sizes.get(t).copied().unwrap_or(0)))?;
+    }
+    writeln!(out, "done in {:.2} s", t0.elapsed().as_secs_f64())?;
+    Ok(0)
+}
+
+/// check.
+pub fn check(a: &DirJson, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let problems = db.check()?;
+    let files = db.stats().tables.iter().map(|t| t.sst_files).sum::<usize>();
+    db.close()?;
+    if a.json {
+        for (p, msgs) in &problems {
+            writeln!(out, "{}", json!({"file": p, "problems": msgs}))?;
+        }
+        writeln!(out, "{}", json!({"ok": problems.is_empty(), "sst_files": files, "corrupt_files": problems.len()}))?;
+    } else {
+        for (p, msgs) in &problems {
+            for m in msgs {
+                writeln!(out, "{}: {m}", p.display())?;
+            }
+        }
+        if problems.is_empty() {
+            writeln!(out, "OK: {files} SSTables and the WAL verified")?;
+        } else {
+            writeln!(out, "CORRUPT: {} files with problems", problems.len())?;
+        }
+    }
+    Ok(if problems.is_empty() { 0 } else { crate::EXIT_FAIL })
+}

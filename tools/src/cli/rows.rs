@@ -1,0 +1,361 @@
+//! Row commands: put, update, get, delete, scan.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use strata::{
+    ColumnCondition, CompareOp, Condition, DeleteRow, Direction, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions,
+    ReadOptions, RowExistence, TableSchema, UpdateRow,
+};
+
+use super::common::{
+    CliError, CliResult, infer_value, key_and_columns, open_db, parse_type, parse_typed, row_json, schema, write_table,
+};
+use crate::keytext::parse_pk;
+
+/// Row condition flags shared by writes.
+#[derive(Args, Debug, Clone)]
+pub struct CondArgs {
+    /// Row existence expectation: `exist` or `not-exist`.
+    #[arg(long)]
+    pub expect: Option<String>,
+    /// Column condition, e.g. `Amount>=10`, `Status=new`, `Note!=x` (latest version, fails if missing).
+    #[arg(long = "if")]
+    pub if_: Option<String>,
+}
+
+fn condition(c: &CondArgs) -> Result<Condition, CliError> {
+    let row = match c.expect.as_deref() {
+        None => RowExistence::Ignore,
+        Some("exist") => RowExistence::ExpectExist,
+        Some("not-exist") => RowExistence::ExpectNotExist,
+        Some(x) => return Err(CliError::new(format!("--expect {x:?}: use exist or not-exist"))),
+    };
+    let column = match &c.if_ {
+        None => None,
+        Some(s) => {
+            let ops = [
+                (">=", CompareOp::GreaterEqual),
+                ("<=", CompareOp::LessEqual),
+                ("!=", CompareOp::NotEqual),
+                ("=", CompareOp::Equal),
+                (">", CompareOp::Greater),
+                ("<", CompareOp::Less),
+            ];
+            let (pos, len, op) = ops
+                .iter()
+                .filter_map(|(t, op)| s.find(t).map(|p| (p, t.len(), *op)))
+                .min_by_key(|(p, l, _)| (*p, usize::MAX - l))
+                .ok_or_else(|| CliError::new(format!("--if {s:?}: write Column<op>value with = != < <= > >=")))?;
+            let (lhs, rhs) = (s.get(..pos).unwrap_or(""), s.get(pos + len..).unwrap_or(""));
+            let (name, value) = match lhs.split_once(':') {
+                Some((n, t)) => (n.to_string(), parse_typed(rhs, parse_type(t)?)?),
+                None => (lhs.to_string(), infer_value(rhs)),
+            };
+            Some(ColumnCondition::compare(name, op, value))
+        }
+    };
+    Ok(Condition { row, column })
+}
+
+/// Arguments of put.
+#[derive(Args, Debug)]
+pub struct PutArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// `Name=value` or `Name:type=value` for every primary-key column and each attribute.
+    #[arg(required = true)]
+    pub values: Vec<String>,
+    /// Version (ms since the epoch) of every cell; engine-stamped when omitted.
+    #[arg(long)]
+    pub version: Option<u64>,
+    /// Conditions.
+    #[command(flatten)]
+    pub cond: CondArgs,
+}
+
+/// Arguments of update.
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// `Name=value` for every primary-key column, and attribute puts.
+    #[arg(required = true)]
+    pub values: Vec<String>,
+    /// Increment an Integer column: `Name=N` (repeatable).
+    #[arg(long = "incr")]
+    pub incr: Vec<String>,
+    /// Delete every version of a column (repeatable).
+    #[arg(long = "delete")]
+    pub delete: Vec<String>,
+    /// Delete one version: `Name@VERSION` (repeatable).
+    #[arg(long = "delete-version")]
+    pub delete_version: Vec<String>,
+    /// Version of the puts (ms); engine-stamped when omitted.
+    #[arg(long)]
+    pub version: Option<u64>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Conditions.
+    #[command(flatten)]
+    pub cond: CondArgs,
+}
+
+/// Arguments of get.
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// `Name=value` for every primary-key column.
+    #[arg(required = true)]
+    pub key: Vec<String>,
+    /// Only these columns (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
+    /// Versions per column.
+    #[arg(long)]
+    pub versions: Option<u32>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of delete.
+#[derive(Args, Debug)]
+pub struct DeleteArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// `Name=value` for every primary-key column.
+    #[arg(required = true)]
+    pub key: Vec<String>,
+    /// Conditions.
+    #[command(flatten)]
+    pub cond: CondArgs,
+}
+
+/// Arguments of scan.
+#[derive(Args, Debug)]
+pub struct ScanArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// Start key, inclusive: comma-separated columns, a prefix is allowed.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// End key, exclusive: comma-separated columns, a prefix is allowed.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Descending order (then --from is the high end).
+    #[arg(long)]
+    pub reverse: bool,
+    /// Most rows; prints where to continue when it stopped early.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Only these columns (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub columns: Option<Vec<String>>,
+    /// Versions per column.
+    #[arg(long)]
+    pub versions: Option<u32>,
+    /// JSON lines output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn key_only(schema: &TableSchema, args: &[String]) -> Result<PrimaryKey, CliError> {
+    let (pk, cols) = key_and_columns(schema, args)?;
+    if let Some((c, _)) = cols.first() {
+        return Err(CliError::new(format!(
+            "{c} is not a primary-key column (the key is {})",
+            super::common::key_names(schema)
+        )));
+    }
+    Ok(pk)
+}
+
+/// put.
+pub fn put(a: &PutArgs, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let s = schema(&db, &a.table)?;
+    let (pk, cols) = key_and_columns(&s, &a.values)?;
+    let mut p = PutRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?);
+    for (n, v) in cols {
+        p.columns.push((n, v, a.version));
+    }
+    let r = db.put_row(p)?;
+    db.close()?;
+    writeln!(out, "put {pk} (seq {})", r.seqno)?;
+    Ok(0)
+}
+
+/// update.
+pub fn update(a: &UpdateArgs, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let s = schema(&db, &a.table)?;
+    let (pk, cols) = key_and_columns(&s, &a.values)?;
+    let mut u = UpdateRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?);
+    for (n, v) in cols {
+        u.ops.push(strata::UpdateOp::Put { column: n, value: v, version: a.version });
+    }
+    for i in &a.incr {
+        let (n, d) = i.split_once('=').ok_or_else(|| CliError::new(format!("--incr {i:?}: write Name=N")))?;
+        let d: i64 = d.parse().map_err(|_| CliError::new(format!("--incr {i:?}: {d:?} is not an integer")))?;
+        u = u.increment(n, d);
+    }
+    for d in &a.delete {
+        u = u.delete_all(d);
+    }
+    for d in &a.delete_version {
+        let (n, v) =
+            d.split_once('@').ok_or_else(|| CliError::new(format!("--delete-version {d:?}: write Name@VERSION")))?;
+        let v: u64 = v.parse().map_err(|_| CliError::new(format!("--delete-version {d:?}: bad version")))?;
+        u = u.delete_version(n, v);
+    }
+    let r = db.update_row(u)?;
+    db.close()?;
+    if a.json {
+        let incs: serde_json::Map<String, serde_json::Value> =
+            r.increments.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect();
+        writeln!(out, "{}", serde_json::json!({"seqno": r.seqno, "increments": incs}))?;
+    } else {
+        let incs: Vec<String> = r.increments.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let tail = if incs.is_empty() { String::new() } else { format!(", {}", incs.join(", ")) };
+        writeln!(out, "updated {pk} (seq {}{tail})", r.seqno)?;
+    }
+    Ok(0)
+}
+
+fn read_options(columns: &Option<Vec<String>>, versions: Option<u32>) -> ReadOptions {
+    ReadOptions { columns: columns.clone(), max_versions: versions, ..Default::default() }
+}
+
+/// get.
+pub fn get(a: &GetArgs, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let s = schema(&db, &a.table)?;
+    let pk = key_only(&s, &a.key)?;
+    let row = db.get_row(&a.table, &pk, &read_options(&a.columns, a.versions))?;
+    db.close()?;
+    let Some(row) = row else {
+        if !a.json {
+            writeln!(out, "no row {pk}")?;
+        }
+        return Ok(crate::EXIT_FAIL);
+    };
+    if a.json {
+        writeln!(out, "{}", row_json(&s, &row))?;
+    } else {
+        writeln!(out, "row {}", row.primary_key)?;
+        for c in &row.columns {
+            for cell in &c.cells {
+                writeln!(
+                    out,
+                    "  {:<20} {:<14} {}  {} {}",
+                    c.name,
+                    cell.version,
+                    crate::display::utc(cell.version),
+                    cell.value.column_type().name(),
+                    crate::display::value_text(&cell.value)
+                )?;
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// delete.
+pub fn delete(a: &DeleteArgs, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let s = schema(&db, &a.table)?;
+    let pk = key_only(&s, &a.key)?;
+    db.delete_row(DeleteRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?))?;
+    db.close()?;
+    writeln!(out, "deleted {pk}")?;
+    Ok(0)
+}
+
+/// Parses `--from`/`--to` for a scan in `direction`.
+pub fn scan_bounds(
+    s: &TableSchema,
+    from: &Option<String>,
+    to: &Option<String>,
+    reverse: bool,
+) -> Result<(PrimaryKey, PrimaryKey), CliError> {
+    let types: Vec<KeyType> = s.primary_key.iter().map(|c| c.key_type).collect();
+    let n = types.len();
+    let (lo_pad, hi_pad) =
+        if reverse { (PkValue::InfMax, PkValue::InfMax) } else { (PkValue::InfMin, PkValue::InfMin) };
+    let start = match from {
+        Some(f) => PrimaryKey(parse_pk(f, &types, Some(lo_pad)).map_err(|e| CliError::new(format!("--from: {e}")))?),
+        None if reverse => PrimaryKey::inf_max(n),
+        None => PrimaryKey::inf_min(n),
+    };
+    let end = match to {
+        Some(t) => PrimaryKey(parse_pk(t, &types, Some(hi_pad)).map_err(|e| CliError::new(format!("--to: {e}")))?),
+        None if reverse => PrimaryKey::inf_min(n),
+        None => PrimaryKey::inf_max(n),
+    };
+    Ok((start, end))
+}
+
+/// scan.
+pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let s = schema(&db, &a.table)?;
+    let (start, end) = scan_bounds(&s, &a.from, &a.to, a.reverse)?;
+    let mut opts = RangeOptions::default().read(read_options(&a.columns, a.versions));
+    if a.reverse {
+        opts.direction = Direction::Backward;
+    }
+    let emit = |rows: &[strata::Row], out: &mut dyn Write| -> std::io::Result<()> {
+        if a.json {
+            for r in rows {
+                writeln!(out, "{}", row_json(&s, r))?;
+            }
+            Ok(())
+        } else {
+            write_table(out, &s, rows)
+        }
+    };
+    match a.limit {
+        Some(limit) => {
+            opts.limit = Some(limit);
+            let page = db.get_range(&a.table, &start, &end, &opts)?;
+            emit(&page.rows, out)?;
+            if let Some(n) = page.next_start {
+                let key: Vec<String> =
+                    n.0.iter()
+                        .map(|v| match v {
+                            PkValue::String(x) => serde_json::to_string(x).unwrap_or_default(),
+                            other => other.to_string(),
+                        })
+                        .collect();
+                writeln!(err, "stopped after {} rows; continue with --from '{}'", page.rows.len(), key.join(","))?;
+            }
+        }
+        None => {
+            let mut chunk = Vec::new();
+            for r in db.range(&a.table, &start, &end, &opts)? {
+                chunk.push(r?);
+                if chunk.len() == 1000 {
+                    emit(&chunk, out)?;
+                    chunk.clear();
+                }
+            }
+            emit(&chunk, out)?;
+        }
+    }
+    db.close()?;
+    Ok(0)
+}

@@ -1,0 +1,171 @@
+//! Table commands: create-table, tables, describe, alter, drop.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+use strata::{KeyType, TableSchema, TableUpdate, Ttl};
+
+use super::common::{CliError, CliResult, human_bytes, open_db, parse_size};
+use super::{DirJson, TableArg, TableJson};
+use crate::display::utc;
+
+/// Arguments of create-table.
+#[derive(Args, Debug)]
+pub struct CreateTableArgs {
+    /// Database folder (created if missing).
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// Primary-key column `Name:type` (int, string, binary); repeat 1 to 4 times, partition key first.
+    #[arg(long = "pk", required = true)]
+    pub pk: Vec<String>,
+    /// Versions kept per column.
+    #[arg(long)]
+    pub max_versions: Option<u32>,
+    /// Time to live in seconds, or `forever`.
+    #[arg(long)]
+    pub ttl: Option<String>,
+    /// Accepted distance of a written version from now, in seconds.
+    #[arg(long)]
+    pub max_version_offset: Option<u64>,
+    /// Split a partition above this size (e.g. 10GiB, 64MiB).
+    #[arg(long)]
+    pub split_threshold: Option<String>,
+}
+
+/// Arguments of alter.
+#[derive(Args, Debug)]
+pub struct AlterArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// New max versions.
+    #[arg(long)]
+    pub max_versions: Option<u32>,
+    /// New TTL in seconds, or `forever`.
+    #[arg(long)]
+    pub ttl: Option<String>,
+}
+
+fn parse_ttl(s: &str) -> Result<Ttl, CliError> {
+    if s == "forever" {
+        return Ok(Ttl::Forever);
+    }
+    s.parse().map(Ttl::Seconds).map_err(|_| CliError::new(format!("--ttl {s:?}: give seconds or `forever`")))
+}
+
+fn parse_key_type(t: &str) -> Result<KeyType, CliError> {
+    match t {
+        "int" | "integer" => Ok(KeyType::Integer),
+        "str" | "string" => Ok(KeyType::String),
+        "bin" | "binary" => Ok(KeyType::Binary),
+        _ => Err(CliError::new(format!("primary-key type {t:?}: use int, string or binary"))),
+    }
+}
+
+/// create-table.
+pub fn create(a: &CreateTableArgs, out: &mut dyn Write) -> CliResult {
+    let mut s = TableSchema::new(&a.table);
+    for p in &a.pk {
+        let (n, t) = p.split_once(':').ok_or_else(|| CliError::new(format!("--pk {p:?}: write Name:type")))?;
+        s = s.pk(n, parse_key_type(t)?);
+    }
+    if let Some(m) = a.max_versions {
+        s = s.max_versions(m);
+    }
+    if let Some(t) = &a.ttl {
+        s = s.ttl(parse_ttl(t)?);
+    }
+    if let Some(o) = a.max_version_offset {
+        s = s.max_version_offset_secs(o);
+    }
+    if let Some(t) = &a.split_threshold {
+        s = s.split_threshold_bytes(parse_size(t)?);
+    }
+    let db = open_db(&a.dir, true)?;
+    db.create_table(s)?;
+    db.close()?;
+    writeln!(out, "created table {}", a.table)?;
+    Ok(0)
+}
+
+/// tables.
+pub fn list(a: &DirJson, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    for t in db.list_tables() {
+        if a.json {
+            writeln!(out, "{}", json!({"table": t}))?;
+        } else {
+            writeln!(out, "{t}")?;
+        }
+    }
+    db.close()?;
+    Ok(0)
+}
+
+fn ttl_text(t: Ttl) -> String {
+    match t {
+        Ttl::Forever => "forever".into(),
+        Ttl::Seconds(s) => format!("{s} s"),
+    }
+}
+
+/// describe.
+pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let d = db.describe_table(&a.table)?;
+    let o = &d.schema.options;
+    if a.json {
+        let pk: Vec<_> =
+            d.schema.primary_key.iter().map(|c| json!({"name": c.name, "type": c.key_type.name()})).collect();
+        writeln!(
+            out,
+            "{}",
+            json!({"table": d.schema.name, "primary_key": pk, "max_versions": o.max_versions,
+                "ttl_seconds": o.ttl.as_ms().map(|m| m / 1000), "max_version_offset_seconds": o.max_version_offset_secs,
+                "split_threshold_bytes": o.split_threshold_bytes, "merge_threshold_bytes": o.merge_threshold(),
+                "created_ms": d.created_ms, "partitions": d.partitions, "sst_files": d.sst_files, "sst_bytes": d.sst_bytes})
+        )?;
+    } else {
+        writeln!(out, "table               {}", d.schema.name)?;
+        for (i, c) in d.schema.primary_key.iter().enumerate() {
+            let role = if i == 0 { " (partition key)" } else { "" };
+            writeln!(out, "primary key {}       {} {}{role}", i + 1, c.name, c.key_type.name())?;
+        }
+        writeln!(out, "max versions        {}", o.max_versions)?;
+        writeln!(out, "ttl                 {}", ttl_text(o.ttl))?;
+        writeln!(out, "max version offset  {} s", o.max_version_offset_secs)?;
+        writeln!(out, "split threshold     {}", human_bytes(o.split_threshold_bytes))?;
+        writeln!(out, "merge threshold     {}", human_bytes(o.merge_threshold()))?;
+        writeln!(out, "created             {}", utc(d.created_ms))?;
+        writeln!(out, "partitions          {}", d.partitions)?;
+        writeln!(out, "sstables            {} ({})", d.sst_files, human_bytes(d.sst_bytes))?;
+    }
+    db.close()?;
+    Ok(0)
+}
+
+/// alter.
+pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
+    if a.max_versions.is_none() && a.ttl.is_none() {
+        return Err(CliError::new("nothing to change: give --max-versions and/or --ttl"));
+    }
+    let ttl = a.ttl.as_deref().map(parse_ttl).transpose()?;
+    let db = open_db(&a.dir, false)?;
+    db.update_table(&a.table, TableUpdate { max_versions: a.max_versions, ttl })?;
+    db.close()?;
+    writeln!(out, "altered table {}", a.table)?;
+    Ok(0)
+}
+
+/// drop.
+pub fn drop_table(a: &TableArg, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    db.drop_table(&a.table)?;
+    db.close()?;
+    writeln!(out, "dropped table {}", a.table)?;
+    Ok(0)
+}
