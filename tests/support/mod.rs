@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod model;
+pub mod workload;
 
 use std::sync::Arc;
 

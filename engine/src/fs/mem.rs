@@ -45,9 +45,13 @@ struct State {
     live: BTreeMap<PathBuf, Node>,
     durable: BTreeMap<PathBuf, Node>,
     locks: HashSet<PathBuf>,
-    /// Bumped by every crash; handles from before it fail.
+    /// Bumped by every crash; handles and views from before it fail.
     generation: u64,
     bytes_synced: u64,
+    /// Cut the power when this many more mutating operations have been attempted.
+    trigger: Option<(u64, CrashMode, u64)>,
+    /// Mutating operations attempted so far (for choosing crash points).
+    mutations: u64,
 }
 
 fn not_found(p: &Path) -> io::Error {
@@ -63,6 +67,70 @@ fn is_root(p: &Path) -> bool {
 }
 
 impl State {
+    fn crash(&mut self, mode: CrashMode, seed: u64) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let durable = self.durable.clone();
+        // An entry survives only if every ancestor directory is itself durable.
+        let survives = |p: &Path| {
+            p.ancestors().skip(1).all(|a| is_root(a) || durable.get(a) == Some(&Node::Dir))
+        };
+        let mut live = BTreeMap::new();
+        let mut inodes = HashMap::new();
+        for (p, n) in &durable {
+            if !survives(p) {
+                continue;
+            }
+            if let Node::File(i) = n
+                && let Some(ino) = self.inodes.get(i)
+            {
+                let mut data = ino.data.get(..ino.synced_len).unwrap_or(&[]).to_vec();
+                let unsynced = ino.data.len() - ino.synced_len.min(ino.data.len());
+                match mode {
+                    CrashMode::DropUnsynced => {}
+                    CrashMode::TornTail if unsynced > 0 => {
+                        let keep = rng.gen_range(0..=unsynced);
+                        data.extend_from_slice(ino.data.get(ino.synced_len..ino.synced_len + keep).unwrap_or(&[]));
+                    }
+                    CrashMode::ZeroTail if unsynced > 0 => {
+                        let keep = rng.gen_range(0..=unsynced);
+                        data.resize(data.len() + keep, 0);
+                    }
+                    _ => {}
+                }
+                let len = data.len();
+                inodes.insert(*i, Inode { data: Arc::new(data), synced_len: len });
+            }
+            live.insert(p.clone(), *n);
+        }
+        self.durable = live.clone();
+        self.live = live;
+        self.inodes = inodes;
+        self.locks.clear();
+        self.generation += 1;
+        self.trigger = None;
+    }
+
+    /// Counts a mutating operation by `view`; fails it if the view is dead or the armed crash
+    /// fires now.
+    fn mutate(&mut self, view: u64) -> io::Result<()> {
+        if view != self.generation {
+            return Err(stale());
+        }
+        self.mutations += 1;
+        if let Some((n, mode, seed)) = self.trigger {
+            if n <= 1 {
+                self.crash(mode, seed);
+                return Err(io::Error::other("simulated power cut"));
+            }
+            self.trigger = Some((n - 1, mode, seed));
+        }
+        Ok(())
+    }
+
+    fn alive(&self, view: u64) -> io::Result<()> {
+        if view != self.generation { Err(stale()) } else { Ok(()) }
+    }
+
     fn is_dir(&self, p: &Path) -> bool {
         is_root(p) || self.live.get(p) == Some(&Node::Dir)
     }
@@ -85,10 +153,13 @@ impl State {
     }
 }
 
-/// The in-memory, crash-aware file system. Clones share one state.
+/// The in-memory, crash-aware file system. Clones share one state. Each value is a *view*
+/// bound to one power cycle: after a crash, every operation through an older view fails (the
+/// process that used it is dead); [`MemFs::reborn`] gives the view for the next life.
 #[derive(Debug, Clone, Default)]
 pub struct MemFs {
     state: Arc<Mutex<State>>,
+    view: u64,
 }
 
 impl MemFs {
@@ -98,51 +169,39 @@ impl MemFs {
     }
 
     /// Simulates a power cut: the namespace reverts to what directory syncs made durable, each
-    /// file to its synced bytes (plus a torn or zero tail per `mode`), and every open handle and
-    /// lock dies. `seed` makes torn tails reproducible.
+    /// file to its synced bytes (plus a torn or zero tail per `mode`), and every open handle,
+    /// view and lock dies. `seed` makes torn tails reproducible. Use [`MemFs::reborn`] next.
     pub fn crash(&self, mode: CrashMode, seed: u64) {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let mut st = self.state.lock();
-        let durable = st.durable.clone();
-        // An entry survives only if every ancestor directory is itself durable.
-        let survives = |p: &Path| {
-            p.ancestors()
-                .skip(1)
-                .all(|a| a.as_os_str().is_empty() || a == Path::new("/") || durable.get(a) == Some(&Node::Dir))
-        };
-        let mut live = BTreeMap::new();
-        let mut inodes = HashMap::new();
-        for (p, n) in &durable {
-            if !survives(p) {
-                continue;
-            }
-            if let Node::File(i) = n
-                && let Some(ino) = st.inodes.get(i)
-            {
-                let mut data = ino.data.get(..ino.synced_len).unwrap_or(&[]).to_vec();
-                let unsynced = ino.data.len() - ino.synced_len.min(ino.data.len());
-                match mode {
-                    CrashMode::DropUnsynced => {}
-                    CrashMode::TornTail if unsynced > 0 => {
-                        let keep = rng.gen_range(0..=unsynced);
-                        data.extend_from_slice(ino.data.get(ino.synced_len..ino.synced_len + keep).unwrap_or(&[]));
-                    }
-                    CrashMode::ZeroTail if unsynced > 0 => {
-                        let keep = rng.gen_range(0..=unsynced);
-                        data.resize(data.len() + keep, 0);
-                    }
-                    _ => {}
-                }
-                let len = data.len();
-                inodes.insert(*i, Inode { data: Arc::new(data), synced_len: len });
-            }
-            live.insert(p.clone(), *n);
-        }
-        st.durable = live.clone();
-        st.live = live;
-        st.inodes = inodes;
-        st.locks.clear();
-        st.generation += 1;
+        self.state.lock().crash(mode, seed);
+    }
+
+    /// Arms a power cut that happens when `ops` more mutating operations (create, append, sync,
+    /// rename, remove, directory sync, truncate) have been attempted: the `ops`-th fails and
+    /// the crash happens before it takes effect. Lands inside flushes, compactions, manifest
+    /// writes and splits as readily as between them.
+    pub fn crash_after(&self, ops: u64, mode: CrashMode, seed: u64) {
+        self.state.lock().trigger = Some((ops.max(1), mode, seed));
+    }
+
+    /// Disarms a pending [`MemFs::crash_after`].
+    pub fn disarm(&self) {
+        self.state.lock().trigger = None;
+    }
+
+    /// True once the armed crash has happened (or none is armed).
+    pub fn crashed_since_armed(&self) -> bool {
+        self.state.lock().trigger.is_none()
+    }
+
+    /// Mutating operations attempted so far.
+    pub fn mutations(&self) -> u64 {
+        self.state.lock().mutations
+    }
+
+    /// The view for the current power cycle (a fresh "process").
+    pub fn reborn(&self) -> MemFs {
+        let g = self.state.lock().generation;
+        MemFs { state: self.state.clone(), view: g }
     }
 
     /// Total bytes made durable by file syncs so far (for tests that count syncs).
@@ -185,9 +244,7 @@ struct MemWritable {
 impl WritableFile for MemWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
         let mut st = self.fs.state.lock();
-        if st.generation != self.generation {
-            return Err(stale());
-        }
+        st.mutate(self.generation)?;
         let ino = st.inodes.get_mut(&self.inode).ok_or_else(stale)?;
         Arc::make_mut(&mut ino.data).extend_from_slice(data);
         self.len += data.len() as u64;
@@ -195,9 +252,7 @@ impl WritableFile for MemWritable {
     }
     fn sync(&mut self) -> io::Result<()> {
         let mut st = self.fs.state.lock();
-        if st.generation != self.generation {
-            return Err(stale());
-        }
+        st.mutate(self.generation)?;
         let ino = st.inodes.get_mut(&self.inode).ok_or_else(stale)?;
         let newly = ino.data.len().saturating_sub(ino.synced_len) as u64;
         ino.synced_len = ino.data.len();
@@ -250,15 +305,13 @@ impl Drop for MemLock {
 impl FileSystem for MemFs {
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
-        let mut dirs: Vec<&Path> =
-            path.ancestors().filter(|a| !a.as_os_str().is_empty() && *a != Path::new("/")).collect();
+        st.mutate(self.view)?;
+        let mut dirs: Vec<&Path> = path.ancestors().filter(|a| !is_root(a)).collect();
         dirs.reverse();
         for d in dirs {
             match st.live.get(d) {
                 Some(Node::Dir) => {}
-                Some(Node::File(_)) => {
-                    return Err(io::Error::other(format!("{} is a file", d.display())));
-                }
+                Some(Node::File(_)) => return Err(io::Error::other(format!("{} is a file", d.display()))),
                 None => {
                     st.live.insert(d.to_path_buf(), Node::Dir);
                 }
@@ -268,6 +321,7 @@ impl FileSystem for MemFs {
     }
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         let mut st = self.state.lock();
+        st.mutate(self.view)?;
         st.parent_is_dir(path)?;
         if st.live.get(path) == Some(&Node::Dir) {
             return Err(io::Error::other(format!("{} is a directory", path.display())));
@@ -280,17 +334,20 @@ impl FileSystem for MemFs {
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         let st = self.state.lock();
+        st.alive(self.view)?;
         let i = st.inode_of(path)?;
         let data = st.inodes.get(&i).map(|n| n.data.clone()).ok_or_else(|| not_found(path))?;
         Ok(Arc::new(MemReadable { data }))
     }
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         let st = self.state.lock();
+        st.alive(self.view)?;
         let i = st.inode_of(path)?;
         st.inodes.get(&i).map(|n| n.data.to_vec()).ok_or_else(|| not_found(path))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
+        st.mutate(self.view)?;
         let i = st.inode_of(from)?;
         st.parent_is_dir(to)?;
         st.live.remove(from);
@@ -299,12 +356,14 @@ impl FileSystem for MemFs {
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
+        st.mutate(self.view)?;
         st.inode_of(path)?;
         st.live.remove(path);
         Ok(())
     }
     fn remove_dir(&self, path: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
+        st.mutate(self.view)?;
         if st.live.get(path) != Some(&Node::Dir) {
             return Err(not_found(path));
         }
@@ -316,6 +375,7 @@ impl FileSystem for MemFs {
     }
     fn list(&self, path: &Path) -> io::Result<Vec<String>> {
         let st = self.state.lock();
+        st.alive(self.view)?;
         if !st.is_dir(path) {
             return Err(not_found(path));
         }
@@ -327,13 +387,16 @@ impl FileSystem for MemFs {
             .collect())
     }
     fn exists(&self, path: &Path) -> bool {
-        self.state.lock().live.contains_key(path)
+        let st = self.state.lock();
+        st.alive(self.view).is_ok() && st.live.contains_key(path)
     }
     fn is_dir(&self, path: &Path) -> bool {
-        self.state.lock().is_dir(path)
+        let st = self.state.lock();
+        st.alive(self.view).is_ok() && st.is_dir(path)
     }
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
+        st.mutate(self.view)?;
         if !st.is_dir(path) {
             return Err(not_found(path));
         }
@@ -346,6 +409,7 @@ impl FileSystem for MemFs {
     }
     fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
         let mut st = self.state.lock();
+        st.mutate(self.view)?;
         let i = st.inode_of(path)?;
         let ino = st.inodes.get_mut(&i).ok_or_else(|| not_found(path))?;
         let len = usize::try_from(len).unwrap_or(usize::MAX);
@@ -355,11 +419,13 @@ impl FileSystem for MemFs {
     }
     fn file_size(&self, path: &Path) -> io::Result<u64> {
         let st = self.state.lock();
+        st.alive(self.view)?;
         let i = st.inode_of(path)?;
         Ok(st.inodes.get(&i).map_or(0, |n| n.data.len() as u64))
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
         let mut st = self.state.lock();
+        st.alive(self.view)?;
         if !st.locks.insert(path.to_path_buf()) {
             return Err(io::Error::new(io::ErrorKind::WouldBlock, "locked by another handle"));
         }
@@ -384,6 +450,7 @@ mod tests {
         f.append(b" world").unwrap();
         // The file's entry is not durable until the directory is synced.
         fs.crash(CrashMode::DropUnsynced, 1);
+        let fs = fs.reborn();
         assert!(!fs.exists(&d.join("a")));
         let mut f = fs.create(&d.join("a")).unwrap();
         f.append(b"hello").unwrap();
@@ -391,6 +458,8 @@ mod tests {
         fs.sync_dir(d).unwrap();
         f.append(b" world").unwrap();
         fs.crash(CrashMode::DropUnsynced, 1);
+        assert!(fs.read(&d.join("a")).is_err(), "the old view died with the power");
+        let fs = fs.reborn();
         assert_eq!(fs.read(&d.join("a")).unwrap(), b"hello");
         assert!(f.append(b"x").is_err(), "handles die with the power");
     }
@@ -407,6 +476,6 @@ mod tests {
         f.sync().unwrap();
         fs.rename(&d.join("m.tmp"), &d.join("m")).unwrap();
         fs.crash(CrashMode::TornTail, 3);
-        assert_eq!(fs.read(&d.join("m")).unwrap(), b"v1");
+        assert_eq!(fs.reborn().read(&d.join("m")).unwrap(), b"v1");
     }
 }
