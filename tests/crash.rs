@@ -18,8 +18,8 @@ use rand::{Rng, SeedableRng};
 use strata::fs::{CrashMode, MemFs};
 use strata::{Clock, Db, ManualClock, Options, SyncMode, WriteOp};
 use strata_tests::model::Model;
-use strata_tests::workload::{db_state, find_prefix, run_step, schema, steps, Step, StepResult};
-use strata_tests::{env_count, seed, T0};
+use strata_tests::workload::{Step, StepResult, db_state, find_prefix, run_step, schema, steps};
+use strata_tests::{T0, env_count, seed};
 
 fn options(fs: &MemFs, clock: &ManualClock, mode: SyncMode) -> Options {
     Options { fs: Arc::new(fs.reborn()), clock: Arc::new(clock.clone()), sync_mode: mode, ..Options::small_for_tests() }
@@ -87,7 +87,8 @@ fn power_cut_cycles(mode: SyncMode, cycles: usize, seed: u64) -> (u64, usize) {
         }
         drop(db);
         // Recover on a fresh view and compare with every allowed prefix.
-        let db = Db::open("/db", options(&fs, &clock, mode)).unwrap_or_else(|e| panic!("cycle {cycle}: recovery failed: {e}"));
+        let db = Db::open("/db", options(&fs, &clock, mode))
+            .unwrap_or_else(|e| panic!("cycle {cycle}: recovery failed: {e}"));
         let problems = db.check().unwrap();
         assert!(problems.is_empty(), "cycle {cycle}: files fail verification after recovery: {problems:?}");
         let recovered = db_state(&db).unwrap();

@@ -6,8 +6,8 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::{
-    Condition, Db, DeleteRow, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Row, RowExistence, TableSchema,
-    UpdateRow, Value, WriteOp,
+    Condition, Db, DeleteRow, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Row, RowExistence,
+    TableSchema, UpdateRow, Value, WriteOp,
 };
 
 use crate::model::Model;
@@ -98,9 +98,13 @@ pub fn run_step(db: &Db, step: &Step) -> StepResult {
     };
     match r {
         Ok(()) => StepResult::Done,
-        Err(e @ (strata::Error::Io { .. } | strata::Error::Poisoned(_) | strata::Error::Corruption { .. } | strata::Error::Closed | strata::Error::Busy(_))) => {
-            StepResult::Failed(e.to_string())
-        }
+        Err(
+            e @ (strata::Error::Io { .. }
+            | strata::Error::Poisoned(_)
+            | strata::Error::Corruption { .. }
+            | strata::Error::Closed
+            | strata::Error::Busy(_)),
+        ) => StepResult::Failed(e.to_string()),
         Err(_) => StepResult::Done,
     }
 }
@@ -113,13 +117,25 @@ pub fn db_state(db: &Db) -> Result<Vec<Row>, strata::Error> {
 
 /// The model's view of the table.
 pub fn model_state(m: &Model, now: u64) -> Vec<Row> {
-    m.range(TABLE, &PrimaryKey::inf_min(2), &PrimaryKey::inf_max(2), true, &ReadOptions::default().max_versions(10), now)
+    m.range(
+        TABLE,
+        &PrimaryKey::inf_min(2),
+        &PrimaryKey::inf_max(2),
+        true,
+        &ReadOptions::default().max_versions(10),
+        now,
+    )
 }
 
 /// Keeps only each column's newest value (for checks that cannot predict versions).
 pub fn values_only(rows: &[Row]) -> Vec<(PrimaryKey, Vec<(String, Value)>)> {
     rows.iter()
-        .map(|r| (r.primary_key.clone(), r.columns.iter().filter_map(|c| c.cells.first().map(|x| (c.name.clone(), x.value.clone()))).collect()))
+        .map(|r| {
+            (
+                r.primary_key.clone(),
+                r.columns.iter().filter_map(|c| c.cells.first().map(|x| (c.name.clone(), x.value.clone()))).collect(),
+            )
+        })
         .collect()
 }
 

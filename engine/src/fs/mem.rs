@@ -71,9 +71,7 @@ impl State {
         let mut rng = StdRng::seed_from_u64(seed);
         let durable = self.durable.clone();
         // An entry survives only if every ancestor directory is itself durable.
-        let survives = |p: &Path| {
-            p.ancestors().skip(1).all(|a| is_root(a) || durable.get(a) == Some(&Node::Dir))
-        };
+        let survives = |p: &Path| p.ancestors().skip(1).all(|a| is_root(a) || durable.get(a) == Some(&Node::Dir));
         let mut live = BTreeMap::new();
         let mut inodes = HashMap::new();
         for (p, n) in &durable {

@@ -1,0 +1,103 @@
+//! Injected I/O errors: run a fixed workload and fail the Nth file-system operation (EIO or
+//! ENOSPC, once or for good), for N = 1, 2, ... until the workload completes untouched. Each
+//! time: the error is reported, a failed write leaves the database refusing writes until it is
+//! reopened (a sticky error: an fsync is never retried), nothing is acknowledged that was not
+//! persisted, and after reopening every acknowledged write is there.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use strata::fs::{FaultFs, FaultKind, FaultPlan, MemFs};
+use strata::{Db, Error, ManualClock, Options, SyncMode, WriteOp};
+use strata_tests::T0;
+use strata_tests::model::Model;
+use strata_tests::workload::{Step, StepResult, db_state, find_prefix, run_step, schema, steps};
+
+fn run(kind: FaultKind, sticky: bool, mode: SyncMode) -> (u64, u64) {
+    let plan = steps(42, 120);
+    let mut n = 1;
+    let mut verified = 0;
+    loop {
+        let fs = MemFs::new();
+        let fault = FaultFs::new(Arc::new(fs.clone()));
+        let clock = ManualClock::new(T0);
+        let opts = Options {
+            fs: Arc::new(fault.clone()),
+            clock: Arc::new(clock.clone()),
+            sync_mode: mode,
+            ..Options::small_for_tests()
+        };
+        let db = Db::open("/db", opts.clone()).unwrap();
+        db.create_table(schema()).unwrap();
+        let mut model = Model::default();
+        model.create_table(schema());
+        fault.set_plan(Some(FaultPlan { fail_at: n, only: vec![], kind, sticky }));
+        let mut acked: Vec<(Vec<WriteOp>, u64)> = Vec::new();
+        let mut failed_write: Option<Vec<WriteOp>> = None;
+        for step in &plan {
+            match run_step(&db, step) {
+                StepResult::Done => {
+                    if let Step::Write(ops) = step {
+                        assert!(
+                            failed_write.is_none(),
+                            "N={n}: a write was acknowledged after a failed write (no sticky error)"
+                        );
+                        acked.push((ops.clone(), T0));
+                    }
+                }
+                StepResult::Failed(_) => {
+                    if let Step::Write(ops) = step
+                        && failed_write.is_none()
+                    {
+                        failed_write = Some(ops.clone());
+                    }
+                }
+            }
+        }
+        if failed_write.is_some() {
+            let again = db.batch_write(vec![match plan.iter().find(|s| matches!(s, Step::Write(_))) {
+                Some(Step::Write(ops)) => ops[0].clone(),
+                _ => unreachable!(),
+            }]);
+            assert!(
+                matches!(again, Err(Error::Poisoned(_))),
+                "N={n}: writes after a failure must be refused: {again:?}"
+            );
+        }
+        let fired = fault.failures() > 0;
+        drop(db);
+        fault.set_plan(None);
+        let db = Db::open("/db", opts).unwrap_or_else(|e| panic!("N={n} {kind:?}: reopen failed: {e}"));
+        assert!(db.check().unwrap().is_empty(), "N={n}: files fail verification");
+        let recovered = db_state(&db).unwrap();
+        let mut candidates = acked.clone();
+        if let Some(f) = failed_write {
+            candidates.push((f, T0));
+        }
+        let found = find_prefix(&model, &candidates, acked.len(), &recovered, T0, true);
+        assert!(found.is_some(), "N={n} {kind:?} sticky={sticky}: acknowledged writes lost after an injected error");
+        verified += acked.len() as u64;
+        db.close().unwrap();
+        if !fired {
+            return (n, verified);
+        }
+        n += 1;
+    }
+}
+
+#[test]
+fn every_injected_error_is_reported_and_nothing_acknowledged_is_lost() {
+    for (kind, sticky, mode) in [
+        (FaultKind::Io, false, SyncMode::Always),
+        (FaultKind::NoSpace, false, SyncMode::Buffered),
+        (FaultKind::Io, true, SyncMode::Always),
+    ] {
+        let (points, ops) = run(kind, sticky, mode);
+        eprintln!(
+            "{kind:?} sticky={sticky} {mode:?}: failed each of the first {} operations; {ops} acknowledged writes verified",
+            points - 1
+        );
+        assert!(points > 50, "the workload should reach many I/O operations");
+    }
+}
