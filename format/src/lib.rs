@@ -9,6 +9,7 @@ pub mod block;
 pub mod bloom;
 pub mod codec;
 pub mod error;
+pub mod fuzz_bodies;
 pub mod key;
 pub mod manifest;
 pub mod record;

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod fixture;
 pub mod model;
 pub mod workload;
 
