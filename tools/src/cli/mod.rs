@@ -23,7 +23,7 @@ pub use common::{CliError, CliResult};
 /// for one JSON object per row on stdout; messages go to stderr. Exit status: 0 success,
 /// 1 not found (get) or corrupt (check), 2 error.
 #[derive(Parser, Debug)]
-#[command(name = "strata", version, propagate_version = true)]
+#[command(name = "strata", version)]
 pub struct Cli {
     /// The command.
     #[command(subcommand)]
@@ -146,5 +146,15 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             let _ = writeln!(err, "strata: {}", e.message);
             e.code
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn argument_definitions_are_consistent() {
+        super::Cli::command().debug_assert();
     }
 }

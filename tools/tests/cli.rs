@@ -1,0 +1,230 @@
+//! The `strata` command line driven as a user would, through the built binary: every command's
+//! success output and main errors, and an import -> scan -> export round trip whose export is
+//! byte-identical to the imported file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+fn strata(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = strata(args);
+    assert_eq!(code, 0, "strata {args:?} failed: {err}");
+    out
+}
+
+fn create(dir: &str) {
+    ok(&[
+        "create-table",
+        dir,
+        "orders",
+        "--pk",
+        "Customer:string",
+        "--pk",
+        "Order:int",
+        "--max-versions",
+        "3",
+        "--ttl",
+        "forever",
+    ]);
+}
+
+#[test]
+fn tables_rows_and_scans_from_the_shell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = dir.to_str().unwrap();
+    create(d);
+    assert_eq!(ok(&["tables", d]), "orders\n");
+    let desc = ok(&["describe", d, "orders", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(desc.trim()).unwrap();
+    assert_eq!(j["max_versions"], 3);
+    assert_eq!(j["primary_key"][0]["name"], "Customer");
+    ok(&[
+        "put",
+        d,
+        "orders",
+        "Customer=alice",
+        "Order=1",
+        "Amount:int=12",
+        "Note=hello",
+        "Raw:bin=0x00ff",
+        "Rate=1.5",
+        "Paid=true",
+    ]);
+    ok(&["put", d, "orders", "Customer=bob", "Order=2", "Amount=7"]);
+    // get: exit 0 with the row, 1 when missing, 2 on errors.
+    let got = ok(&["get", d, "orders", "Customer=alice", "Order=1", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(got.trim()).unwrap();
+    assert_eq!(j["columns"]["Amount"][0]["value"], 12);
+    assert_eq!(j["columns"]["Raw"][0]["type"], "binary");
+    assert_eq!(j["columns"]["Rate"][0]["type"], "double");
+    assert_eq!(strata(&["get", d, "orders", "Customer=carol", "Order=1"]).0, 1);
+    let (code, _, err) = strata(&["get", d, "nope", "Customer=carol", "Order=1"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.trim(), "strata: table \"nope\" does not exist");
+    let (code, _, err) = strata(&["get", d, "orders", "Customer=carol"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("missing primary-key column Order"), "{err}");
+    // update: increments, deletes, conditions.
+    let out =
+        ok(&["update", d, "orders", "Customer=alice", "Order=1", "--incr", "Amount=5", "--delete", "Note", "--json"]);
+    assert!(out.contains("\"Amount\":17"), "{out}");
+    let (code, _, err) =
+        strata(&["update", d, "orders", "Customer=alice", "Order=1", "Amount=1", "--if", "Amount>100"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("condition failed"), "{err}");
+    let (code, _, err) = strata(&["put", d, "orders", "Customer=bob", "Order=2", "--expect", "not-exist", "Amount=1"]);
+    assert_eq!(code, 2, "{err}");
+    // scan: table, JSON lines, limit with the next start key, reverse.
+    let table = ok(&["scan", d, "orders"]);
+    assert!(table.lines().next().unwrap().starts_with("Customer  Order"), "{table}");
+    assert_eq!(table.lines().count(), 4);
+    let lines = ok(&["scan", d, "orders", "--json"]);
+    assert_eq!(lines.lines().count(), 2);
+    let (code, out, err) = strata(&["scan", d, "orders", "--limit", "1", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 1);
+    assert!(err.contains("continue with --from '\"bob\",2'"), "{err}");
+    let rev = ok(&["scan", d, "orders", "--reverse", "--json"]);
+    assert!(rev.lines().next().unwrap().contains("bob"));
+    ok(&["delete", d, "orders", "Customer=bob", "Order=2"]);
+    assert_eq!(strata(&["get", d, "orders", "Customer=bob", "Order=2"]).0, 1);
+    ok(&["alter", d, "orders", "--max-versions", "1"]);
+    assert!(ok(&["describe", d, "orders"]).contains("max versions        1"));
+    // Reports.
+    let stats = ok(&["stats", d]);
+    assert!(stats.contains("table orders"), "{stats}");
+    let stats = ok(&["stats", d, "--json"]);
+    for l in stats.lines() {
+        serde_json::from_str::<serde_json::Value>(l).unwrap();
+    }
+    assert!(ok(&["partitions", d, "orders"]).contains("p000001"));
+    assert!(ok(&["advise", d, "orders"]).contains("advice:"));
+    assert!(ok(&["compact", d]).contains("compacted orders"));
+    assert!(ok(&["check", d]).starts_with("OK"));
+    ok(&["drop", d, "orders"]);
+    assert_eq!(ok(&["tables", d]), "");
+}
+
+#[test]
+fn import_then_export_gives_back_the_same_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    create(a);
+    // In export format: typed header, rows in key order.
+    let mut csv = String::from("Customer:string,Order:int,Amount:int,Note:string,Raw:bin\n");
+    for i in 0..2000 {
+        csv.push_str(&format!("c{:04},{i},{},\"note, with comma {i}\",0x{:02x}ff\n", i % 97, i * 3, i % 256));
+    }
+    // Sort like the table: by customer, then order.
+    let mut lines: Vec<&str> = csv.lines().skip(1).collect();
+    lines.sort_by_key(|l| {
+        let mut it = l.split(',');
+        (it.next().unwrap().to_string(), it.next().unwrap().parse::<i64>().unwrap())
+    });
+    let csv = format!("Customer:string,Order:int,Amount:int,Note:string,Raw:bin\n{}\n", lines.join("\n"));
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, &csv).unwrap();
+    let out = ok(&["import", a, "orders", input.to_str().unwrap(), "--workers", "3", "--batch", "50"]);
+    assert!(out.starts_with("imported 2000 rows"), "{out}");
+    let exported = tmp.path().join("out.csv");
+    ok(&["export", a, "orders", "--output", exported.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&exported).unwrap(), csv, "CSV export differs from the import");
+    // Parallel export writes the same bytes.
+    let (_, par, _) = strata(&["export", a, "orders", "--parallel", "4"]);
+    assert_eq!(par, csv);
+    // JSON lines: export, import into a second database, export again.
+    let jl = tmp.path().join("out.jsonl");
+    ok(&["export", a, "orders", "--format", "jsonl", "--output", jl.to_str().unwrap()]);
+    create(b);
+    ok(&["import", b, "orders", jl.to_str().unwrap()]);
+    let again = ok(&["export", b, "orders", "--format", "jsonl"]);
+    assert_eq!(again, std::fs::read_to_string(&jl).unwrap());
+    assert_eq!(ok(&["scan", b, "orders", "--json"]).lines().count(), 2000);
+}
+
+#[test]
+fn rejected_rows_go_to_a_file_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let d = db.to_str().unwrap();
+    create(d);
+    let input = tmp.path().join("in.csv");
+    std::fs::write(&input, "Customer,Order,Amount:int\nx,1,5\ny,notanumber,5\nz,3,abc\nw,4,6\n").unwrap();
+    let (code, out, err) = strata(&["import", d, "orders", input.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("imported 2 rows"), "{out}");
+    assert!(err.contains("2 of 4 rows rejected"), "{err}");
+    let rejects = std::fs::read_to_string(tmp.path().join("in.csv.rejects")).unwrap();
+    assert_eq!(rejects.lines().count(), 2);
+    assert!(rejects.contains("\"line\":3") && rejects.contains("not an integer"), "{rejects}");
+    // A rerun is idempotent.
+    strata(&["import", d, "orders", input.to_str().unwrap()]);
+    assert_eq!(ok(&["scan", d, "orders", "--json"]).lines().count(), 2);
+}
+
+#[test]
+fn key_design_helpers_reproduce_the_worked_example() {
+    assert_eq!(
+        ok(&["key", "splice", "--width", "6", "--connector", ",", "16", "a100", "66661"]),
+        "000016,a100,66661\n"
+    );
+    let (code, _, err) = strata(&["key", "splice", "--width", "6", "--connector", ":", "54", "a100", "6777"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("does not sort below") && err.contains("':'"), "{err}");
+    assert_eq!(ok(&["key", "hash-prefix", "--len", "4", "200001"]), "ee8f200001\n");
+}
+
+#[test]
+fn errors_are_one_line_and_read_commands_never_create_folders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing");
+    let (code, _, err) = strata(&["scan", missing.to_str().unwrap(), "t"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1);
+    assert!(err.contains("is not a strata database"), "{err}");
+    assert!(!Path::new(&missing).exists());
+    let (code, _, err) = strata(&["frobnicate"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, out, _) = strata(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("demo") && out.contains("import"));
+    for sub in ["demo", "create-table", "scan", "import", "export", "partitions", "advise"] {
+        let (code, out, _) = strata(&[sub, "--help"]);
+        assert_eq!(code, 0, "{sub} --help");
+        assert!(out.contains("Usage"), "{sub}: {out}");
+    }
+    let (code, _, err) = strata(&["create-table", tmp.path().join("x").to_str().unwrap(), "bad-name", "--pk", "k:int"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("name"), "{err}");
+}
+
+#[test]
+fn a_database_open_elsewhere_is_reported_as_locked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    create(dir.to_str().unwrap());
+    let db = strata::Db::open(&dir, strata::Options::default()).unwrap();
+    let (code, _, err) = strata(&["scan", dir.to_str().unwrap(), "orders"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("open in another process"), "{err}");
+    drop(db);
+    assert_eq!(strata(&["scan", dir.to_str().unwrap(), "orders"]).0, 0);
+}
+
+#[test]
+fn demo_runs_and_reruns_on_the_same_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let out = ok(&["demo", "--dir", dir.to_str().unwrap(), "--rows", "20000"]);
+    assert!(out.contains("[8/8] reopened") && out.contains("verified all 20000 rows"), "{out}");
+    let again = ok(&["demo", "--dir", dir.to_str().unwrap(), "--rows", "20000"]);
+    assert!(again.contains("found an existing demo database (20000 rows)"), "{again}");
+}
