@@ -85,3 +85,312 @@ fn a_growing_partition_splits_at_partition_key_boundaries() {
     assert!(parts.len() > 2, "partitions: {}, events {events:?}", parts.len());
     assert_eq!(db.count_range("t", &PrimaryKey::inf_min(2), &PrimaryKey::inf_max(2)).unwrap(), 3000);
 }
+
+fn db_with(schema: TableSchema) -> (Db, strata::ManualClock) {
+    let (opts, _fs, clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(schema).unwrap();
+    (db, clock)
+}
+
+fn rule<T: std::fmt::Debug>(r: Result<T>) -> &'static str {
+    match r {
+        Err(e) => e.rule().unwrap_or_else(|| panic!("not a validation error: {e}")),
+        Ok(v) => panic!("expected a validation error, got {v:?}"),
+    }
+}
+
+#[test]
+fn every_schema_rule_has_its_error() {
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    let t = |name: &str| TableSchema::new(name).pk("k", KeyType::Integer);
+    for bad in ["", "..", "a/b", "../x", "1t", "a-b", &"a".repeat(256)] {
+        assert_eq!(rule(db.create_table(t(bad))), "name", "{bad:?}");
+    }
+    assert!(db.create_table(t(&"a".repeat(255))).is_ok());
+    assert_eq!(rule(db.create_table(TableSchema::new("t"))), "pk-column-count");
+    let five = (0..5).fold(TableSchema::new("t"), |s, i| s.pk(format!("k{i}"), KeyType::Integer));
+    assert_eq!(rule(db.create_table(five)), "pk-column-count");
+    assert_eq!(rule(db.create_table(t("t").pk("k", KeyType::String))), "pk-column-duplicate");
+    assert_eq!(rule(db.create_table(t("t").pk("bad name", KeyType::String))), "name");
+    assert_eq!(rule(db.create_table(t("t").max_versions(0))), "max-versions");
+    assert_eq!(rule(db.create_table(t("t").ttl(Ttl::Seconds(0)))), "ttl");
+    assert_eq!(rule(db.create_table(t("t").max_version_offset_secs(0))), "max-version-offset");
+    assert_eq!(rule(db.create_table(t("t").split_threshold_bytes(100).merge_threshold_bytes(60))), "merge-threshold");
+    db.create_table(t("t")).unwrap();
+    assert!(matches!(db.create_table(t("t")), Err(Error::TableExists(_))));
+    assert!(matches!(db.drop_table("nope"), Err(Error::TableNotFound(_))));
+    assert!(matches!(db.put_row(PutRow::new("nope", pk![1])), Err(Error::TableNotFound(_))));
+    assert_eq!(rule(db.update_table("t", TableUpdate { max_versions: Some(0), ttl: None })), "max-versions");
+}
+
+#[test]
+fn every_write_rule_has_its_error() {
+    let (db, clock) = db_with(
+        TableSchema::new("t")
+            .pk("s", KeyType::String)
+            .pk("b", KeyType::Binary)
+            .ttl(Ttl::Seconds(60))
+            .max_version_offset_secs(3600),
+    );
+    let now = clock.now_ms();
+    let k = || pk!["x", vec![1u8]];
+    let put = |p: PutRow| db.put_row(p);
+    assert_eq!(rule(put(PutRow::new("t", pk!["x"]))), "pk-column-count-mismatch");
+    assert_eq!(rule(put(PutRow::new("t", pk![1, vec![1u8]]))), "pk-type");
+    assert_eq!(rule(put(PutRow::new("t", PrimaryKey(vec![PkValue::InfMin, PkValue::Binary(vec![])])))), "pk-sentinel");
+    assert_eq!(rule(put(PutRow::new("t", pk!["x".repeat(1025), vec![1u8]]))), "pk-value-too-long");
+    assert!(put(PutRow::new("t", pk!["é".repeat(512), vec![0u8; 1024]])).is_ok(), "1 KiB of UTF-8 bytes is allowed");
+    assert!(put(PutRow::new("t", pk!["", Vec::<u8>::new()])).is_ok(), "empty key values are allowed");
+    assert_eq!(rule(put(PutRow::new("t", k()).column("s", 1))), "column-is-primary-key");
+    assert_eq!(rule(put(PutRow::new("t", k()).column("a b", 1))), "name");
+    assert_eq!(rule(put(PutRow::new("t", k()).column("v", vec![0u8; (2 << 20) + 1]))), "value-too-large");
+    assert!(put(PutRow::new("t", k()).column("v", vec![0u8; 2 << 20])).is_ok());
+    assert_eq!(rule(put(PutRow::new("t", k()).column("v", f64::NAN))), "double-not-finite");
+    assert_eq!(rule(put(PutRow::new("t", k()).column("v", f64::INFINITY))), "double-not-finite");
+    assert_eq!(rule(put(PutRow::new("t", k()).column_at("v", 1, now + 3_600_000))), "version-out-of-range");
+    assert_eq!(rule(put(PutRow::new("t", k()).column_at("v", 1, now - 3_600_001))), "version-out-of-range");
+    assert_eq!(rule(put(PutRow::new("t", k()).column_at("v", 1, now - 60_000))), "version-expired");
+    assert!(put(PutRow::new("t", k()).column_at("v", 1, now - 59_999)).is_ok());
+    let huge = (0..33).fold(PutRow::new("t", k()), |p, i| p.column(format!("c{i}"), vec![0u8; 2 << 20]));
+    assert_eq!(rule(put(huge)), "row-too-large");
+    assert_eq!(rule(db.update_row(UpdateRow::new("t", k()))), "update-empty");
+    assert_eq!(rule(db.update_row(UpdateRow::new("t", k()).increment("n", 1).put("n", 2))), "increment-column-shared");
+    assert_eq!(
+        rule(db.update_row(UpdateRow::new("t", k()).increment("n", 1).increment("n", 1))),
+        "increment-column-shared"
+    );
+    put(PutRow::new("t", k()).column("txt", "a").column("big", i64::MAX)).unwrap();
+    assert_eq!(rule(db.update_row(UpdateRow::new("t", k()).increment("txt", 1))), "increment-type");
+    assert_eq!(rule(db.update_row(UpdateRow::new("t", k()).increment("big", 1))), "increment-overflow");
+    let empty_and = Condition::default().with_column(ColumnCondition::And(vec![]));
+    assert_eq!(rule(put(PutRow::new("t", k()).condition(empty_and))), "empty-composite-condition");
+    let nan = Condition::default().with_column(ColumnCondition::compare("v", CompareOp::Equal, f64::NAN));
+    assert_eq!(rule(put(PutRow::new("t", k()).condition(nan))), "double-not-finite");
+    let dup = vec![PutRow::new("t", k()).into(), DeleteRow::new("t", k()).into()];
+    assert_eq!(rule(db.batch_write(dup)), "batch-duplicate-row");
+}
+
+#[test]
+fn every_read_rule_has_its_error() {
+    let (db, _clock) = db_with(TableSchema::new("t").pk("k", KeyType::Integer));
+    let (lo, hi) = (PrimaryKey::inf_min(1), PrimaryKey::inf_max(1));
+    assert_eq!(rule(db.get_row("t", &pk![1], &ReadOptions::default().max_versions(0))), "read-max-versions");
+    assert_eq!(rule(db.get_row("t", &pk![1], &ReadOptions::default().time_range(5, 5))), "time-range");
+    assert_eq!(rule(db.get_row("t", &pk![1], &ReadOptions::default().columns(["no way"]))), "name");
+    assert_eq!(rule(db.get_row("t", &pk!["x"], &ReadOptions::default())), "pk-type");
+    assert_eq!(rule(db.get_range("t", &lo, &lo, &RangeOptions::default())), "range-empty-bounds");
+    assert_eq!(rule(db.get_range("t", &hi, &lo, &RangeOptions::default())), "range-order");
+    assert_eq!(rule(db.get_range("t", &lo, &hi, &RangeOptions::default().backward())), "range-order");
+    assert_eq!(rule(db.get_range("t", &lo, &hi, &RangeOptions::default().limit(0))), "range-limit");
+    assert!(matches!(db.get_row("nope", &pk![1], &ReadOptions::default()), Err(Error::TableNotFound(_))));
+}
+
+#[test]
+fn ttl_follows_the_worked_example_to_the_millisecond() {
+    let (db, clock) = db_with(
+        TableSchema::new("t").pk("k", KeyType::Integer).ttl(Ttl::Seconds(86_400)).max_version_offset_secs(864_000),
+    );
+    let v = 1_468_944_000_000u64; // 2016-07-20 00:00 UTC+8
+    clock.set(v + 1000);
+    db.put_row(PutRow::new("t", pk![1]).column_at("c", 1, v)).unwrap();
+    clock.set(1_469_030_399_999);
+    assert!(db.get_row("t", &pk![1], &ReadOptions::default()).unwrap().is_some());
+    clock.set(1_469_030_400_000);
+    assert!(db.get_row("t", &pk![1], &ReadOptions::default()).unwrap().is_none(), "expired at version + ttl");
+    assert_eq!(rule(db.put_row(PutRow::new("t", pk![2]).column_at("c", 1, v))), "version-expired");
+    assert_eq!(rule(db.put_row(PutRow::new("t", pk![2]).column_at("c", 1, v - 1))), "version-expired");
+    // An expired counter starts again from 0.
+    clock.set(v + 1000);
+    let (db2, clock2) = db_with(TableSchema::new("c").pk("k", KeyType::Integer).ttl(Ttl::Seconds(10)));
+    clock2.set(v);
+    db2.update_row(UpdateRow::new("c", pk![1]).increment("n", 5)).unwrap();
+    clock2.set(v + 10_000);
+    let r = db2.update_row(UpdateRow::new("c", pk![1]).increment("n", 1)).unwrap();
+    assert_eq!(r.increments, vec![("n".to_string(), 1)]);
+    drop(db);
+}
+
+#[test]
+fn versions_beyond_max_versions_are_invisible_at_once_and_reads_select_versions() {
+    let (db, clock) = db_with(TableSchema::new("t").pk("k", KeyType::Integer).max_versions(2));
+    let t0 = clock.now_ms();
+    for (i, v) in [10, 20, 30].iter().enumerate() {
+        db.put_row(PutRow::new("t", pk![1]).column_at("c", *v, t0 - 100 + i as u64)).ok();
+        db.update_row(UpdateRow::new("t", pk![2]).put_at("c", *v, t0 - 100 + i as u64)).unwrap();
+    }
+    let all = ReadOptions::default().max_versions(10);
+    let r = db.get_row("t", &pk![2], &all).unwrap().unwrap();
+    assert_eq!(
+        r.column("c").unwrap().cells.iter().map(|c| c.value.clone()).collect::<Vec<_>>(),
+        vec![Value::Integer(30), Value::Integer(20)]
+    );
+    // A time range alone returns every version in it; with max_versions, the newest ones.
+    let r = db.get_row("t", &pk![2], &ReadOptions::default().time_range(t0 - 100, t0 - 98)).unwrap().unwrap();
+    assert_eq!(r.column("c").unwrap().cells.len(), 1, "versions beyond max_versions are invisible to time ranges too");
+    let r = db.get_row("t", &pk![2], &ReadOptions::default()).unwrap().unwrap();
+    assert_eq!(r.column("c").unwrap().cells.len(), 1, "the latest version by default");
+    // Lowering max_versions applies to reads at once.
+    db.update_table("t", TableUpdate { max_versions: Some(1), ttl: None }).unwrap();
+    assert_eq!(db.get_row("t", &pk![2], &all).unwrap().unwrap().column("c").unwrap().cells.len(), 1);
+}
+
+#[test]
+fn engine_stamps_never_go_backwards() {
+    let (opts, fs, clock) = mem_options();
+    let db = Db::open("/db", opts.clone()).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer).max_versions(5)).unwrap();
+    let a = db.put_row(PutRow::new("t", pk![1]).column("c", 1)).unwrap().stamp_ms;
+    clock.set(clock.now_ms() - 50_000); // the wall clock steps back
+    let b = db.update_row(UpdateRow::new("t", pk![1]).put("c", 2)).unwrap().stamp_ms;
+    assert!(b >= a);
+    db.close().unwrap();
+    let db = Db::open("/db", opts).unwrap();
+    let c = db.update_row(UpdateRow::new("t", pk![1]).put("c", 3)).unwrap().stamp_ms;
+    assert!(c >= b, "after reopen: {c} < {b}");
+    let r = db.get_row("t", &pk![1], &ReadOptions::default()).unwrap().unwrap();
+    assert_eq!(r.get("c"), Some(&Value::Integer(3)), "the newest write is the newest version");
+    drop(fs);
+}
+
+#[test]
+fn conditions_and_filters_follow_the_data_model() {
+    let (db, _clock) = db_with(TableSchema::new("t").pk("k", KeyType::Integer));
+    db.put_row(PutRow::new("t", pk![1]).column("a", 5).column("b", "x")).unwrap();
+    let c = |op, v: Value| Condition::default().with_column(ColumnCondition::compare("a", op, v));
+    assert!(
+        db.update_row(UpdateRow::new("t", pk![1]).put("z", 1).condition(c(CompareOp::Equal, Value::Integer(5))))
+            .is_ok()
+    );
+    assert!(matches!(
+        db.update_row(UpdateRow::new("t", pk![1]).put("z", 1).condition(c(CompareOp::Equal, Value::Double(5.0)))),
+        Err(Error::ConditionFailed(_))
+    ));
+    assert!(
+        db.update_row(UpdateRow::new("t", pk![1]).put("z", 1).condition(c(CompareOp::NotEqual, Value::Double(5.0))))
+            .is_ok()
+    );
+    assert!(matches!(
+        db.put_row(PutRow::new("t", pk![1]).condition(Condition::row(RowExistence::ExpectNotExist))),
+        Err(Error::ConditionFailed(_))
+    ));
+    assert!(matches!(
+        db.delete_row(DeleteRow::new("t", pk![2]).condition(Condition::row(RowExistence::ExpectExist))),
+        Err(Error::ConditionFailed(_))
+    ));
+    let missing =
+        Condition::default().with_column(ColumnCondition::compare("nope", CompareOp::Equal, 1).pass_if_missing(true));
+    assert!(db.update_row(UpdateRow::new("t", pk![1]).put("y", 1).condition(missing)).is_ok());
+    // A filter sees columns the read does not return.
+    let f = ReadOptions::default().columns(["b"]).filter(ColumnCondition::compare("a", CompareOp::Greater, 4));
+    let r = db.get_row("t", &pk![1], &f).unwrap().unwrap();
+    assert_eq!(r.columns.len(), 1);
+    assert_eq!(r.get("b"), Some(&Value::String("x".into())));
+    let f = ReadOptions::default().filter(ColumnCondition::compare("a", CompareOp::Greater, 5));
+    assert!(db.get_row("t", &pk![1], &f).unwrap().is_none());
+    let not = ReadOptions::default().filter(ColumnCondition::Not(Box::new(ColumnCondition::compare(
+        "a",
+        CompareOp::Greater,
+        5,
+    ))));
+    assert!(db.get_row("t", &pk![1], &not).unwrap().is_some());
+    // A row with only its primary key exists.
+    db.put_row(PutRow::new("t", pk![9])).unwrap();
+    assert_eq!(db.get_row("t", &pk![9], &ReadOptions::default()).unwrap().unwrap().columns.len(), 0);
+}
+
+#[test]
+fn a_batch_is_atomic_and_reports_each_row() {
+    let (db, _clock) = db_with(TableSchema::new("t").pk("k", KeyType::Integer));
+    db.put_row(PutRow::new("t", pk![1]).column("a", 1)).unwrap();
+    let res = db
+        .batch_write(vec![
+            PutRow::new("t", pk![2]).column("a", 2).into(),
+            PutRow::new("t", pk![1]).column("a", 9).condition(Condition::row(RowExistence::ExpectNotExist)).into(),
+            PutRow::new("nope", pk![3]).into(),
+        ])
+        .unwrap();
+    assert!(!res.all_ok());
+    assert!(matches!(res.rows[0], Err(Error::NotApplied)));
+    assert!(matches!(res.rows[1], Err(Error::ConditionFailed(_))));
+    assert!(matches!(res.rows[2], Err(Error::TableNotFound(_))));
+    assert!(
+        db.get_row("t", &pk![2], &ReadOptions::default()).unwrap().is_none(),
+        "nothing of a failed batch is applied"
+    );
+    assert!(matches!(res.into_result(), Err(Error::ConditionFailed(_))));
+    let ok = db
+        .batch_write(vec![PutRow::new("t", pk![2]).column("a", 2).into(), DeleteRow::new("t", pk![1]).into()])
+        .unwrap();
+    let receipts = ok.into_result().unwrap();
+    assert_eq!(receipts.len(), 2);
+    assert_eq!(receipts[1].seqno, receipts[0].seqno + 1);
+    let got =
+        db.batch_get(&[("t".into(), pk![1]), ("t".into(), pk![2]), ("nope".into(), pk![1])], &ReadOptions::default());
+    assert!(got[0].as_ref().unwrap().is_none());
+    assert!(got[1].as_ref().unwrap().is_some());
+    assert!(got[2].is_err());
+}
+
+#[test]
+fn range_cursors_stay_right_when_a_filter_rejects_whole_pages() {
+    let (db, _clock) = db_with(TableSchema::new("t").pk("k", KeyType::Integer));
+    for i in 0..100 {
+        db.put_row(PutRow::new("t", pk![i]).column("even", i % 2 == 0).column("i", i)).unwrap();
+    }
+    let filter = ReadOptions::default().filter(ColumnCondition::compare("i", CompareOp::GreaterEqual, 90));
+    let mut opts = RangeOptions::default().limit(5).read(filter);
+    opts.max_scanned_rows = 10;
+    let (mut start, end) = (PrimaryKey::inf_min(1), PrimaryKey::inf_max(1));
+    let (mut pages, mut rows, mut empty_pages) = (0, Vec::new(), 0);
+    loop {
+        let p = db.get_range("t", &start, &end, &opts).unwrap();
+        pages += 1;
+        if p.rows.is_empty() && p.next_start.is_some() {
+            empty_pages += 1;
+        }
+        rows.extend(p.rows.into_iter().map(|r| r.primary_key));
+        match p.next_start {
+            Some(n) => start = n,
+            None => break,
+        }
+    }
+    assert!(empty_pages >= 8, "filtered-out pages come back empty with a cursor");
+    assert_eq!(rows, (90..100).map(|i| pk![i]).collect::<Vec<_>>());
+    assert!(pages <= 12);
+    // Backward pages, count and delete a range.
+    let back = db.get_range("t", &pk![10], &pk![5], &RangeOptions::default().backward().limit(3)).unwrap();
+    assert_eq!(back.rows.iter().map(|r| r.primary_key.clone()).collect::<Vec<_>>(), vec![pk![10], pk![9], pk![8]]);
+    assert_eq!(back.next_start, Some(pk![7]));
+    assert_eq!(db.count_range("t", &pk![10], &pk![20]).unwrap(), 10);
+    assert_eq!(db.delete_range("t", &pk![10], &pk![20]).unwrap(), 10);
+    assert_eq!(db.count_range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1)).unwrap(), 90);
+    let empty = db.get_range("t", &pk![10], &pk![20], &RangeOptions::default()).unwrap();
+    assert!(empty.rows.is_empty() && empty.next_start.is_none(), "an empty range has no next start key");
+}
+
+#[test]
+fn a_range_restricts_only_leading_columns() {
+    let (db, _clock) = db_with(TableSchema::new("t").pk("a", KeyType::Integer).pk("b", KeyType::Integer));
+    for a in 0..3 {
+        for b in 0..3 {
+            db.put_row(PutRow::new("t", pk![a, b])).unwrap();
+        }
+    }
+    // [0, 2] .. [2, 1) includes [1, 0] and [1, 5]-like keys: not a box.
+    let rows = db.get_range("t", &pk![0, 2], &pk![2, 1], &RangeOptions::default()).unwrap().rows;
+    let keys: Vec<_> = rows.into_iter().map(|r| r.primary_key).collect();
+    assert_eq!(keys, vec![pk![0, 2], pk![1, 0], pk![1, 1], pk![1, 2], pk![2, 0]]);
+}
+
+#[test]
+fn a_second_open_of_the_same_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::Locked(_))));
+    drop(db);
+    assert!(Db::open(dir.path(), Options::default()).is_ok());
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Db>();
+}
