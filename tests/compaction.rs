@@ -1,0 +1,211 @@
+//! Compaction: retention rules leave the disk (checked with the SSTable reader, not through the
+//! engine), open iterators keep their files, manual control and backpressure work, and the
+//! disk footprint stays bounded under endless overwrites.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use strata::fs::MemFs;
+use strata::retry::{with_retry, RetryPolicy};
+use strata::*;
+use strata_format::key::split_internal_key;
+use strata_format::record::RowRecord;
+use strata_format::sst::{read_data_block, SstMeta};
+use strata_tests::mem_options;
+
+/// Every record physically present in the SSTables of the file system.
+fn physical(fs: &MemFs) -> Vec<(Vec<u8>, u64, RowRecord)> {
+    let mut out = Vec::new();
+    for (path, _) in fs.files() {
+        if path.extension().is_none_or(|e| e != "sst") {
+            continue;
+        }
+        let bytes = strata::fs::FileSystem::read(fs, &path).unwrap();
+        let meta = SstMeta::from_bytes(&bytes).unwrap();
+        for i in 0..meta.index.len() {
+            for (k, v) in read_data_block(&bytes, &meta, i).unwrap().entries().unwrap() {
+                let (pk, seq) = split_internal_key(&k).unwrap();
+                out.push((pk.to_vec(), seq, RowRecord::decode(&v).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+fn sst_paths(fs: &MemFs) -> Vec<std::path::PathBuf> {
+    fs.files().into_iter().map(|(p, _)| p).filter(|p| p.extension().is_some_and(|e| e == "sst")).collect()
+}
+
+#[test]
+fn expired_cells_old_versions_and_deleted_rows_leave_the_disk() {
+    let (opts, fs, clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer).max_versions(2).ttl(Ttl::Seconds(100))).unwrap();
+    let t0 = clock.now_ms();
+    for i in 0..300i64 {
+        for v in 0..3u64 {
+            // Three versions, spaced 30 s apart; the oldest is 60 s old.
+            db.update_row(UpdateRow::new("t", pk![i]).put_at("c", i, t0 - 60_000 + v * 30_000)).unwrap();
+        }
+        if i % 3 == 0 {
+            db.update_row(UpdateRow::new("t", pk![i]).put_at("old", 1, t0 - 99_000)).unwrap();
+        }
+    }
+    for i in (0..300).step_by(10) {
+        db.delete_row(DeleteRow::new("t", pk![i])).unwrap();
+    }
+    db.flush().unwrap();
+    // Before compaction the files still hold what reads no longer show.
+    let before = physical(&fs);
+    assert!(before.iter().any(|(_, _, r)| matches!(r, RowRecord::Delete)));
+    clock.advance(1_000); // "old" cells (version t0 - 99 s) expire now
+    let r = db.get_row("t", &pk![3], &ReadOptions::default().max_versions(5)).unwrap().unwrap();
+    assert!(r.column("old").is_none(), "expired cells are invisible before compaction");
+    assert_eq!(r.column("c").unwrap().cells.len(), 2, "only max_versions versions are visible");
+    db.compact_table("t").unwrap();
+    let now = clock.now_ms();
+    let after = physical(&fs);
+    let mut rows = 0;
+    for (pk, _, rec) in &after {
+        match rec {
+            RowRecord::Put { columns, .. } => {
+                rows += 1;
+                for c in columns {
+                    assert!(c.cells.len() <= 2, "more than max_versions cells of {} left in {pk:?}", c.name);
+                    for cell in &c.cells {
+                        assert!(cell.version + 100_000 > now, "an expired cell is still on disk: {pk:?} {}", c.name);
+                    }
+                }
+            }
+            other => panic!("after a full compaction only put records remain, found {other:?}"),
+        }
+    }
+    assert_eq!(rows, 270, "deleted rows are gone, every other row is one record");
+    let stats = db.stats();
+    let d = stats.tables[0].dropped;
+    assert!(d.versions >= 300 && d.ttl >= 90 && d.deletes >= 30, "{d:?}");
+    // Everything expires: the table becomes empty on disk too.
+    clock.advance(200_000);
+    db.compact_table("t").unwrap();
+    assert!(physical(&fs).is_empty());
+    assert_eq!(db.count_range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1)).unwrap(), 0);
+}
+
+#[test]
+fn lowering_max_versions_applies_to_reads_at_once_and_to_files_at_compaction() {
+    let (opts, fs, clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer).max_versions(5)).unwrap();
+    let t0 = clock.now_ms();
+    for i in 0..50i64 {
+        for v in 0..5u64 {
+            db.update_row(UpdateRow::new("t", pk![i]).put_at("c", v as i64, t0 - 10 + v)).unwrap();
+        }
+    }
+    db.compact_table("t").unwrap();
+    assert!(physical(&fs).iter().all(|(_, _, r)| r.cell_count() == 5));
+    db.update_table("t", TableUpdate { max_versions: Some(2), ttl: None }).unwrap();
+    let r = db.get_row("t", &pk![1], &ReadOptions::default().max_versions(10)).unwrap().unwrap();
+    assert_eq!(r.column("c").unwrap().cells.len(), 2);
+    db.compact_table("t").unwrap();
+    assert!(physical(&fs).iter().all(|(_, _, r)| r.cell_count() == 2));
+}
+
+#[test]
+fn files_read_by_an_open_iterator_are_not_deleted_under_it() {
+    let (opts, fs, _clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    for i in 0..2000i64 {
+        db.put_row(PutRow::new("t", pk![i]).column("v", i)).unwrap();
+    }
+    db.flush().unwrap();
+    let old = sst_paths(&fs);
+    let mut it = db.range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1), &RangeOptions::default()).unwrap();
+    let first = it.next().unwrap().unwrap();
+    for i in 0..2000i64 {
+        db.put_row(PutRow::new("t", pk![i]).column("v", -i)).unwrap();
+    }
+    db.compact_table("t").unwrap();
+    assert!(old.iter().all(|p| strata::fs::FileSystem::exists(&fs, p)), "files still read were deleted");
+    // The iterator keeps reading its snapshot: the old values, all rows, in order.
+    let rest: Vec<Row> = it.map(|r| r.unwrap()).collect();
+    assert_eq!(first.get("v"), Some(&Value::Integer(0)));
+    assert_eq!(rest.len(), 1999);
+    assert!(rest.iter().enumerate().all(|(i, r)| r.get("v") == Some(&Value::Integer(i as i64 + 1))));
+    // Released: the obsolete files go.
+    assert!(old.iter().all(|p| !strata::fs::FileSystem::exists(&fs, p)), "obsolete files were not deleted after the iterator dropped");
+}
+
+#[test]
+fn compact_range_pause_resume_and_backpressure() {
+    let (opts, _fs, _clock) = mem_options();
+    // No automatic level-0 compaction, so level 0 grows until writes stall.
+    let opts = Options {
+        l0_compaction_trigger: 1000,
+        l0_slowdown_trigger: 3,
+        l0_stop_trigger: 4,
+        stall_timeout: Duration::from_millis(50),
+        ..opts
+    };
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    let mut busy = None;
+    for round in 0..10i64 {
+        for i in 0..100i64 {
+            if let Err(e) = db.put_row(PutRow::new("t", pk![i]).column("v", round)) {
+                busy = Some(e);
+                break;
+            }
+        }
+        if busy.is_some() {
+            break;
+        }
+        db.flush().unwrap();
+    }
+    let e = busy.expect("writes must stall and then fail with Busy");
+    assert!(matches!(e, Error::Busy(_)) && e.is_retryable(), "{e}");
+    assert!(db.stats().stall_micros > 0);
+    // The retry helper gives up after its attempts while nothing drains level 0 ...
+    let p = RetryPolicy { max_attempts: 3, initial_backoff: Duration::from_millis(1), max_backoff: Duration::from_millis(2) };
+    assert!(with_retry(p, || db.put_row(PutRow::new("t", pk![1]).column("v", 1))).unwrap_err().is_retryable());
+    // ... and a manual compaction of the range drains it.
+    db.compact_range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1)).unwrap();
+    let parts = db.partitions("t").unwrap();
+    assert!(parts.iter().all(|p| p.levels.first().is_none_or(|l| l.files == 0)), "the range is fully merged");
+    assert!(with_retry(p, || db.put_row(PutRow::new("t", pk![1]).column("v", 1))).is_ok());
+    // Pausing stops background compaction (and lifts the level-0 stall); resuming restarts it.
+    db.pause_compaction();
+    assert!(db.stats().compaction_paused);
+    db.resume_compaction();
+    assert!(!db.stats().compaction_paused);
+}
+
+#[test]
+fn the_disk_footprint_stays_bounded_under_endless_overwrites() {
+    let (opts, fs, _clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer).max_versions(1)).unwrap();
+    let keys = 2000i64;
+    let mut samples = Vec::new();
+    for round in 0..40i64 {
+        let ops: Vec<WriteOp> = (0..keys).map(|i| PutRow::new("t", pk![i]).column("v", format!("{round:04}-{i:08}")).into()).collect();
+        for chunk in ops.chunks(500) {
+            db.batch_write(chunk.to_vec()).unwrap().into_result().unwrap();
+        }
+        if round % 10 == 9 {
+            let bytes: usize = fs.files().iter().filter(|(p, _)| p.extension().is_some_and(|e| e == "sst")).map(|(_, n)| n).sum();
+            samples.push((bytes, sst_paths(&fs).len()));
+        }
+    }
+    db.compact_table("t").unwrap();
+    let live: usize = fs.files().iter().filter(|(p, _)| p.extension().is_some_and(|e| e == "sst")).map(|(_, n)| n).sum();
+    eprintln!("SST bytes and files after every 10 rounds of {keys} overwrites: {samples:?}; compacted {live} bytes");
+    let (max_bytes, max_files) = samples.iter().fold((0, 0), |(b, f), (x, y)| (b.max(*x), f.max(*y)));
+    // 40 rounds wrote 40 copies of the data; the disk never holds more than a few.
+    assert!(max_bytes < 6 * live, "footprint grew with writes: {samples:?} vs {live}");
+    assert!(max_files < 60, "file count grew with writes: {samples:?}");
+    let (first, last) = (samples[0].0, samples[samples.len() - 1].0);
+    assert!(last < first * 3, "footprint keeps growing: {samples:?}");
+}
