@@ -314,7 +314,9 @@ impl Db {
         let mut points = Vec::new();
         let mut acc = 0u64;
         for (start, b) in pieces {
-            if acc >= bytes
+            // Cut before this piece when stopping now is closer to the target than taking it.
+            if acc > 0
+                && acc.abs_diff(bytes) <= (acc + b).abs_diff(bytes)
                 && let Some(s) = start
             {
                 points.push(s);

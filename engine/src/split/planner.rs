@@ -120,8 +120,13 @@ pub fn plan_split(files: &[FileSizeView<'_>], threshold: u64) -> Option<SplitPla
         }
     }
     candidates.push(max_pk0.clone());
-    let best =
-        candidates.into_iter().filter(|k| *k > min_pk0 && *k <= max_pk0).min_by_key(|k| below(k).abs_diff(half))?;
+    // A split key must leave data on both sides and lie inside every file's readable range
+    // (a clipped file's largest key may lie beyond its clip).
+    let upper = files.iter().filter_map(|f| f.hi).min();
+    let best = candidates
+        .into_iter()
+        .filter(|k| *k > min_pk0 && *k <= max_pk0 && upper.is_none_or(|u| k.as_slice() < u))
+        .min_by_key(|k| below(k).abs_diff(half))?;
     let left = below(&best);
     Some(SplitPlan::Split { split_key: best, left_bytes: left, right_bytes: total.saturating_sub(left) })
 }

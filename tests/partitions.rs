@@ -1,0 +1,232 @@
+//! Partitions: data inserted until several splits happen stays readable in order across
+//! boundaries (forward, backward, paged, after reopen); splits never cut a partition-key value;
+//! the planner on skewed data; merges; split points; per-partition load.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use proptest::prelude::*;
+use strata::*;
+use strata_format::key::decode_pk;
+use strata_tests::mem_options;
+
+fn wait_for<F: Fn() -> bool>(f: F) -> bool {
+    for _ in 0..400 {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    f()
+}
+
+fn open_split_table(threshold: u64) -> (Db, Options) {
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", opts.clone()).unwrap();
+    db.create_table(
+        TableSchema::new("t")
+            .pk("p", KeyType::Integer)
+            .pk("c", KeyType::String)
+            .split_threshold_bytes(threshold)
+            .merge_threshold_bytes(threshold / 8),
+    )
+    .unwrap();
+    (db, opts)
+}
+
+fn all_keys(db: &Db, backward: bool) -> Vec<PrimaryKey> {
+    let (lo, hi) = (PrimaryKey::inf_min(2), PrimaryKey::inf_max(2));
+    let (s, e, o) =
+        if backward { (hi, lo, RangeOptions::default().backward()) } else { (lo, hi, RangeOptions::default()) };
+    db.range("t", &s, &e, &o).unwrap().map(|r| r.unwrap().primary_key).collect()
+}
+
+#[test]
+fn rows_stay_readable_in_order_across_split_boundaries_and_reopen() {
+    let (db, opts) = open_split_table(16 << 10);
+    let mut expect = Vec::new();
+    for i in 0..4000i64 {
+        let k = pk![(i * 7919) % 400, format!("c{i:05}")];
+        db.put_row(PutRow::new("t", k.clone()).column("v", format!("value {i:06}"))).unwrap();
+        expect.push(k);
+    }
+    expect.sort();
+    expect.dedup();
+    db.compact_table("t").unwrap();
+    assert!(
+        wait_for(|| db.partitions("t").unwrap().len() >= 4),
+        "splits happened: {}",
+        db.partitions("t").unwrap().len()
+    );
+    // Freeze the layout so the reopen below can compare it.
+    db.pause_compaction();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let parts = db.partitions("t").unwrap();
+    assert_eq!(all_keys(&db, false), expect);
+    let mut back = all_keys(&db, true);
+    back.reverse();
+    assert_eq!(back, expect);
+    // Pages cross boundaries with the right next start key, both ways.
+    for backward in [false, true] {
+        let (mut s, e) = if backward {
+            (PrimaryKey::inf_max(2), PrimaryKey::inf_min(2))
+        } else {
+            (PrimaryKey::inf_min(2), PrimaryKey::inf_max(2))
+        };
+        let mut o = RangeOptions::default().limit(37);
+        if backward {
+            o = o.backward();
+        }
+        let mut got = Vec::new();
+        loop {
+            let p = db.get_range("t", &s, &e, &o).unwrap();
+            got.extend(p.rows.into_iter().map(|r| r.primary_key));
+            match p.next_start {
+                Some(n) => s = n,
+                None => break,
+            }
+        }
+        if backward {
+            got.reverse();
+        }
+        assert_eq!(got, expect, "paged backward={backward}");
+    }
+    // A range inside one partition-key value and one spanning a boundary.
+    let b = parts[1].start.clone().unwrap();
+    let PkValue::Integer(b) = b else { panic!() };
+    let span = db.count_range("t", &pk![b - 1, PkValue::InfMin], &pk![b + 1, PkValue::InfMax]).unwrap();
+    assert_eq!(
+        span,
+        expect.iter().filter(|k| matches!(k.0[0], PkValue::Integer(x) if (b - 1..=b + 1).contains(&x))).count() as u64
+    );
+    db.close().unwrap();
+    let db = Db::open("/db", opts).unwrap();
+    assert_eq!(db.partitions("t").unwrap().len(), parts.len());
+    assert_eq!(all_keys(&db, false), expect);
+    let split_events = db.events();
+    drop(split_events);
+}
+
+#[test]
+fn one_giant_partition_key_is_reported_and_never_split() {
+    let (db, _opts) = open_split_table(8 << 10);
+    for i in 0..3000i64 {
+        db.put_row(PutRow::new("t", pk![7, format!("c{i:06}")]).column("v", "payload payload payload")).unwrap();
+    }
+    db.compact_table("t").unwrap();
+    assert!(wait_for(|| db.partitions("t").unwrap().iter().any(|p| p.oversized_key.is_some())));
+    let parts = db.partitions("t").unwrap();
+    assert_eq!(parts.len(), 1, "a single partition-key value is the smallest unit");
+    let (k, bytes) = parts[0].oversized_key.clone().unwrap();
+    assert_eq!(k, PkValue::Integer(7));
+    assert!(bytes > 8 << 10);
+    assert!(db.events().iter().any(|e| e.kind == "oversized-key" && e.message.contains("key=[7]")));
+}
+
+#[test]
+fn sequential_and_uniform_keys_split_evenly_and_small_neighbours_merge() {
+    for sequential in [true, false] {
+        let (db, _opts) = open_split_table(16 << 10);
+        for i in 0..6000i64 {
+            let p = if sequential { i / 10 } else { (i * 7919) % 600 };
+            db.put_row(PutRow::new("t", pk![p, format!("{i}")]).column("v", format!("value {i:08}"))).unwrap();
+        }
+        db.compact_table("t").unwrap();
+        let settled = wait_for(|| {
+            let parts = db.partitions("t").unwrap();
+            parts.len() >= 4 && parts.iter().all(|p| p.bytes <= 16 << 10)
+        });
+        let parts = db.partitions("t").unwrap();
+        let sizes: Vec<u64> = parts.iter().map(|p| p.bytes).collect();
+        assert!(settled, "the planner splits until every partition fits: {sizes:?}");
+        let max = *sizes.iter().max().unwrap();
+        assert!(max <= 16 << 10, "every partition under the threshold: {sizes:?}");
+        // Delete most rows: compaction shrinks partitions and neighbours merge.
+        db.delete_range("t", &pk![0, PkValue::InfMin], &pk![590, PkValue::InfMin]).unwrap();
+        db.compact_table("t").unwrap();
+        assert!(wait_for(|| db.partitions("t").unwrap().len() < parts.len()), "small neighbours merged");
+        assert!(db.events().iter().any(|e| e.kind == "merge"));
+        let left = db.count_range("t", &PrimaryKey::inf_min(2), &PrimaryKey::inf_max(2)).unwrap();
+        assert_eq!(left, 6000 - 5900);
+    }
+}
+
+#[test]
+fn split_points_cut_a_table_into_ranges_of_about_the_asked_size() {
+    let (db, _opts) = open_split_table(1 << 30);
+    for i in 0..20_000i64 {
+        db.put_row(PutRow::new("t", pk![i / 4, format!("{i}")]).column("v", format!("value {i:08}"))).unwrap();
+    }
+    db.compact_table("t").unwrap();
+    let total = db.describe_table("t").unwrap().sst_bytes;
+    let points = db.split_points_by_size("t", total / 4).unwrap();
+    assert!((2..=5).contains(&points.len()), "{} points for 4 ranges", points.len());
+    let mut bounds = vec![PrimaryKey::inf_min(2)];
+    bounds.extend(points.iter().cloned());
+    bounds.push(PrimaryKey::inf_max(2));
+    let counts: Vec<u64> = bounds.windows(2).map(|w| db.count_range("t", &w[0], &w[1]).unwrap()).collect();
+    assert_eq!(counts.iter().sum::<u64>(), 20_000);
+    for c in &counts[..counts.len() - 1] {
+        assert!((2000..=8000).contains(c), "uneven ranges {counts:?}");
+    }
+    for p in &points {
+        assert_eq!(p.0[1], PkValue::InfMin, "split points are partition-key boundaries");
+    }
+}
+
+#[test]
+fn partition_load_is_counted_per_partition() {
+    let (db, _opts) = open_split_table(16 << 10);
+    for i in 0..3000i64 {
+        db.put_row(PutRow::new("t", pk![i % 300, format!("x{i}")]).column("v", format!("value {i:08}"))).unwrap();
+    }
+    db.compact_table("t").unwrap();
+    assert!(wait_for(|| db.partitions("t").unwrap().len() >= 2));
+    for _ in 0..500 {
+        db.get_row("t", &pk![299, "x2999"], &ReadOptions::default()).unwrap();
+    }
+    let parts = db.partitions("t").unwrap();
+    let last = parts.last().unwrap();
+    assert_eq!(last.load_total.reads, 500, "reads of key 299 land in the last partition");
+    assert!(parts.iter().take(parts.len() - 1).all(|p| p.load_total.reads == 0));
+    assert_eq!(last.load_recent.reads, 500);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// Whatever the keys and threshold, partitions are bounded by single partition-key values
+    /// and every row is read back from the partition its partition key belongs to.
+    #[test]
+    fn no_split_ever_cuts_inside_a_partition_key_value(
+        keys in proptest::collection::vec((0i64..40, 0u32..500), 200..1500),
+        threshold_kib in 2u64..12,
+    ) {
+        let (db, _opts) = open_split_table(threshold_kib << 10);
+        for (p, c) in &keys {
+            db.put_row(PutRow::new("t", pk![*p, format!("{c:05}")]).column("v", "some value bytes")).unwrap();
+        }
+        db.compact_table("t").unwrap();
+        wait_for(|| db.stats().tables[0].pending_compaction_bytes == 0);
+        let recs = db.partition_records("t").unwrap();
+        for r in &recs {
+            for b in [&r.start, &r.end].into_iter().flatten() {
+                prop_assert_eq!(decode_pk(b).unwrap().len(), 1, "a bound is one partition-key value");
+            }
+        }
+        let parts = db.partitions("t").unwrap();
+        let mut total = 0;
+        for p in &parts {
+            let lo = PrimaryKey(vec![p.start.clone().unwrap_or(PkValue::InfMin), PkValue::InfMin]);
+            let hi = PrimaryKey(vec![p.end.clone().unwrap_or(PkValue::InfMax), PkValue::InfMin]);
+            for r in db.range("t", &lo, &hi, &RangeOptions::default()).unwrap() {
+                let r = r.unwrap();
+                prop_assert!(p.start.as_ref().is_none_or(|s| &r.primary_key.0[0] >= s));
+                prop_assert!(p.end.as_ref().is_none_or(|e| &r.primary_key.0[0] < e));
+                total += 1;
+            }
+        }
+        let mut distinct = keys.clone();
+        distinct.sort();
+        distinct.dedup();
+        prop_assert_eq!(total, distinct.len());
+    }
+}
