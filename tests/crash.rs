@@ -36,6 +36,8 @@ fn power_cut_cycles(mode: SyncMode, cycles: usize, seed: u64) -> (u64, usize) {
     let mut model = Model::default();
     model.create_table(schema());
     let mut verified = 0u64;
+    // Partition ids only grow through splits and merges: proof the cuts hit those too.
+    let mut max_partition_id = 0;
     let crash_modes = [CrashMode::DropUnsynced, CrashMode::TornTail, CrashMode::ZeroTail];
     for cycle in 0..cycles {
         let crash_mode = crash_modes[rng.gen_range(0..3)];
@@ -107,8 +109,10 @@ fn power_cut_cycles(mode: SyncMode, cycles: usize, seed: u64) -> (u64, usize) {
         assert!(len >= durable, "cycle {cycle}: lost durable writes");
         verified += durable as u64;
         model = m;
+        max_partition_id = max_partition_id.max(db.partition_records(strata_tests::workload::TABLE).unwrap().iter().map(|p| p.id).max().unwrap_or(0));
         db.close().unwrap();
     }
+    assert!(max_partition_id > 10, "the workload never split partitions (max id {max_partition_id})");
     (verified, cycles)
 }
 

@@ -21,8 +21,8 @@ pub fn schema() -> TableSchema {
         .pk("k", KeyType::Integer)
         .pk("s", KeyType::String)
         .max_versions(2)
-        .split_threshold_bytes(6 << 10)
-        .merge_threshold_bytes(2 << 10)
+        .split_threshold_bytes(3 << 10)
+        .merge_threshold_bytes(1 << 10)
 }
 
 /// One step of the workload.
