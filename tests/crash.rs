@@ -109,7 +109,8 @@ fn power_cut_cycles(mode: SyncMode, cycles: usize, seed: u64) -> (u64, usize) {
         assert!(len >= durable, "cycle {cycle}: lost durable writes");
         verified += durable as u64;
         model = m;
-        max_partition_id = max_partition_id.max(db.partition_records(strata_tests::workload::TABLE).unwrap().iter().map(|p| p.id).max().unwrap_or(0));
+        max_partition_id = max_partition_id
+            .max(db.partition_records(strata_tests::workload::TABLE).unwrap().iter().map(|p| p.id).max().unwrap_or(0));
         db.close().unwrap();
     }
     assert!(max_partition_id > 10, "the workload never split partitions (max id {max_partition_id})");

@@ -115,3 +115,33 @@ impl crate::Db {
         self.inner.bg.kick_compaction();
     }
 }
+
+impl crate::Db {
+    /// Flushes, then waits until no compaction is pending or running and the split planner has
+    /// nothing left to do (or `timeout` passes). Returns true when idle. For benchmarks and
+    /// tests that measure the settled state.
+    ///
+    /// # Errors
+    /// Errors of the flush.
+    pub fn wait_idle(&self, timeout: std::time::Duration) -> Result<bool> {
+        self.flush()?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let idle = {
+                let v = self.inner.state.read().version.clone();
+                let sealed = self.inner.state.read().sealed.len();
+                let busy = self.inner.bg.busy.lock();
+                sealed == 0 && busy.is_empty() && pick_compaction(&v, &self.inner.picker_config(), &busy).is_none()
+            };
+            if idle || self.inner.is_poisoned() {
+                return Ok(idle);
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            self.inner.bg.kick_compaction();
+            self.inner.bg.wait_progress((deadline - now).min(std::time::Duration::from_millis(100)));
+        }
+    }
+}

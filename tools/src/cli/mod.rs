@@ -71,6 +71,8 @@ pub enum Command {
     Check(DirJson),
     /// Key-design helpers: spliced keys and hash prefixes.
     Key(keys::KeyArgs),
+    /// db_bench-style workloads on strata (see docs/PERFORMANCE.md for the peers).
+    Bench(crate::bench::BenchArgs),
 }
 
 /// A database folder and `--json`.
@@ -139,6 +141,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Compact(a) => report::compact(&a, out),
         Command::Check(a) => report::check(&a, out),
         Command::Key(a) => keys::run(&a, out),
+        Command::Bench(a) => crate::bench::run(&a, out, err),
     };
     match r {
         Ok(code) => code,

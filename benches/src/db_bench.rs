@@ -1,0 +1,102 @@
+//! db_bench: the workloads of `strata bench` on strata and, with `--features fjall` and/or
+//! `--features rocksdb`, on fjall and RocksDB in the same run, alternating engines for several
+//! rounds and printing the strata/peer ratio per workload (min/median/max over rounds).
+//!
+//! ```sh
+//! cargo run --release -p strata-benches --features fjall,rocksdb --bin db_bench -- --num 1000000 --rounds 3
+//! ```
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Parser;
+use strata_tools::bench::{BenchArgs, EngineFactory, StrataFactory, WorkloadResult, print_table, run_workloads};
+
+mod peers;
+
+/// Same-run comparison of strata with its peers.
+#[derive(Parser)]
+struct Args {
+    /// Workload settings (as `strata bench`).
+    #[command(flatten)]
+    bench: BenchArgs,
+    /// Rounds; engines alternate within each round.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Engines to run (strata, fjall, rocksdb); default: every one compiled in.
+    #[arg(long, value_delimiter = ',')]
+    engines: Option<Vec<String>>,
+}
+
+fn main() {
+    let a = Args::parse();
+    let mut factories: Vec<Box<dyn EngineFactory>> = vec![Box::new(StrataFactory)];
+    factories.extend(peers::factories());
+    if let Some(names) = &a.engines {
+        factories.retain(|f| names.iter().any(|n| n == f.name()));
+    }
+    let root: PathBuf =
+        a.bench.dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("db_bench-{}", std::process::id())));
+    std::fs::create_dir_all(&root).expect("create bench folder");
+    let mut all: Vec<(usize, WorkloadResult)> = Vec::new();
+    let stdout = std::io::stdout();
+    for round in 0..a.rounds.max(1) {
+        for f in &factories {
+            eprintln!("round {}: {}", round + 1, f.name());
+            let res = run_workloads(f.as_ref(), &a.bench.workloads(), &a.bench.config(), &root, &mut |r| {
+                let mut j = r.json();
+                if let Some(o) = j.as_object_mut() {
+                    o.insert("round".into(), serde_json::json!(round + 1));
+                }
+                let _ = writeln!(stdout.lock(), "{j}");
+            });
+            match res {
+                Ok(rs) => all.extend(rs.into_iter().map(|r| (round, r))),
+                Err(e) => eprintln!("{}: {e}", f.name()),
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&root);
+    if !a.bench.json {
+        let rs: Vec<WorkloadResult> = all.iter().map(|(_, r)| r.clone()).collect();
+        let mut err = std::io::stderr();
+        let _ = print_table(&mut err, &rs);
+        ratios(&all, &factories, &mut err);
+    }
+}
+
+/// strata/peer throughput ratio per workload: min, median, max over rounds.
+fn ratios(all: &[(usize, WorkloadResult)], factories: &[Box<dyn EngineFactory>], out: &mut dyn Write) {
+    for peer in factories.iter().map(|f| f.name()).filter(|n| *n != "strata") {
+        let _ = writeln!(out, "\nstrata / {peer} (ops/s ratio; >1 means strata is faster; settled ratio for writes)");
+        let mut workloads: Vec<String> = Vec::new();
+        for (_, r) in all {
+            if !workloads.contains(&r.workload) {
+                workloads.push(r.workload.clone());
+            }
+        }
+        for w in workloads {
+            let mut rs = Vec::new();
+            let mut settled = Vec::new();
+            let rounds = all.iter().map(|(r, _)| *r).max().unwrap_or(0);
+            for round in 0..=rounds {
+                let s = all.iter().find(|(r, x)| *r == round && x.engine == "strata" && x.workload == w);
+                let p = all.iter().find(|(r, x)| *r == round && x.engine == peer && x.workload == w);
+                if let (Some((_, s)), Some((_, p))) = (s, p) {
+                    rs.push(s.ops_per_sec() / p.ops_per_sec());
+                    if let (Some(a), Some(b)) = (s.seconds_settled, p.seconds_settled) {
+                        settled.push(b / a);
+                    }
+                }
+            }
+            let stat = |v: &mut Vec<f64>| -> String {
+                if v.is_empty() {
+                    return "-".into();
+                }
+                v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+                format!("{:.2} / {:.2} / {:.2}", v[0], v[v.len() / 2], v[v.len() - 1])
+            };
+            let _ = writeln!(out, "  {w:<17} {:<22} settled {}", stat(&mut rs), stat(&mut settled));
+        }
+    }
+}
