@@ -143,7 +143,11 @@ fn sequential_and_uniform_keys_split_evenly_and_small_neighbours_merge() {
         // Delete most rows: compaction shrinks partitions and neighbours merge.
         db.delete_range("t", &pk![0, PkValue::InfMin], &pk![590, PkValue::InfMin]).unwrap();
         db.compact_table("t").unwrap();
-        assert!(wait_for(|| db.partitions("t").unwrap().len() < parts.len()), "small neighbours merged");
+        let merged = wait_for(|| db.partitions("t").unwrap().len() < parts.len());
+        let now: Vec<(u64, u64)> = db.partitions("t").unwrap().iter().map(|p| (p.id, p.bytes)).collect();
+        let ev: Vec<String> =
+            db.events().iter().filter(|e| e.kind != "flush").map(|e| format!("{} {}", e.kind, e.message)).collect();
+        assert!(merged, "small neighbours merged: before {sizes:?}, now {now:?}, events {ev:#?}");
         assert!(db.events().iter().any(|e| e.kind == "merge"));
         let left = db.count_range("t", &PrimaryKey::inf_min(2), &PrimaryKey::inf_max(2)).unwrap();
         assert_eq!(left, 6000 - 5900);

@@ -1,1 +1,176 @@
-fn main() {}
+//! Criterion micro-benchmarks of the hot paths: key encoding, block building and search,
+//! memtable insert and lookup, WAL framing, SSTable point lookups. Each reports throughput.
+//!
+//! `cargo bench -p strata-benches --bench micro`
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use strata::fs::{FileSystem, MemFs};
+use strata::memtable::Memtable;
+use strata::sst::{BlockCache, SstReader};
+use strata_format::block::{Block, BlockBuilder};
+use strata_format::key::{PkValue, encode_pk, internal_key};
+use strata_format::record::{Cell, ColumnCells, RowRecord};
+use strata_format::sst::{SstBuildOptions, SstBuilder, SstProperties};
+use strata_format::value::Value;
+use strata_format::wal::{WalBatch, WalEntry, frame_record};
+
+fn record(i: u64) -> Vec<u8> {
+    RowRecord::Put {
+        marker: None,
+        columns: vec![ColumnCells {
+            name: "v".into(),
+            cells: vec![Cell { version: 1_700_000_000_000 + i, value: Value::Binary(vec![7; 100]) }],
+        }],
+    }
+    .to_bytes()
+}
+
+fn pk(i: u64) -> Vec<u8> {
+    encode_pk(&[PkValue::Binary(format!("{i:016}").into_bytes())])
+}
+
+fn keys(c: &mut Criterion) {
+    let mut g = c.benchmark_group("key");
+    g.throughput(Throughput::Elements(1));
+    let v =
+        vec![PkValue::Integer(16), PkValue::String("a100".into()), PkValue::Integer(66661), PkValue::Integer(200001)];
+    g.bench_function("encode 4 columns", |b| b.iter(|| encode_pk(black_box(&v))));
+    let e = encode_pk(&v);
+    g.bench_function("decode 4 columns", |b| b.iter(|| strata_format::key::decode_pk(black_box(&e))));
+    g.finish();
+}
+
+fn blocks(c: &mut Criterion) {
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = (0..32).map(|i| (internal_key(&pk(i), 5), record(i))).collect();
+    let bytes: u64 = entries.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+    let mut g = c.benchmark_group("block");
+    g.throughput(Throughput::Bytes(bytes));
+    g.bench_function("build 4 KiB", |b| {
+        b.iter(|| {
+            let mut bb = BlockBuilder::new();
+            for (k, v) in &entries {
+                bb.add(k, v);
+            }
+            bb.finish()
+        })
+    });
+    let mut bb = BlockBuilder::new();
+    for (k, v) in &entries {
+        bb.add(k, v);
+    }
+    let block = Block::new(bb.finish(), 0).expect("block");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("seek", |b| {
+        let mut i = 0u64;
+        b.iter(|| {
+            i = (i + 7) % 32;
+            let mut it = block.iter();
+            it.seek(&internal_key(&pk(i), u64::MAX));
+            black_box(it.valid())
+        })
+    });
+    g.finish();
+}
+
+fn memtable(c: &mut Criterion) {
+    let mut g = c.benchmark_group("memtable");
+    g.throughput(Throughput::Elements(1));
+    let recs: Vec<Vec<u8>> = (0..1024).map(record).collect();
+    g.bench_function("insert into 100k", |b| {
+        b.iter_batched(
+            || {
+                let m = Memtable::new(1);
+                for i in 0..100_000u64 {
+                    m.insert_batch(vec![(1, pk(i * 2).as_slice(), i + 1, recs[(i % 1024) as usize].clone())]);
+                }
+                m
+            },
+            |m| {
+                for i in 0..1000u64 {
+                    m.insert_batch(vec![(1, pk(i * 2 + 1).as_slice(), 200_000 + i, recs[(i % 1024) as usize].clone())]);
+                }
+                m
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    let m = Memtable::new(1);
+    for i in 0..100_000u64 {
+        m.insert_batch(vec![(1, pk(i).as_slice(), i + 1, recs[(i % 1024) as usize].clone())]);
+    }
+    g.bench_function("get from 100k", |b| {
+        let mut i = 0u64;
+        b.iter(|| {
+            i = (i + 7919) % 100_000;
+            let mut out = Vec::new();
+            black_box(m.get(1, &pk(i), u64::MAX, &mut out))
+        })
+    });
+    g.finish();
+}
+
+fn wal(c: &mut Criterion) {
+    let mut g = c.benchmark_group("wal");
+    let batch =
+        WalBatch { first_seqno: 1, entries: vec![WalEntry { table_id: 1, pk: pk(1), stamp: 1, record: record(1) }] };
+    let mut payload = Vec::new();
+    batch.encode(&mut payload);
+    g.throughput(Throughput::Bytes(payload.len() as u64));
+    g.bench_function("encode and frame one write", |b| {
+        let mut out = Vec::with_capacity(1 << 20);
+        b.iter(|| {
+            out.clear();
+            let mut p = Vec::with_capacity(160);
+            batch.encode(&mut p);
+            frame_record(&p, &mut out);
+            black_box(out.len())
+        })
+    });
+    g.finish();
+}
+
+fn sst(c: &mut Criterion) {
+    let fs = MemFs::new();
+    let path = std::path::Path::new("/t.sst");
+    let mut file = Vec::new();
+    {
+        let mut b = SstBuilder::new(&mut file, SstBuildOptions::default(), SstProperties::default());
+        for i in 0..100_000u64 {
+            b.add(&internal_key(&pk(i), i + 1), &record(i)).expect("add");
+        }
+        b.finish().expect("finish");
+    }
+    let mut w = fs.create(path).expect("create");
+    w.append(&file).expect("write");
+    drop(w);
+    let reader = SstReader::open(Arc::new(fs), path, 1, Arc::new(BlockCache::new(64 << 20))).expect("open");
+    let mut g = c.benchmark_group("sst");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("point lookup (cached blocks)", |b| {
+        let mut i = 0u64;
+        b.iter(|| {
+            i = (i + 7919) % 100_000;
+            let mut out = Vec::new();
+            black_box(reader.get(&pk(i), u64::MAX, &mut out).expect("get"))
+        })
+    });
+    g.bench_function("lookup of a missing key", |b| {
+        let mut i = 0u64;
+        b.iter(|| {
+            i += 1;
+            let mut out = Vec::new();
+            black_box(reader.get(&pk(1_000_000 + i), u64::MAX, &mut out).expect("get"))
+        })
+    });
+    g.finish();
+}
+
+mod group {
+    #![allow(missing_docs)]
+    use super::*;
+    criterion_group!(benches, keys, blocks, memtable, wal, sst);
+}
+criterion_main!(group::benches);

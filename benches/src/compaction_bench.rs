@@ -1,1 +1,161 @@
-fn main() {}
+//! Compaction and split benchmarks (docs/PERFORMANCE.md, docs/COMPACTION.md).
+//!
+//! `compaction_bench overwrite --writes 2000000 --keys 200000 --max-versions 1`: overwrites
+//! of a fixed key set; reports throughput (until the last write returned and until compaction
+//! settled), write amplification, space amplification, disk size and cells dropped.
+//!
+//! `compaction_bench split --sizes 10MB,100MB,1GB`: builds one partition of each size, then
+//! times the split planner's split of it (planning from the indexes plus the manifest write).
+
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::{Db, KeyType, Options, PutRow, TableSchema, WriteOp};
+use strata_tools::bench::{dir_bytes, key, value};
+
+#[derive(Parser)]
+struct Args {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Overwrites of a fixed key set.
+    Overwrite {
+        /// Writes.
+        #[arg(long, default_value_t = 2_000_000)]
+        writes: u64,
+        /// Distinct keys.
+        #[arg(long, default_value_t = 200_000)]
+        keys: u64,
+        /// max_versions of the table.
+        #[arg(long, default_value_t = 1)]
+        max_versions: u32,
+        /// Value size.
+        #[arg(long, default_value_t = 100)]
+        value_size: usize,
+    },
+    /// Split time by partition size.
+    Split {
+        /// Partition sizes (e.g. 10MB,100MB,1GB).
+        #[arg(long, value_delimiter = ',', default_value = "10MB,100MB,1GB")]
+        sizes: Vec<String>,
+    },
+}
+
+fn parse_size(s: &str) -> u64 {
+    let t = s.trim().to_ascii_uppercase();
+    let (n, m) = if let Some(x) = t.strip_suffix("GB") {
+        (x, 1_000_000_000)
+    } else if let Some(x) = t.strip_suffix("MB") {
+        (x, 1_000_000)
+    } else {
+        (t.as_str(), 1)
+    };
+    n.parse::<u64>().expect("size") * m
+}
+
+fn main() {
+    let a = Args::parse();
+    let tmp = tempfile::tempdir().expect("temp dir");
+    match a.cmd {
+        Cmd::Overwrite { writes, keys, max_versions, value_size } => {
+            let db = Db::open(tmp.path(), Options::default()).expect("open");
+            db.create_table(TableSchema::new("t").pk("k", KeyType::Binary).max_versions(max_versions)).expect("table");
+            let mut rng = StdRng::seed_from_u64(7);
+            let vals: Vec<Vec<u8>> = (0..1024).map(|_| value(&mut rng, value_size)).collect();
+            let t = Instant::now();
+            let mut done = 0;
+            while done < writes {
+                let ops: Vec<WriteOp> = (0..100)
+                    .map(|i| {
+                        let k = rng.gen_range(0..keys);
+                        PutRow::new("t", strata::pk![key(k)])
+                            .column("v", vals[(done + i) as usize % 1024].clone())
+                            .into()
+                    })
+                    .collect();
+                // Keys may repeat within 100 random picks: write one row at a time then.
+                match db.batch_write(ops.clone()) {
+                    Ok(r) => r.into_result().map(|_| ()).expect("batch"),
+                    Err(_) => {
+                        for op in ops {
+                            db.batch_write(vec![op]).expect("write").into_result().expect("row");
+                        }
+                    }
+                }
+                done += 100;
+            }
+            let secs = t.elapsed().as_secs_f64();
+            db.wait_idle(Duration::from_secs(3600)).expect("settle");
+            let settled = t.elapsed().as_secs_f64();
+            let s = db.stats();
+            let tb = &s.tables[0];
+            println!(
+                "{}",
+                serde_json::json!({
+                    "workload": "overwrite", "writes": writes, "keys": keys, "max_versions": max_versions,
+                    "seconds": secs, "writes_per_sec": (writes as f64 / secs).round(),
+                    "seconds_settled": settled, "writes_per_sec_settled": (writes as f64 / settled).round(),
+                    "user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
+                    "compaction_bytes": s.compaction_write_bytes,
+                    "write_amplification": s.write_amplification,
+                    "write_amplification_sst": (s.flush_bytes + s.compaction_write_bytes) as f64 / s.user_bytes.max(1) as f64,
+                    "space_amplification": tb.space_amplification, "sst_bytes": tb.sst_bytes,
+                    "disk_bytes": dir_bytes(tmp.path()), "compactions": s.compactions,
+                    "dropped_versions": tb.dropped.versions, "dropped_deletes": tb.dropped.deletes,
+                })
+            );
+        }
+        Cmd::Split { sizes } => {
+            for size in sizes {
+                let bytes = parse_size(&size);
+                let dir = tmp.path().join(&size);
+                let opts = Options { auto_split: false, ..Options::default() };
+                let db = Db::open(&dir, opts).expect("open");
+                db.create_table(
+                    TableSchema::new("t")
+                        .pk("p", KeyType::Integer)
+                        .pk("c", KeyType::Binary)
+                        .split_threshold_bytes(bytes / 2),
+                )
+                .expect("table");
+                let mut rng = StdRng::seed_from_u64(9);
+                let vals: Vec<Vec<u8>> = (0..1024).map(|_| value(&mut rng, 100)).collect();
+                let rows = bytes / 80; // about 80 bytes per row on disk after compression
+                let mut i = 0;
+                while i < rows {
+                    let ops: Vec<WriteOp> = (i..(i + 1000).min(rows))
+                        .map(|j| {
+                            PutRow::new("t", strata::pk![(j % 100_000) as i64, key(j)])
+                                .column("v", vals[(j % 1024) as usize].clone())
+                                .into()
+                        })
+                        .collect();
+                    db.batch_write(ops).expect("write").into_result().expect("rows");
+                    i += 1000;
+                }
+                db.compact_table("t").expect("compact");
+                let before = db.partitions("t").expect("parts");
+                let t = Instant::now();
+                let n = db.run_split_planner().expect("split");
+                let split_ms = t.elapsed().as_secs_f64() * 1e3;
+                let after = db.partitions("t").expect("parts");
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "workload": "split", "partition_bytes": before.iter().map(|p| p.bytes).sum::<u64>(),
+                        "files": before.iter().flat_map(|p| p.levels.iter()).map(|l| l.files).sum::<usize>(),
+                        "changes": n, "partitions_after": after.len(), "split_ms": split_ms,
+                        "left_bytes": after.first().map(|p| p.bytes), "right_bytes": after.last().map(|p| p.bytes),
+                    })
+                );
+                db.close().expect("close");
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+}

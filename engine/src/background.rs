@@ -73,12 +73,17 @@ impl Background {
         self.progress_cv.notify_all();
     }
 
-    /// Waits for the next progress signal, at most `timeout`.
-    pub fn wait_progress(&self, timeout: Duration) {
+    /// The progress counter, to pass to [`Background::wait_progress`]. Read it *before*
+    /// checking the condition you wait for, so a signal in between is not missed.
+    pub fn progress_epoch(&self) -> u64 {
+        *self.progress.lock()
+    }
+
+    /// Waits until a progress signal newer than `since` arrives, at most `timeout`.
+    pub fn wait_progress(&self, since: u64, timeout: Duration) {
         let mut g = self.progress.lock();
-        let seen = *g;
         let deadline = std::time::Instant::now() + timeout;
-        while *g == seen {
+        while *g == since {
             if self.progress_cv.wait_until(&mut g, deadline).timed_out() {
                 break;
             }

@@ -241,6 +241,7 @@ impl Inner {
         let start = Instant::now();
         let mut slowed = false;
         loop {
+            let epoch = self.bg.progress_epoch();
             self.check_writable()?;
             let sealed = self.state.read().sealed.len();
             let l0 = self.max_l0_files.load(Ordering::Acquire);
@@ -269,7 +270,7 @@ impl Inner {
                 self.bg.kick_flush();
             }
             self.bg.kick_compaction();
-            self.bg.wait_progress(self.opts.stall_timeout - waited);
+            self.bg.wait_progress(epoch, self.opts.stall_timeout - waited);
         }
     }
 

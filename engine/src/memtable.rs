@@ -4,12 +4,15 @@
 //! table, and a flush routes each table's slice to its partitions. The active memtable takes
 //! inserts from the write leader only; once sealed it is immutable. Readers never hold the lock
 //! for long: range iteration copies small chunks ([`Memtable::chunk`]).
+//!
+//! The map is a lock-free skip list (crossbeam-skiplist): readers never wait for the write
+//! leader. (A `RwLock<BTreeMap>` inserted faster, but under a steady stream of writes readers
+//! were parked for milliseconds behind the writer; see docs/PERFORMANCE.md.)
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::RwLock;
+use crossbeam_skiplist::SkipMap;
 use strata_format::key::{SEQNO_SUFFIX_LEN, internal_key, split_internal_key};
 use strata_format::record::RecordKind;
 
@@ -22,7 +25,7 @@ pub type Entry = (Vec<u8>, Vec<u8>);
 /// An in-memory sorted run of recent writes.
 #[derive(Debug)]
 pub struct Memtable {
-    map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+    map: SkipMap<Vec<u8>, Vec<u8>>,
     size: AtomicUsize,
     max_seqno: AtomicU64,
     /// Number of the WAL file holding this memtable's first entry.
@@ -48,12 +51,7 @@ pub fn is_base_record(record: &[u8]) -> bool {
 impl Memtable {
     /// An empty memtable whose entries go to WAL `first_wal` onward.
     pub fn new(first_wal: u64) -> Self {
-        Memtable {
-            map: RwLock::new(BTreeMap::new()),
-            size: AtomicUsize::new(0),
-            max_seqno: AtomicU64::new(0),
-            first_wal,
-        }
+        Memtable { map: SkipMap::new(), size: AtomicUsize::new(0), max_seqno: AtomicU64::new(0), first_wal }
     }
 
     /// The same memtable, recorded as starting in WAL `first_wal` (recovery learns it late).
@@ -66,14 +64,12 @@ impl Memtable {
     pub fn insert_batch(&self, entries: Vec<(u64, &[u8], u64, Vec<u8>)>) {
         let mut added = 0;
         let mut max_seq = 0;
-        let mut map = self.map.write();
         for (table, pk, seqno, record) in entries {
             let k = mem_key(table, &internal_key(pk, seqno));
             added += k.len() + record.len() + ENTRY_OVERHEAD;
             max_seq = max_seq.max(seqno);
-            map.insert(k, record);
+            self.map.insert(k, record);
         }
-        drop(map);
         self.size.fetch_add(added, Ordering::Relaxed);
         self.max_seqno.fetch_max(max_seq, Ordering::Relaxed);
     }
@@ -90,7 +86,7 @@ impl Memtable {
 
     /// True when nothing was inserted.
     pub fn is_empty(&self) -> bool {
-        self.map.read().is_empty()
+        self.map.is_empty()
     }
 
     /// Appends the records of `pk` visible at `snapshot` to `out`, newest first, stopping after
@@ -98,8 +94,8 @@ impl Memtable {
     pub fn get(&self, table_id: u64, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> bool {
         let lo = mem_key(table_id, &internal_key(pk, snapshot));
         let hi = mem_key(table_id, &internal_key(pk, 0));
-        let map = self.map.read();
-        for (_, v) in map.range::<[u8], _>((Bound::Included(lo.as_slice()), Bound::Included(hi.as_slice()))) {
+        for e in self.map.range::<[u8], _>((Bound::Included(lo.as_slice()), Bound::Included(hi.as_slice()))) {
+            let v = e.value();
             out.push(v.clone());
             if is_base_record(v) {
                 return true;
@@ -129,37 +125,35 @@ impl Memtable {
             Bound::Excluded(k) => Bound::Excluded(mem_key(table_id, k)),
             Bound::Unbounded => Bound::Unbounded,
         };
-        let map = self.map.read();
-        let strip = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.get(8..).unwrap_or(&[]).to_vec(), v.clone());
+        let strip = |e: crossbeam_skiplist::map::Entry<'_, Vec<u8>, Vec<u8>>| {
+            (e.key().get(8..).unwrap_or(&[]).to_vec(), e.value().clone())
+        };
         if forward {
             let start = match from_k {
                 Bound::Unbounded => Bound::Included(lo_k),
                 b => max_bound(b, lo_k),
             };
-            map.range((start, Bound::Excluded(hi_k))).take(n).map(strip).collect()
+            self.map.range((start, Bound::Excluded(hi_k))).take(n).map(strip).collect()
         } else {
             let end = match from_k {
                 Bound::Unbounded => Bound::Excluded(hi_k),
                 b => min_bound(b, hi_k),
             };
-            map.range((Bound::Included(lo_k), end)).rev().take(n).map(strip).collect()
+            self.map.range((Bound::Included(lo_k), end)).rev().take(n).map(strip).collect()
         }
     }
 
     /// Ids of the tables with entries, ascending.
     pub fn table_ids(&self) -> Vec<u64> {
-        let map = self.map.read();
         let mut out = Vec::new();
         let mut next: Option<Vec<u8>> = None;
         loop {
             let first = match &next {
-                None => map.keys().next(),
-                Some(k) => {
-                    map.range::<[u8], _>((Bound::Included(k.as_slice()), Bound::Unbounded)).next().map(|(k, _)| k)
-                }
+                None => self.map.front(),
+                Some(k) => self.map.lower_bound::<[u8]>(Bound::Included(k.as_slice())),
             };
-            let Some(k) = first else { break };
-            let Some(id) = k.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes) else {
+            let Some(e) = first else { break };
+            let Some(id) = e.key().get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes) else {
                 break;
             };
             out.push(id);
@@ -177,14 +171,13 @@ impl Memtable {
         table_id: u64,
         mut f: impl FnMut(&[u8], &[u8]) -> crate::Result<()>,
     ) -> crate::Result<()> {
-        let map = self.map.read();
         let lo = table_prefix(table_id).to_vec();
-        let range = match table_id.checked_add(1) {
-            Some(n) => map.range(lo..table_prefix(n).to_vec()),
-            None => map.range(lo..),
+        let hi = match table_id.checked_add(1) {
+            Some(n) => Bound::Excluded(table_prefix(n).to_vec()),
+            None => Bound::Unbounded,
         };
-        for (k, v) in range {
-            f(k.get(8..).unwrap_or(&[]), v)?;
+        for e in self.map.range((Bound::Included(lo), hi)) {
+            f(e.key().get(8..).unwrap_or(&[]), e.value())?;
         }
         Ok(())
     }

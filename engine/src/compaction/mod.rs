@@ -39,38 +39,46 @@ impl Inner {
     /// Claims a partition, waiting while background work holds it.
     pub(crate) fn claim_wait(&self, partition: u64) -> Result<crate::background::Claim<'_>> {
         loop {
+            let epoch = self.bg.progress_epoch();
             self.check_writable()?;
             if let Some(c) = self.bg.claim(partition) {
                 return Ok(c);
             }
-            self.bg.wait_progress(std::time::Duration::from_millis(50));
+            self.bg.wait_progress(epoch, std::time::Duration::from_millis(50));
         }
     }
 
     /// Fully compacts the partitions of `table` that intersect the encoded range `[lo, hi)`.
+    /// Splits may replace partitions meanwhile: it goes round until every partition in the
+    /// range was compacted after the call began.
     fn compact_partitions(&self, table: &str, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Result<()> {
-        let ids: Vec<u64> = {
-            let v = self.state.read().version.clone();
-            let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
-            t.partitions
-                .iter()
-                .filter(|p| hi.is_none_or(|h| p.start.as_deref().is_none_or(|s| s < h)))
-                .filter(|p| lo.is_none_or(|l| p.end.as_deref().is_none_or(|e| e > l)))
-                .map(|p| p.id)
-                .collect()
-        };
-        for id in ids {
-            let _claim = self.claim_wait(id)?;
-            let r = (|| {
+        let mut done = std::collections::HashSet::new();
+        loop {
+            let pending: Vec<u64> = {
+                let v = self.state.read().version.clone();
+                let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
+                t.partitions
+                    .iter()
+                    .filter(|p| hi.is_none_or(|h| p.start.as_deref().is_none_or(|s| s < h)))
+                    .filter(|p| lo.is_none_or(|l| p.end.as_deref().is_none_or(|e| e > l)))
+                    .map(|p| p.id)
+                    .filter(|id| !done.contains(id))
+                    .collect()
+            };
+            if pending.is_empty() {
+                break;
+            }
+            for id in pending {
+                let _claim = self.claim_wait(id)?;
                 let v = self.state.read().version.clone();
                 let Some(t) = v.table(table) else { return Ok(()) };
-                let Some(p) = t.partitions.iter().find(|p| p.id == id) else { return Ok(()) };
-                match full_compaction(t, p) {
-                    Some(task) => self.run_compaction(&task).map(|_| ()),
-                    None => Ok(()),
+                // A partition split while we waited is gone: its children come round next.
+                let Some(p) = t.partitions.iter().find(|p| p.id == id) else { continue };
+                if let Some(task) = full_compaction(t, p) {
+                    self.run_compaction(&task)?;
                 }
-            })();
-            r?;
+                done.insert(id);
+            }
         }
         // Compaction changes sizes: let the split planner look again.
         self.bg.kick_compaction();
@@ -107,6 +115,8 @@ impl crate::Db {
     /// the level-0 limits only if they are reached; the stop trigger is lifted while paused).
     pub fn pause_compaction(&self) {
         self.inner.bg.paused.store(true, Ordering::Release);
+        // Stalled writers re-check: the level-0 stop trigger is lifted while paused.
+        self.inner.bg.notify_progress();
     }
 
     /// Resumes background compaction.
@@ -127,6 +137,7 @@ impl crate::Db {
         self.flush()?;
         let deadline = std::time::Instant::now() + timeout;
         loop {
+            let epoch = self.inner.bg.progress_epoch();
             let idle = {
                 let v = self.inner.state.read().version.clone();
                 let sealed = self.inner.state.read().sealed.len();
@@ -141,7 +152,7 @@ impl crate::Db {
                 return Ok(false);
             }
             self.inner.bg.kick_compaction();
-            self.inner.bg.wait_progress((deadline - now).min(std::time::Duration::from_millis(100)));
+            self.inner.bg.wait_progress(epoch, (deadline - now).min(std::time::Duration::from_millis(100)));
         }
     }
 }

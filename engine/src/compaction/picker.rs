@@ -159,7 +159,11 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
                 // would let the older shadow it. Level 0 always moves as a whole.
                 return Some(task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, reason, 0.5));
             }
-            return Some(task_for(t, p, vec![(lvl, f)], (lvl + 1).min(last), reason, 0.5));
+            // A shared file is rewritten in place: its readable range overlaps nothing else in
+            // its level, and moving it down would deepen the tree at every split. Expired cells
+            // move down, since only a bottommost compaction can drop every one of them.
+            let out = if reason == "shared-file" { lvl } else { (lvl + 1).min(last) };
+            return Some(task_for(t, p, vec![(lvl, f)], out, reason, 0.5));
         }
     }
     None
