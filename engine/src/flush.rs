@@ -87,7 +87,17 @@ impl Inner {
                 let mut current: Option<(usize, u64, SstFileWriter)> = None;
                 let mut finished: Vec<(usize, u64, WrittenSst)> = Vec::new();
                 mem.for_each_in_table(table_id, |ikey, value| {
-                    let pi = table.partition_index(partition_key(user_key(ikey)));
+                    // Entries come in key order: stay in the current partition until the key
+                    // reaches its end bound (comparing the whole key with an encoded
+                    // partition key is exact, see FORMAT.md "Key encoding").
+                    let uk = user_key(ikey);
+                    let stays = current.as_ref().is_some_and(|(p, _, _)| {
+                        table.partitions.get(*p).is_some_and(|part| part.end.as_deref().is_none_or(|e| uk < e))
+                    });
+                    let pi = match (&current, stays) {
+                        (Some((p, _, _)), true) => *p,
+                        _ => table.partition_index(partition_key(uk)),
+                    };
                     if current.as_ref().is_none_or(|(p, _, _)| *p != pi) {
                         if let Some((p, id, w)) = current.take() {
                             finished.push((p, id, w.finish()?));

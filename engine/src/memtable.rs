@@ -60,12 +60,16 @@ impl Memtable {
         self
     }
 
-    /// Inserts entries `(table id, encoded pk, seqno, record)` under one lock acquisition.
-    pub fn insert_batch(&self, entries: Vec<(u64, &[u8], u64, Vec<u8>)>) {
+    /// Inserts entries `(table id, encoded pk, seqno, record)`.
+    pub fn insert_batch<'a>(&self, entries: impl IntoIterator<Item = (u64, &'a [u8], u64, Vec<u8>)>) {
         let mut added = 0;
         let mut max_seq = 0;
         for (table, pk, seqno, record) in entries {
-            let k = mem_key(table, &internal_key(pk, seqno));
+            // table id ++ pk ++ !seqno, built in one allocation.
+            let mut k = Vec::with_capacity(8 + pk.len() + 8);
+            k.extend_from_slice(&table_prefix(table));
+            k.extend_from_slice(pk);
+            k.extend_from_slice(&(!seqno).to_be_bytes());
             added += k.len() + record.len() + ENTRY_OVERHEAD;
             max_seq = max_seq.max(seqno);
             self.map.insert(k, record);

@@ -16,7 +16,7 @@ use crate::db::Inner;
 use crate::error::{Error, Result};
 use crate::iter::{EntrySource, MemSource, MergeIter, RowGrouper, after_all_versions};
 use crate::memtable::Memtable;
-use crate::rowstate::{DropCounts, RowState, resolve, select, visible};
+use crate::rowstate::{DropCounts, RowState, resolve, select, select_single_put, visible};
 use crate::sst::SstIter;
 use crate::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
 use crate::validate::encode_bound;
@@ -127,6 +127,10 @@ impl Inner {
         }
         if recs.is_empty() {
             return Ok(None);
+        }
+        let mut recs = recs;
+        if let Some(r) = select_single_put(pk, &mut recs, table.max_versions(), table.ttl(), opts) {
+            return Ok(r);
         }
         let st = resolve(recs, table.max_versions(), &mut DropCounts::default());
         Ok(visible(st, table.max_versions(), table.ttl(), now).and_then(|st| select(pk, st, opts)))
@@ -340,12 +344,17 @@ impl RangeIter {
                 self.grouper = None;
                 continue;
             };
-            let recs = decode_records(bufs, std::path::Path::new("<range read>"))?;
-            let st = resolve(recs, self.table.max_versions(), &mut DropCounts::default());
-            let Some(st) = visible(st, self.table.max_versions(), self.table.ttl(), self.now) else {
-                continue;
-            };
+            let mut recs = decode_records(bufs, std::path::Path::new("<range read>"))?;
             let key = PrimaryKey(decode_pk(&pk).map_err(|e| Error::corruption("<range read>", e))?);
+            let (mv, ttl) = (self.table.max_versions(), self.table.ttl());
+            if let Some(fast) = select_single_put(&key, &mut recs, mv, ttl, &self.read) {
+                match fast {
+                    Some(row) => return Ok(Some((key, Some(row)))),
+                    None => continue,
+                }
+            }
+            let st = resolve(recs, mv, &mut DropCounts::default());
+            let Some(st) = visible(st, mv, ttl, self.now) else { continue };
             let row = select(&key, st, &self.read);
             return Ok(Some((key, row)));
         }

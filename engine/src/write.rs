@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use parking_lot::{Condvar, Mutex};
 use strata_format::key::partition_key;
 use strata_format::record::{Cell, CellOp, ColumnCells, MAX_RECORD_BYTES, RowRecord};
-use strata_format::wal::{WalBatch, WalEntry, frame_record};
+use strata_format::wal::{begin_record, encode_batch_header, encode_entry, end_record};
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
@@ -29,6 +29,7 @@ use crate::options::SyncMode;
 use crate::rowstate::{RowState, eval_condition, validate_condition};
 use crate::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, WriteOp, WriteReceipt};
 use crate::validate::{check_column_name, check_value, check_version, encode_row_key};
+use crate::version::Version;
 
 type GroupResult = Result<Vec<RowOutcome>>;
 
@@ -150,37 +151,34 @@ impl Inner {
         };
         let mut written_bytes = 0u64;
         for (ticket, ops) in group {
-            match self.prepare_batch(&ops, now, next_seq, &stamps) {
+            match self.prepare_batch(&version, &ops, now, next_seq, &stamps) {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
-                Ok(Ok(rows)) => {
+                Ok(Ok(mut rows)) => {
                     let first_seqno = next_seq;
-                    let mut entries = Vec::with_capacity(rows.len());
-                    let mut mem = Vec::with_capacity(rows.len());
+                    // The WAL record is framed in place; the memtable takes the records by move.
+                    let start = begin_record(&mut wal_buf);
+                    encode_batch_header(first_seqno, rows.len(), &mut wal_buf);
                     let mut receipts = Vec::with_capacity(rows.len());
-                    for (i, r) in rows.into_iter().enumerate() {
-                        let seqno = first_seqno + i as u64;
+                    for (i, r) in rows.iter().enumerate() {
                         if r.stamp > 0 {
                             let s = stamps.entry(r.table_id).or_insert(0);
                             *s = (*s).max(r.stamp);
                         }
-                        written_bytes += (r.pk.len() + r.record.len()) as u64;
+                        let bytes = (r.pk.len() + r.record.len()) as u64;
+                        written_bytes += bytes;
                         if let Some(p) =
                             version.tables.get(&r.table_id).and_then(|t| t.partition_for(partition_key(&r.pk)))
                         {
-                            p.load.record_write(now, (r.pk.len() + r.record.len()) as u64);
+                            p.load.record_write(now, bytes);
                         }
-                        entries.push(WalEntry { table_id: r.table_id, pk: r.pk, stamp: r.stamp, record: r.record });
-                        receipts.push(Ok(WriteReceipt { seqno, ..r.receipt }));
+                        encode_entry(r.table_id, &r.pk, r.stamp, &r.record, &mut wal_buf);
+                        receipts.push(Ok(WriteReceipt { seqno: first_seqno + i as u64, ..r.receipt.clone() }));
                     }
-                    let batch = WalBatch { first_seqno, entries };
-                    let mut payload = Vec::new();
-                    batch.encode(&mut payload);
-                    frame_record(&payload, &mut wal_buf);
-                    for (i, e) in batch.entries.into_iter().enumerate() {
-                        mem.push((e.table_id, e.pk, first_seqno + i as u64, e.record));
-                    }
-                    active.insert_batch(mem.iter().map(|(t, pk, s, r)| (*t, pk.as_slice(), *s, r.clone())).collect());
+                    end_record(&mut wal_buf, start);
+                    active.insert_batch(rows.iter_mut().enumerate().map(|(i, r)| {
+                        (r.table_id, r.pk.as_slice(), first_seqno + i as u64, std::mem::take(&mut r.record))
+                    }));
                     next_seq += receipts.len() as u64;
                     results.push((ticket, Ok(receipts)));
                 }
@@ -222,6 +220,7 @@ impl Inner {
     /// batch is not applied), `Err` for whole-batch errors.
     fn prepare_batch(
         &self,
+        version: &Version,
         ops: &[WriteOp],
         now: u64,
         first_seq: u64,
@@ -239,7 +238,7 @@ impl Inner {
         // Every row is checked against the state before the batch.
         let snapshot = first_seq - 1;
         let prepared: Vec<Result<PreparedRow>> =
-            ops.iter().map(|op| self.prepare_row(op, now, snapshot, stamps)).collect();
+            ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps)).collect();
         if prepared.iter().all(|r| r.is_ok()) {
             return Ok(Ok(prepared.into_iter().filter_map(|r| r.ok()).collect()));
         }
@@ -254,12 +253,12 @@ impl Inner {
 
     fn prepare_row(
         &self,
+        version: &Version,
         op: &WriteOp,
         now: u64,
         snapshot: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
     ) -> Result<PreparedRow> {
-        let version = self.state.read().version.clone();
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
         let pk = encode_row_key(table, op.pk())?;
         let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
