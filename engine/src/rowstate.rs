@@ -313,6 +313,47 @@ pub fn validate_condition(c: &ColumnCondition) -> Result<()> {
     }
 }
 
+/// The common case without building a [`RowState`]: a row whose newest record is a put (every
+/// row after compaction), in a table without TTL, read without a filter. Returns `None` when
+/// the general path is needed; otherwise what [`visible`] then [`select`] would return.
+pub fn select_single_put(
+    pk: &PrimaryKey,
+    recs: &mut Vec<RowRecord>,
+    max_versions: usize,
+    ttl: Ttl,
+    opts: &ReadOptions,
+) -> Option<Option<Row>> {
+    if recs.len() != 1
+        || ttl != Ttl::Forever
+        || opts.filter.is_some()
+        || !matches!(recs.first(), Some(RowRecord::Put { .. }))
+    {
+        return None;
+    }
+    let Some(RowRecord::Put { marker, columns }) = recs.pop() else { return None };
+    if marker.is_none() && columns.iter().all(|c| c.cells.is_empty()) {
+        return Some(None);
+    }
+    let per_column = match (opts.max_versions, opts.time_range) {
+        (Some(n), _) => n as usize,
+        (None, Some(_)) => usize::MAX,
+        (None, None) => 1,
+    };
+    let out = columns
+        .into_iter()
+        .filter(|c| opts.columns.as_ref().is_none_or(|cols| cols.contains(&c.name)))
+        .filter_map(|ColumnCells { name, mut cells }| {
+            cells.truncate(max_versions);
+            if let Some((s, e)) = opts.time_range {
+                cells.retain(|c| c.version >= s && c.version < e);
+            }
+            cells.truncate(per_column);
+            (!cells.is_empty()).then_some(Column { name, cells })
+        })
+        .collect();
+    Some(Some(Row { primary_key: pk.clone(), columns: out }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,45 +399,4 @@ mod tests {
         assert!(eval_condition(&c(CompareOp::Equal, Value::Integer(5)).pass_if_missing(true), None));
         assert!(validate_condition(&ColumnCondition::And(vec![])).is_err());
     }
-}
-
-/// The common case without building a [`RowState`]: a row whose newest record is a put (every
-/// row after compaction), in a table without TTL, read without a filter. Returns `None` when
-/// the general path is needed; otherwise what [`visible`] then [`select`] would return.
-pub fn select_single_put(
-    pk: &PrimaryKey,
-    recs: &mut Vec<RowRecord>,
-    max_versions: usize,
-    ttl: Ttl,
-    opts: &ReadOptions,
-) -> Option<Option<Row>> {
-    if recs.len() != 1
-        || ttl != Ttl::Forever
-        || opts.filter.is_some()
-        || !matches!(recs.first(), Some(RowRecord::Put { .. }))
-    {
-        return None;
-    }
-    let Some(RowRecord::Put { marker, columns }) = recs.pop() else { return None };
-    if marker.is_none() && columns.iter().all(|c| c.cells.is_empty()) {
-        return Some(None);
-    }
-    let per_column = match (opts.max_versions, opts.time_range) {
-        (Some(n), _) => n as usize,
-        (None, Some(_)) => usize::MAX,
-        (None, None) => 1,
-    };
-    let out = columns
-        .into_iter()
-        .filter(|c| opts.columns.as_ref().is_none_or(|cols| cols.iter().any(|x| *x == c.name)))
-        .filter_map(|ColumnCells { name, mut cells }| {
-            cells.truncate(max_versions);
-            if let Some((s, e)) = opts.time_range {
-                cells.retain(|c| c.version >= s && c.version < e);
-            }
-            cells.truncate(per_column);
-            (!cells.is_empty()).then_some(Column { name, cells })
-        })
-        .collect();
-    Some(Some(Row { primary_key: pk.clone(), columns: out }))
 }
