@@ -6,6 +6,10 @@
 //! cargo run --release -p strata-benches --features fjall,rocksdb --bin db_bench -- --num 1000000 --rounds 3
 //! ```
 
+/// mimalloc: measurably faster than the system allocator for strata's many small buffers.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::Write;
 use std::path::PathBuf;
 

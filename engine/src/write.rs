@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 
 use parking_lot::{Condvar, Mutex};
 use strata_format::key::partition_key;
-use strata_format::record::{Cell, CellOp, ColumnCells, MAX_RECORD_BYTES, RowRecord};
+use strata_format::record::{CellOp, MAX_RECORD_BYTES, RowRecord, encode_put};
 use strata_format::wal::{begin_record, encode_batch_header, encode_entry, end_record};
 
 use crate::db::Inner;
@@ -226,8 +226,9 @@ impl Inner {
         first_seq: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
-        let mut seen = HashSet::new();
-        for op in ops {
+        // xxh3 rather than SipHash: this runs for every row of every batch.
+        let mut seen = HashSet::with_capacity_and_hasher(ops.len(), xxhash_rust::xxh3::Xxh3Builder::new());
+        for op in ops.iter().filter(|_| ops.len() > 1) {
             if !seen.insert((op.table(), op.pk())) {
                 return Err(Error::invalid(
                     "batch-duplicate-row",
@@ -273,40 +274,37 @@ impl Inner {
         let opts = &table.schema.options;
         let record = match op {
             WriteOp::Put(p) => {
-                let mut cols: std::collections::BTreeMap<String, Vec<Cell>> = Default::default();
-                for (name, value, ver) in &p.columns {
+                // (column, version, value, position): the later of two equal versions wins.
+                let mut cells: Vec<(&str, u64, &Value, usize)> = Vec::with_capacity(p.columns.len());
+                for (i, (name, value, ver)) in p.columns.iter().enumerate() {
                     check_column_name(table, name)?;
                     check_value(name, value)?;
                     let v = ver.unwrap_or(stamp);
                     used_stamp |= ver.is_none();
                     check_version(opts, name, v, now)?;
-                    let cells = cols.entry(name.clone()).or_default();
-                    match cells.binary_search_by(|c| v.cmp(&c.version)) {
-                        Ok(i) => {
-                            if let Some(c) = cells.get_mut(i) {
-                                c.value = value.clone();
-                            }
-                        }
-                        Err(i) => cells.insert(i, Cell { version: v, value: value.clone() }),
+                    cells.push((name.as_str(), v, value, i));
+                }
+                cells.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)).then(b.3.cmp(&a.3)));
+                cells.dedup_by(|later, earlier| later.0 == earlier.0 && later.1 == earlier.1);
+                let max = table.max_versions();
+                let mut kept: Vec<(&str, u64, &Value)> = Vec::with_capacity(cells.len());
+                let mut rank = 0;
+                for (i, c) in cells.iter().enumerate() {
+                    rank = if i > 0 && cells.get(i - 1).is_some_and(|p| p.0 == c.0) { rank + 1 } else { 0 };
+                    if rank < max {
+                        kept.push((c.0, c.1, c.2));
                     }
                 }
-                let marker = if cols.is_empty() {
+                let marker = if kept.is_empty() {
                     used_stamp = true;
                     Some(stamp)
                 } else {
                     None
                 };
-                let max = table.max_versions();
-                RowRecord::Put {
-                    marker,
-                    columns: cols
-                        .into_iter()
-                        .map(|(name, mut cells)| {
-                            cells.truncate(max);
-                            ColumnCells { name, cells }
-                        })
-                        .collect(),
-                }
+                let mut bytes =
+                    Vec::with_capacity(16 + kept.iter().map(|c| c.0.len() + 12 + c.2.size_bytes()).sum::<usize>());
+                encode_put(marker, &kept, &mut bytes);
+                bytes
             }
             WriteOp::Update(u) => {
                 if u.ops.is_empty() {
@@ -372,15 +370,15 @@ impl Inner {
                 if cond.needs_read() {
                     check_condition(cond, state.as_ref(), op)?;
                 }
-                RowRecord::Update { max_versions: opts.max_versions, ops: out }
+                RowRecord::Update { max_versions: opts.max_versions, ops: out }.to_bytes()
             }
-            WriteOp::Delete(_) => RowRecord::Delete,
+            WriteOp::Delete(_) => RowRecord::Delete.to_bytes(),
         };
         if !matches!(op, WriteOp::Update(_)) && cond.needs_read() {
             let state = self.visible_state(table, &pk, snapshot, now)?;
             check_condition(cond, state.as_ref(), op)?;
         }
-        let bytes = record.to_bytes();
+        let bytes = record;
         if bytes.len() > MAX_RECORD_BYTES {
             return Err(Error::invalid(
                 "row-too-large",

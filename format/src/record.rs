@@ -346,6 +346,28 @@ mod tests {
     }
 
     #[test]
+    fn borrowed_put_encoding_equals_the_record_encoding() {
+        let (a, b) = (Value::Integer(1), Value::String("x".into()));
+        let cells = [("a", 9, &a), ("a", 3, &b), ("b", 5, &a)];
+        let mut out = Vec::new();
+        encode_put(None, &cells, &mut out);
+        let rec = RowRecord::Put {
+            marker: None,
+            columns: vec![
+                ColumnCells {
+                    name: "a".into(),
+                    cells: vec![Cell { version: 9, value: a.clone() }, Cell { version: 3, value: b.clone() }],
+                },
+                ColumnCells { name: "b".into(), cells: vec![Cell { version: 5, value: a.clone() }] },
+            ],
+        };
+        assert_eq!(out, rec.to_bytes());
+        let mut m = Vec::new();
+        encode_put(Some(7), &[], &mut m);
+        assert_eq!(m, RowRecord::Put { marker: Some(7), columns: vec![] }.to_bytes());
+    }
+
+    #[test]
     fn records_round_trip() {
         for r in sample() {
             assert_eq!(RowRecord::decode(&r.to_bytes()).unwrap(), r);
@@ -372,6 +394,34 @@ mod tests {
             columns: vec![ColumnCells { name: "A".into(), cells: vec![Cell { version: 1, value: Value::Integer(2) }] }],
         };
         assert_eq!(hex(&r.to_bytes()), "01000101410101010200000000000000");
+    }
+}
+
+/// Encodes a put record from borrowed cells `(column, version, value)`, which must be sorted
+/// by column name, then by strictly decreasing version within a column (the layout of
+/// [`RowRecord::Put`], without building it).
+pub fn encode_put(marker: Option<u64>, cells: &[(&str, u64, &Value)], out: &mut Vec<u8>) {
+    out.push(RecordKind::Put as u8);
+    match marker {
+        None => out.push(0),
+        Some(m) => {
+            out.push(1);
+            put_varint(out, m);
+        }
+    }
+    let ncols =
+        cells.iter().enumerate().filter(|(i, c)| *i == 0 || cells.get(i - 1).is_some_and(|p| p.0 != c.0)).count();
+    put_varint(out, ncols as u64);
+    let mut i = 0;
+    while let Some(first) = cells.get(i) {
+        let n = cells.iter().skip(i).take_while(|c| c.0 == first.0).count();
+        put_bytes(out, first.0.as_bytes());
+        put_varint(out, n as u64);
+        for (_, version, value) in cells.iter().skip(i).take(n) {
+            put_varint(out, *version);
+            value.encode(out);
+        }
+        i += n;
     }
 }
 

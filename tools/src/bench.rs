@@ -69,9 +69,14 @@ impl BenchEngine for StrataEngine {
         .map_err(|e| e.to_string())
     }
     fn put_batch(&self, kvs: &[(Vec<u8>, Vec<u8>)]) -> BenchResult<()> {
-        let ops: Vec<WriteOp> =
-            kvs.iter().map(|(k, v)| PutRow::new(TABLE, pk(k)).column("v", v.as_slice()).into()).collect();
-        strata::retry::with_retry(Default::default(), || self.db.batch_write(ops.clone()).and_then(|r| r.into_result()))
+        // Built inside the retried closure: cloning a built batch per attempt would cost as
+        // much as building it.
+        let build = || {
+            kvs.iter()
+                .map(|(k, v)| PutRow::new(TABLE, pk(k)).column("v", v.as_slice()).into())
+                .collect::<Vec<WriteOp>>()
+        };
+        strata::retry::with_retry(Default::default(), || self.db.batch_write(build()).and_then(|r| r.into_result()))
             .map(|_| ())
             .map_err(|e| e.to_string())
     }

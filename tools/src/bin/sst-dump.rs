@@ -1,5 +1,9 @@
 //! `sst-dump`: inspect and verify strata SSTables. See `sst-dump --help`.
 
+/// mimalloc: measurably faster than the system allocator for strata's many small buffers.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};

@@ -1,5 +1,9 @@
 //! `wal-dump`: decode and check strata WAL files. See `wal-dump --help`.
 
+/// mimalloc: measurably faster than the system allocator for strata's many small buffers.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
