@@ -56,7 +56,7 @@ impl Inner {
     /// The records of one row, newest first up to the first base record.
     pub(crate) fn row_records(&self, snap: &Snapshot, table: &Table, pk: &[u8]) -> Result<Vec<RowRecord>> {
         let mut out = Vec::new();
-        for m in &snap.mems {
+        for m in snap.mems.iter().filter(|m| !m.is_empty()) {
             if m.get(table.id, pk, snap.seqno, &mut out) {
                 return decode_records(out, &self.path);
             }
@@ -293,7 +293,7 @@ impl RangeIter {
             _ => self.hi.clone(),
         };
         let mut sources: Vec<Box<dyn EntrySource>> = Vec::new();
-        for m in &self.snap.mems {
+        for m in self.snap.mems.iter().filter(|m| !m.is_empty()) {
             sources.push(Box::new(MemSource::new(
                 m.clone(),
                 self.table.id,
