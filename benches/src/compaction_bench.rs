@@ -1,7 +1,7 @@
 //! Compaction and split benchmarks (docs/PERFORMANCE.md, docs/COMPACTION.md).
 //!
 //! `compaction_bench overwrite --writes 2000000 --keys 200000 --max-versions 1`: overwrites
-//! of a fixed key set; reports throughput (until the last write returned and until compaction
+//! (UpdateRow puts, each a new version of the column) of a fixed key set; reports throughput (until the last write returned and until compaction
 //! settled), write amplification, space amplification, disk size and cells dropped.
 //!
 //! `compaction_bench split --sizes 10MB,100MB,1GB`: builds one partition of each size, then
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::{Db, KeyType, Options, PutRow, TableSchema, WriteOp};
+use strata::{Db, KeyType, Options, PutRow, TableSchema, UpdateRow, WriteOp};
 use strata_tools::bench::{dir_bytes, key, value};
 
 #[derive(Parser)]
@@ -113,8 +113,9 @@ fn main() {
                 let ops: Vec<WriteOp> = (0..100)
                     .map(|i| {
                         let k = rng.gen_range(0..keys);
-                        PutRow::new("t", strata::pk![key(k)])
-                            .column("v", vals[(done + i) as usize % 1024].clone())
+                        // An update adds a version of the column; max_versions decides how many stay.
+                        UpdateRow::new("t", strata::pk![key(k)])
+                            .put("v", vals[(done + i) as usize % 1024].clone())
                             .into()
                     })
                     .collect();

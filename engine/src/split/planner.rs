@@ -1,10 +1,10 @@
 //! Split and merge planning: pure functions over size views built from SSTable indexes.
 //!
-//! The split point is found without scanning data, in O(files × log² blocks): each file's index
-//! maps a key to the byte offset of the block holding it, so "bytes below key K" is a binary
-//! search per file. The planner binary-searches the index keys of the partition's largest file
-//! for the key where the bytes below reach half the partition, then snaps it to a
-//! partition-key boundary (the split key is the partition-key value that starts the right
+//! The split point is found without scanning data, in O(files² × log² blocks): each file's
+//! index maps a key to the byte offset of the block holding it, so "bytes below key K" is a
+//! binary search per file. In each file's index the planner binary-searches for the key where
+//! the bytes below (over all files) reach half the partition, keeps the best of those, and
+//! snaps it to a partition-key boundary (the split key is the partition-key value that starts the right
 //! half). A partition whose data is a single partition-key value is never split; it is
 //! reported as an oversized key.
 
@@ -106,17 +106,26 @@ pub fn plan_split(files: &[FileSizeView<'_>], threshold: u64) -> Option<SplitPla
         return Some(SplitPlan::OversizedKey { key: min_pk0, bytes: total });
     }
     let below = |k: &[u8]| files.iter().map(|f| f.bytes_below(k)).sum::<u64>();
-    // Candidate keys: the block boundaries of the largest file, searched for the midpoint.
-    let largest = files.iter().max_by_key(|f| f.bytes())?;
-    let keys: Vec<&[u8]> = largest.index.iter().map(|e| user_key(&e.last_key)).collect();
+    // Candidate keys: in every file, the block boundary where the bytes below cross the half
+    // (a binary search over that file's index, each step summing every file's bytes below by
+    // binary search too), and its neighbours. With files from several levels or key ranges,
+    // the true crossing lies among these.
     let half = total / 2;
-    let mid = keys.partition_point(|k| below(partition_key(k)) < half);
-    // Snap to a partition-key boundary strictly above the smallest one; try the neighbourhood
-    // of the midpoint, then fall back to the largest partition key.
     let mut candidates: Vec<Vec<u8>> = Vec::new();
-    for i in [mid, mid.saturating_sub(1), mid + 1] {
-        if let Some(k) = keys.get(i) {
-            candidates.push(partition_key(k).to_vec());
+    for f in files {
+        // A file whose whole key range lies on one side of the half holds no crossing.
+        let (Some(first), Some(last)) = (f.index.first(), f.index.last()) else { continue };
+        if below(partition_key(user_key(&first.last_key))) > half
+            || below(partition_key(user_key(&last.last_key))) < half
+        {
+            continue;
+        }
+        let keys: Vec<&[u8]> = f.index.iter().map(|e| user_key(&e.last_key)).collect();
+        let mid = keys.partition_point(|k| below(partition_key(k)) < half);
+        for i in [mid, mid.saturating_sub(1), mid + 1] {
+            if let Some(k) = keys.get(i) {
+                candidates.push(partition_key(k).to_vec());
+            }
         }
     }
     candidates.push(max_pk0.clone());
