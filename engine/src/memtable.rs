@@ -1,51 +1,113 @@
 //! The memtable: recent writes in key order, in memory, until a flush turns them into SSTables.
 //!
-//! Keys are `table id (8 bytes BE) ++ internal key`, so one memtable (and one WAL) serves every
-//! table, and a flush routes each table's slice to its partitions. The active memtable takes
-//! inserts from the write leader only; once sealed it is immutable. Readers never hold the lock
-//! for long: range iteration copies small chunks ([`Memtable::chunk`]).
+//! Keys are (table id, internal key), so one memtable (and one WAL) serves every table, and a
+//! flush routes each table's slice to its partitions. The active memtable takes inserts from
+//! the write leader only; once sealed it is immutable. Range iteration copies small chunks
+//! ([`Memtable::chunk`]).
 //!
 //! The map is a lock-free skip list (crossbeam-skiplist): readers never wait for the write
 //! leader. (A `RwLock<BTreeMap>` inserted faster, but under a steady stream of writes readers
-//! were parked for milliseconds behind the writer; see docs/PERFORMANCE.md.)
+//! were parked for milliseconds behind the writer; see docs/PERFORMANCE.md.) Each key keeps
+//! its first 16 bytes inline ([`MemKey`]), so most comparisons of a skip-list search are
+//! decided without following a pointer to the heap.
 
+use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_skiplist::SkipMap;
-use strata_format::key::{SEQNO_SUFFIX_LEN, internal_key, split_internal_key};
+use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key};
 use strata_format::record::RecordKind;
 
-/// Fixed per-entry overhead counted toward the memtable size (map node, allocations).
-const ENTRY_OVERHEAD: usize = 48;
+/// Fixed per-entry overhead counted toward the memtable size (skip-list node, allocations).
+const ENTRY_OVERHEAD: usize = 64;
 
-/// A key/value pair as stored: internal key (without the table prefix) and record bytes.
+/// A key/value pair as stored: internal key (without the table id) and record bytes.
 pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// A memtable key: the table id, then the internal key split into an inline 16-byte head and
+/// the rest. Ordered exactly as `table id (BE) ++ internal key` compared byte by byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemKey {
+    table: u64,
+    /// The first 16 bytes, big-endian, zero-padded.
+    head: u128,
+    /// How many bytes of `head` are real (a shorter key sorts before its zero-extension).
+    head_len: u8,
+    rest: Box<[u8]>,
+}
+
+impl MemKey {
+    /// The key of `ikey` in table `table`.
+    pub fn new(table: u64, ikey: &[u8]) -> MemKey {
+        let n = ikey.len().min(16);
+        let mut h = [0u8; 16];
+        if let (Some(dst), Some(src)) = (h.get_mut(..n), ikey.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        MemKey { table, head: u128::from_be_bytes(h), head_len: n as u8, rest: ikey.get(n..).unwrap_or(&[]).into() }
+    }
+
+    /// The internal key's bytes.
+    pub fn ikey(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.head_len as usize + self.rest.len());
+        out.extend_from_slice(self.head.to_be_bytes().get(..self.head_len as usize).unwrap_or(&[]));
+        out.extend_from_slice(&self.rest);
+        out
+    }
+
+    /// Bytes of the internal key.
+    pub fn len(&self) -> usize {
+        self.head_len as usize + self.rest.len()
+    }
+
+    /// True for an empty internal key (never stored).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Ord for MemKey {
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        self.table
+            .cmp(&o.table)
+            .then(self.head.cmp(&o.head))
+            .then(self.head_len.cmp(&o.head_len))
+            .then_with(|| self.rest.cmp(&o.rest))
+    }
+}
+
+impl PartialOrd for MemKey {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
 
 /// An in-memory sorted run of recent writes.
 #[derive(Debug)]
 pub struct Memtable {
-    map: SkipMap<Vec<u8>, Vec<u8>>,
+    map: SkipMap<MemKey, Vec<u8>>,
     size: AtomicUsize,
     max_seqno: AtomicU64,
     /// Number of the WAL file holding this memtable's first entry.
     pub first_wal: u64,
 }
 
-fn table_prefix(table_id: u64) -> [u8; 8] {
-    table_id.to_be_bytes()
-}
-
-fn mem_key(table_id: u64, ikey: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(8 + ikey.len());
-    k.extend_from_slice(&table_prefix(table_id));
-    k.extend_from_slice(ikey);
-    k
+/// The smallest key of table `table` (every internal key is at least this).
+fn table_start(table: u64) -> MemKey {
+    MemKey::new(table, &[])
 }
 
 /// True when an encoded record hides every older record of its row.
 pub fn is_base_record(record: &[u8]) -> bool {
     matches!(record.first().copied().and_then(RecordKind::from_u8), Some(RecordKind::Put | RecordKind::Delete))
+}
+
+fn ikey_of(pk: &[u8], seqno: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(pk.len() + SEQNO_SUFFIX_LEN);
+    k.extend_from_slice(pk);
+    k.extend_from_slice(&(!seqno).to_be_bytes());
+    k
 }
 
 impl Memtable {
@@ -65,12 +127,8 @@ impl Memtable {
         let mut added = 0;
         let mut max_seq = 0;
         for (table, pk, seqno, record) in entries {
-            // table id ++ pk ++ !seqno, built in one allocation.
-            let mut k = Vec::with_capacity(8 + pk.len() + 8);
-            k.extend_from_slice(&table_prefix(table));
-            k.extend_from_slice(pk);
-            k.extend_from_slice(&(!seqno).to_be_bytes());
-            added += k.len() + record.len() + ENTRY_OVERHEAD;
+            let k = MemKey::new(table, &ikey_of(pk, seqno));
+            added += 8 + k.len() + record.len() + ENTRY_OVERHEAD;
             max_seq = max_seq.max(seqno);
             self.map.insert(k, record);
         }
@@ -96,9 +154,9 @@ impl Memtable {
     /// Appends the records of `pk` visible at `snapshot` to `out`, newest first, stopping after
     /// the first base record. Returns true when a base record was found.
     pub fn get(&self, table_id: u64, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> bool {
-        let lo = mem_key(table_id, &internal_key(pk, snapshot));
-        let hi = mem_key(table_id, &internal_key(pk, 0));
-        for e in self.map.range::<[u8], _>((Bound::Included(lo.as_slice()), Bound::Included(hi.as_slice()))) {
+        let lo = MemKey::new(table_id, &ikey_of(pk, snapshot));
+        let hi = MemKey::new(table_id, &ikey_of(pk, 0));
+        for e in self.map.range((Bound::Included(lo), Bound::Included(hi))) {
             let v = e.value();
             out.push(v.clone());
             if is_base_record(v) {
@@ -109,7 +167,7 @@ impl Memtable {
     }
 
     /// Copies up to `n` entries of `table_id` after (`forward`) or before `from`, within the
-    /// internal-key bounds `[lo, hi)`. Keys are returned without the table prefix.
+    /// internal-key bounds `[lo, hi)`. Keys are returned without the table id.
     pub fn chunk(
         &self,
         table_id: u64,
@@ -119,19 +177,17 @@ impl Memtable {
         hi: Option<&[u8]>,
         n: usize,
     ) -> Vec<Entry> {
-        let lo_k = mem_key(table_id, lo);
+        let lo_k = MemKey::new(table_id, lo);
         let hi_k = match hi {
-            Some(h) => mem_key(table_id, h),
-            None => table_prefix(table_id + 1).to_vec(),
+            Some(h) => MemKey::new(table_id, h),
+            None => table_start(table_id.saturating_add(1)),
         };
         let from_k = match from {
-            Bound::Included(k) => Bound::Included(mem_key(table_id, k)),
-            Bound::Excluded(k) => Bound::Excluded(mem_key(table_id, k)),
+            Bound::Included(k) => Bound::Included(MemKey::new(table_id, k)),
+            Bound::Excluded(k) => Bound::Excluded(MemKey::new(table_id, k)),
             Bound::Unbounded => Bound::Unbounded,
         };
-        let strip = |e: crossbeam_skiplist::map::Entry<'_, Vec<u8>, Vec<u8>>| {
-            (e.key().get(8..).unwrap_or(&[]).to_vec(), e.value().clone())
-        };
+        let strip = |e: crossbeam_skiplist::map::Entry<'_, MemKey, Vec<u8>>| (e.key().ikey(), e.value().clone());
         if forward {
             let start = match from_k {
                 Bound::Unbounded => Bound::Included(lo_k),
@@ -150,21 +206,14 @@ impl Memtable {
     /// Ids of the tables with entries, ascending.
     pub fn table_ids(&self) -> Vec<u64> {
         let mut out = Vec::new();
-        let mut next: Option<Vec<u8>> = None;
-        loop {
-            let first = match &next {
-                None => self.map.front(),
-                Some(k) => self.map.lower_bound::<[u8]>(Bound::Included(k.as_slice())),
-            };
-            let Some(e) = first else { break };
-            let Some(id) = e.key().get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_be_bytes) else {
-                break;
-            };
+        let mut next = self.map.front();
+        while let Some(e) = next {
+            let id = e.key().table;
             out.push(id);
-            match id.checked_add(1) {
-                Some(n) => next = Some(table_prefix(n).to_vec()),
-                None => break,
-            }
+            next = match id.checked_add(1) {
+                Some(n) => self.map.lower_bound(Bound::Included(&table_start(n))),
+                None => None,
+            };
         }
         out
     }
@@ -175,26 +224,30 @@ impl Memtable {
         table_id: u64,
         mut f: impl FnMut(&[u8], &[u8]) -> crate::Result<()>,
     ) -> crate::Result<()> {
-        let lo = table_prefix(table_id).to_vec();
         let hi = match table_id.checked_add(1) {
-            Some(n) => Bound::Excluded(table_prefix(n).to_vec()),
+            Some(n) => Bound::Excluded(table_start(n)),
             None => Bound::Unbounded,
         };
-        for e in self.map.range((Bound::Included(lo), hi)) {
-            f(e.key().get(8..).unwrap_or(&[]), e.value())?;
+        let mut buf = Vec::new();
+        for e in self.map.range((Bound::Included(table_start(table_id)), hi)) {
+            let k = e.key();
+            buf.clear();
+            buf.extend_from_slice(k.head.to_be_bytes().get(..k.head_len as usize).unwrap_or(&[]));
+            buf.extend_from_slice(&k.rest);
+            f(&buf, e.value())?;
         }
         Ok(())
     }
 }
 
-fn max_bound(b: Bound<Vec<u8>>, lo: Vec<u8>) -> Bound<Vec<u8>> {
+fn max_bound(b: Bound<MemKey>, lo: MemKey) -> Bound<MemKey> {
     match b {
         Bound::Included(k) | Bound::Excluded(k) if k < lo => Bound::Included(lo),
         other => other,
     }
 }
 
-fn min_bound(b: Bound<Vec<u8>>, hi: Vec<u8>) -> Bound<Vec<u8>> {
+fn min_bound(b: Bound<MemKey>, hi: MemKey) -> Bound<MemKey> {
     match b {
         Bound::Included(k) | Bound::Excluded(k) if k >= hi => Bound::Excluded(hi),
         other => other,
@@ -214,6 +267,7 @@ pub fn user_key_len(ikey: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use strata_format::record::RowRecord;
 
     #[test]
@@ -234,5 +288,19 @@ mod tests {
         assert!(!m.get(1, b"k", 1, &mut out));
         assert_eq!(out, vec![upd]);
         assert_eq!(m.table_ids(), vec![1, 2]);
+    }
+
+    proptest! {
+        /// MemKey orders exactly as the concatenated bytes.
+        #[test]
+        fn mem_keys_order_like_their_bytes(
+            a in (0u64..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..40)),
+            b in (0u64..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..40)),
+        ) {
+            let (ka, kb) = (MemKey::new(a.0, &a.1), MemKey::new(b.0, &b.1));
+            let bytes = |t: u64, k: &[u8]| { let mut v = t.to_be_bytes().to_vec(); v.extend_from_slice(k); v };
+            prop_assert_eq!(ka.cmp(&kb), bytes(a.0, &a.1).cmp(&bytes(b.0, &b.1)));
+            prop_assert_eq!(ka.ikey(), a.1.clone());
+        }
     }
 }

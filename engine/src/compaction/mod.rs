@@ -26,8 +26,10 @@ impl Inner {
 
     /// Runs one compaction if any partition needs one; returns whether it did.
     pub(crate) fn compact_once(&self) -> Result<bool> {
-        let version = self.state.read().version.clone();
+        // The version is released before the compaction runs: holding it would keep the
+        // inputs (and their files) alive after the compaction has replaced them.
         let task = {
+            let version = self.state.read().version.clone();
             let busy = self.bg.busy.lock();
             let Some(task) = pick_compaction(&version, &self.picker_config(), &busy) else { return Ok(false) };
             task
