@@ -224,7 +224,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         }
     }
     let new_wal_number = wal_numbers.last().map_or(data.min_wal_number, |n| n + 1).max(data.min_wal_number);
-    let wal = WalWriter::create(fs.as_ref(), path, new_wal_number)?;
+    let wal = WalWriter::create(fs.as_ref(), path, new_wal_number, wal_preallocation(&opts))?;
     let mem = mem.with_first_wal(first_wal.unwrap_or(new_wal_number));
     let ms = ManifestState {
         generation: data.generation,
@@ -305,4 +305,9 @@ fn remove_orphans(fs: &dyn FileSystem, db: &Path, version: &Version, live: &Hash
             remove_empty_dirs(fs, &tdir);
         }
     }
+}
+
+/// Disk space reserved for each WAL file: a little more than one memtable's worth.
+pub(crate) fn wal_preallocation(opts: &Options) -> u64 {
+    (opts.write_buffer_bytes as u64).saturating_add(opts.write_buffer_bytes as u64 / 8)
 }

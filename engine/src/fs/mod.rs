@@ -26,6 +26,11 @@ pub trait WritableFile: Send + Sync + Debug {
     fn sync(&mut self) -> io::Result<()>;
     /// Bytes appended so far.
     fn len(&self) -> u64;
+    /// Reserves disk space for `len` bytes without changing the file's size, so later syncs
+    /// need not allocate blocks (best effort; a no-op where unsupported).
+    fn preallocate(&mut self, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
     /// True when nothing was appended.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -30,6 +30,15 @@ impl WritableFile for OsWritable {
     fn len(&self) -> u64 {
         self.len
     }
+    fn preallocate(&mut self, len: u64) -> io::Result<()> {
+        // KEEP_SIZE: the blocks are reserved but the size (and so what a reader sees) is not
+        // extended; a file system without fallocate just skips it.
+        match rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, len) {
+            Ok(()) => Ok(()),
+            Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 #[derive(Debug)]
