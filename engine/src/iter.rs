@@ -7,6 +7,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key, user_key};
+use strata_format::record::RowRecord;
 
 use crate::error::{Error, Result};
 use crate::memtable::{Entry, Memtable, is_base_record};
@@ -157,8 +158,12 @@ impl MergeIter {
     }
 }
 
-/// One row's encoded primary key and its records, newest first.
-pub type RowRecords = (Vec<u8>, Vec<Vec<u8>>);
+fn decode(v: &[u8]) -> Result<RowRecord> {
+    RowRecord::decode(v).map_err(|e| Error::corruption("<range read>", e))
+}
+
+/// One row's encoded primary key and its decoded records, newest first.
+pub type RowRecords = (Vec<u8>, Vec<RowRecord>);
 
 /// Groups a merged stream into rows: `(encoded pk, records newest first up to the first base)`,
 /// ignoring entries newer than the snapshot.
@@ -184,7 +189,8 @@ impl RowGrouper {
                 return Ok(None);
             }
             let pk = user_key(self.merge.key()).to_vec();
-            let mut records: Vec<Vec<u8>> = Vec::new();
+            // Records are decoded straight from the source's buffer (no copy of the bytes).
+            let mut records: Vec<RowRecord> = Vec::new();
             let mut base_found = false;
             while self.merge.valid() && user_key(self.merge.key()) == pk.as_slice() {
                 let (_, seq) = split_internal_key(self.merge.key()).map_err(|e| Error::Corruption {
@@ -197,7 +203,7 @@ impl RowGrouper {
                     if self.forward {
                         // Newest first: keep records until the first base.
                         if !base_found {
-                            records.push(v.to_vec());
+                            records.push(decode(v)?);
                             base_found = is_base_record(v);
                         }
                     } else {
@@ -205,7 +211,7 @@ impl RowGrouper {
                         if is_base_record(v) {
                             records.clear();
                         }
-                        records.push(v.to_vec());
+                        records.push(decode(v)?);
                     }
                 }
                 self.merge.advance()?;

@@ -340,11 +340,10 @@ impl RangeIter {
                 Some(g) => g.next_row()?,
                 None => None,
             };
-            let Some((pk, bufs)) = next else {
+            let Some((pk, mut recs)) = next else {
                 self.grouper = None;
                 continue;
             };
-            let mut recs = decode_records(bufs, std::path::Path::new("<range read>"))?;
             let key = PrimaryKey(decode_pk(&pk).map_err(|e| Error::corruption("<range read>", e))?);
             let (mv, ttl) = (self.table.max_versions(), self.table.ttl());
             if let Some(fast) = select_single_put(&key, &mut recs, mv, ttl, &self.read) {
