@@ -243,6 +243,15 @@ pub fn validate_read_options(o: &ReadOptions) -> Result<()> {
     Ok(())
 }
 
+/// The partition key both internal-key bounds start with, if it is the same real value (not
+/// a sentinel): then every row of the range has that partition key.
+fn single_partition_key(lo: &[u8], hi: &[u8]) -> Option<Vec<u8>> {
+    let a = lo.get(..strata_format::key::partition_key_len(lo).ok()?)?;
+    let b = hi.get(..strata_format::key::partition_key_len(hi).ok()?)?;
+    let tag = *a.first()?;
+    (a == b && tag != strata_format::key::TAG_INF_MIN && tag != strata_format::key::TAG_INF_MAX).then(|| a.to_vec())
+}
+
 /// Streams the rows of a range in order, across partitions, on one snapshot.
 pub struct RangeIter {
     snap: Snapshot,
@@ -255,6 +264,8 @@ pub struct RangeIter {
     grouper: Option<RowGrouper>,
     read: ReadOptions,
     now: u64,
+    /// The one partition-key value the range covers, when it covers only one.
+    single_pk0: Option<Vec<u8>>,
 }
 
 impl RangeIter {
@@ -280,7 +291,8 @@ impl RangeIter {
         if !forward {
             parts.reverse();
         }
-        RangeIter { snap, table, forward, lo, hi, parts, next_part: 0, grouper: None, read, now }
+        let single_pk0 = single_partition_key(&lo, &hi);
+        RangeIter { snap, table, forward, lo, hi, parts, next_part: 0, grouper: None, read, now, single_pk0 }
     }
 
     fn open_partition(&self, p: &Partition) -> Result<RowGrouper> {
@@ -312,6 +324,12 @@ impl RangeIter {
                 _ => hi.clone(),
             };
             if flo >= fhi || f.rec.largest.as_slice() < flo.as_slice() || f.rec.smallest.as_slice() >= fhi.as_slice() {
+                continue;
+            }
+            // A range within one partition-key value skips files whose filter rules it out.
+            if let Some(k) = &self.single_pk0
+                && !f.reader.meta.may_contain_partition_key(k)
+            {
                 continue;
             }
             sources.push(Box::new(SstIter::new(f.reader.clone(), self.forward, flo, Some(fhi))?));
