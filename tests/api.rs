@@ -394,3 +394,22 @@ fn a_second_open_of_the_same_folder_is_refused() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Db>();
 }
+
+#[test]
+fn sstable_index_and_filter_are_charged_to_the_cache_budget_while_files_are_open() {
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    purchases(&db);
+    assert_eq!(db.stats().block_cache_pinned_bytes, 0, "no files, no charge");
+    for i in 0..2000 {
+        db.put_row(PutRow::new("purchases", pk![i, "s", 1, 1]).column("Amount", i)).unwrap();
+    }
+    db.flush().unwrap();
+    let charged = db.stats().block_cache_pinned_bytes;
+    assert!(charged > 2000, "2000 keys of filter and index are charged: {charged}");
+    // Dropping the table drops its files and their readers, and so the charge (once background
+    // work that still holds the old version has finished).
+    db.drop_table("purchases").unwrap();
+    assert!(db.wait_idle(std::time::Duration::from_secs(30)).unwrap());
+    assert_eq!(db.stats().block_cache_pinned_bytes, 0);
+}

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -35,6 +35,9 @@ pub struct Background {
     pub paused: AtomicBool,
     /// Partitions being compacted, split or merged.
     pub busy: Mutex<HashSet<u64>>,
+    /// Background threads between picking up work and finishing it (they may hold a version,
+    /// and with it the readers of files already replaced).
+    active: AtomicUsize,
     progress: Mutex<u64>,
     progress_cv: Condvar,
 }
@@ -52,6 +55,7 @@ impl Background {
             handles: Mutex::new(Vec::new()),
             paused: AtomicBool::new(paused),
             busy: Mutex::new(HashSet::new()),
+            active: AtomicUsize::new(0),
             progress: Mutex::new(0),
             progress_cv: Condvar::new(),
         }
@@ -65,6 +69,17 @@ impl Background {
     /// Wakes a compaction thread.
     pub fn kick_compaction(&self) {
         let _ = self.compact_tx.send(BgMsg::Work);
+    }
+
+    /// Marks a background thread busy until the guard drops (then signals progress).
+    fn activity(&self) -> Activity<'_> {
+        self.active.fetch_add(1, Ordering::AcqRel);
+        Activity { bg: self }
+    }
+
+    /// Whether any background thread is working.
+    pub fn any_active(&self) -> bool {
+        self.active.load(Ordering::Acquire) > 0
     }
 
     /// Signals waiting writers that a flush or compaction finished.
@@ -111,6 +126,18 @@ impl Background {
     }
 }
 
+/// See [`Background::activity`].
+struct Activity<'a> {
+    bg: &'a Background,
+}
+
+impl Drop for Activity<'_> {
+    fn drop(&mut self) {
+        self.bg.active.fetch_sub(1, Ordering::AcqRel);
+        self.bg.notify_progress();
+    }
+}
+
 /// A claimed partition; see [`Background::claim`].
 #[derive(Debug)]
 pub struct Claim<'a> {
@@ -144,6 +171,7 @@ pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
             .spawn(move || {
                 while let Ok(BgMsg::Work) = rx.recv() {
                     while rx.try_recv() == Ok(BgMsg::Work) {}
+                    let _active = i.bg.activity();
                     if i.is_poisoned() {
                         continue;
                     }
@@ -162,6 +190,7 @@ pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
                 .name(format!("strata-compact-{n}"))
                 .spawn(move || {
                     while let Ok(BgMsg::Work) = rx.recv() {
+                        let _active = i.bg.activity();
                         // Compact until nothing is pending, then plan splits and merges; a
                         // split leaves shared files to rewrite, so go round again after one.
                         loop {

@@ -103,8 +103,10 @@ pub struct DbStats {
     pub memtable_bytes: u64,
     /// Sealed memtables waiting for flush.
     pub sealed_memtables: usize,
-    /// Bytes in the block cache.
+    /// Bytes of data blocks in the block cache.
     pub block_cache_bytes: u64,
+    /// Bytes of SSTable index and filter held in memory, charged to the block cache budget.
+    pub block_cache_pinned_bytes: u64,
     /// Writes delayed in the slowdown zone.
     pub slowdowns: u64,
     /// Time writers spent stalled, in microseconds.
@@ -250,6 +252,7 @@ impl Db {
             memtable_bytes: mem_bytes as u64,
             sealed_memtables: sealed,
             block_cache_bytes: i.cache.used_bytes(),
+            block_cache_pinned_bytes: i.cache.pinned_bytes(),
             slowdowns: s.slowdowns.load(Ordering::Relaxed),
             stall_micros: s.stall_micros.load(Ordering::Relaxed),
             last_seqno: i.visible_seqno.load(Ordering::Acquire),

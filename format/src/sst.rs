@@ -526,6 +526,18 @@ pub struct SstMeta {
 }
 
 impl SstMeta {
+    /// Bytes this metadata occupies in memory while a reader holds it (index keys and entries,
+    /// the filter, the properties' keys and names), so the engine can charge it to its cache
+    /// budget.
+    pub fn resident_bytes(&self) -> u64 {
+        let index: usize = self.index.iter().map(|e| e.last_key.capacity() + std::mem::size_of::<IndexEntry>()).sum();
+        let props = self.props.first_key.len()
+            + self.props.last_key.len()
+            + self.props.table_name.len()
+            + self.props.pk_schema.iter().map(|(n, _)| n.len() + 32).sum::<usize>();
+        (std::mem::size_of::<SstMeta>() + index + self.filter.size() + props) as u64
+    }
+
     /// Decodes the metadata given the file length and a function that returns `len` bytes at
     /// `offset` (the engine passes positioned reads, tools a slice).
     pub fn decode<E>(

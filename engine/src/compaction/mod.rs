@@ -34,8 +34,13 @@ impl Inner {
             let Some(task) = pick_compaction(&version, &self.picker_config(), &busy) else { return Ok(false) };
             task
         };
-        let Some(_claim) = self.bg.claim(task.partition_id) else { return Ok(true) };
-        self.run_compaction(&task).map(|_| true)
+        let Some(claim) = self.bg.claim(task.partition_id) else { return Ok(true) };
+        let result = self.run_compaction(&task).map(|_| true);
+        // The task holds its input readers: drop them before the claim, so whoever sees the
+        // partition idle also sees the replaced files released.
+        drop(task);
+        drop(claim);
+        result
     }
 
     /// Claims a partition, waiting while background work holds it.
@@ -140,20 +145,24 @@ impl crate::Db {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let epoch = self.inner.bg.progress_epoch();
-            let idle = {
+            let (pending, running) = {
                 let v = self.inner.state.read().version.clone();
                 let sealed = self.inner.state.read().sealed.len();
                 let busy = self.inner.bg.busy.lock();
-                sealed == 0 && busy.is_empty() && pick_compaction(&v, &self.inner.picker_config(), &busy).is_none()
+                let pending = sealed > 0 || pick_compaction(&v, &self.inner.picker_config(), &busy).is_some();
+                (pending, !busy.is_empty() || self.inner.bg.any_active())
             };
-            if idle || self.inner.is_poisoned() {
-                return Ok(idle);
+            if !(pending || running) || self.inner.is_poisoned() {
+                return Ok(!(pending || running));
             }
             let now = std::time::Instant::now();
             if now >= deadline {
                 return Ok(false);
             }
-            self.inner.bg.kick_compaction();
+            // Only pending work needs a wake-up; kicking a running thread would keep it busy.
+            if pending {
+                self.inner.bg.kick_compaction();
+            }
             self.inner.bg.wait_progress(epoch, (deadline - now).min(std::time::Duration::from_millis(100)));
         }
     }

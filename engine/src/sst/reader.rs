@@ -31,6 +31,8 @@ pub struct SstReader {
     cache: Arc<BlockCache>,
     fs: Arc<dyn FileSystem>,
     obsolete: AtomicBool,
+    /// Bytes of `meta` charged to the block cache budget, released on drop.
+    charged: u64,
 }
 
 impl std::fmt::Debug for SstReader {
@@ -41,6 +43,7 @@ impl std::fmt::Debug for SstReader {
 
 impl Drop for SstReader {
     fn drop(&mut self) {
+        self.cache.release_pinned(self.charged);
         if self.obsolete.load(Ordering::Acquire) {
             // Best effort: a file that survives (crash, error) is an orphan removed at open.
             let _ = self.fs.remove_file(&self.path);
@@ -62,6 +65,8 @@ impl SstReader {
         })
         .map_err(|e| Error::io("read sst", path, e))?
         .map_err(|e| Error::corruption(path, e))?;
+        let charged = meta.resident_bytes();
+        cache.charge_pinned(charged);
         Ok(Arc::new(SstReader {
             id,
             path: path.to_path_buf(),
@@ -71,6 +76,7 @@ impl SstReader {
             cache,
             fs,
             obsolete: AtomicBool::new(false),
+            charged,
         }))
     }
 

@@ -74,7 +74,7 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
             out,
             "{}",
             json!({"database": a.dir, "last_seqno": s.last_seqno, "memtable_bytes": s.memtable_bytes, "sealed_memtables": s.sealed_memtables,
-                "block_cache_bytes": s.block_cache_bytes, "user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
+                "block_cache_bytes": s.block_cache_bytes, "block_cache_pinned_bytes": s.block_cache_pinned_bytes, "user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
                 "compaction_write_bytes": s.compaction_write_bytes, "compaction_read_bytes": s.compaction_read_bytes,
                 "write_amplification": s.write_amplification, "flushes": s.flushes, "compactions": s.compactions,
                 "slowdowns": s.slowdowns, "stall_micros": s.stall_micros, "compaction_paused": s.compaction_paused, "poisoned": s.poisoned})
@@ -83,11 +83,12 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
         writeln!(out, "database {}", a.dir.display())?;
         writeln!(
             out,
-            "  last seqno {}, memtables {} ({} sealed), block cache {}",
+            "  last seqno {}, memtables {} ({} sealed), block cache {} blocks + {} index/filter",
             s.last_seqno,
             human_bytes(s.memtable_bytes),
             s.sealed_memtables,
-            human_bytes(s.block_cache_bytes)
+            human_bytes(s.block_cache_bytes),
+            human_bytes(s.block_cache_pinned_bytes)
         )?;
         writeln!(
             out,
