@@ -240,6 +240,46 @@ fn a_damaged_wal_middle_is_an_error_unless_recover_prefix_is_asked_for() {
 }
 
 #[test]
+fn an_older_wal_ending_in_preallocated_zeros_is_read_not_refused() {
+    // A crash after rotation, before the newest WAL took writes: the older log still has its
+    // unwritten preallocated space. Rotation synced it, so the zeros hide nothing.
+    let (_tmp, dir) = fixture_copy();
+    let wal = dir.join("wal/000007.wal");
+    let mut bytes = std::fs::read(&wal).unwrap();
+    bytes.extend_from_slice(&[0u8; 64 << 10]);
+    std::fs::write(&wal, &bytes).unwrap();
+    std::fs::write(dir.join("wal/000008.wal"), strata_format::wal::encode_header(8)).unwrap();
+    let db = open(&dir, WalRecovery::Strict).unwrap();
+    let row = db.get_row("purchases", &strata::pk![16, "a100", 66661, 200001], &Default::default()).unwrap().unwrap();
+    assert_eq!(row.get("Amount"), Some(&strata::Value::Integer(13)), "the last record of WAL 7 is replayed");
+    db.close().unwrap();
+}
+
+#[test]
+fn a_live_wal_on_disk_is_sized_up_front_and_reads_as_records_then_zeros() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = Options { sync_mode: strata::SyncMode::Always, ..Options::default() };
+    let db = Db::open(tmp.path(), opts.clone()).unwrap();
+    db.create_table(strata::TableSchema::new("t").pk("k", strata::KeyType::Integer)).unwrap();
+    db.put_row(strata::PutRow::new("t", strata::pk![1]).column("v", 1)).unwrap();
+    let wal = walk(&tmp.path().join("wal")).into_iter().max().unwrap();
+    let bytes = std::fs::read(&wal).unwrap();
+    assert!(bytes.len() as u64 >= opts.write_buffer_bytes as u64, "sized to a memtable: {}", bytes.len());
+    let (_, records, end) = strata_format::wal::read_records(&bytes).unwrap();
+    assert_eq!(records.len(), 1);
+    assert!(matches!(end, strata_format::wal::WalEnd::ZeroTail { .. }), "{end:?}");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code =
+        wal_dump::run(&WalDumpArgs { path: wal.clone(), command: WalCommand::Check, json: false }, &mut out, &mut err);
+    let out = String::from_utf8_lossy(&out);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("preallocated space never written"), "{out}");
+    drop(db);
+    let db = Db::open(tmp.path(), opts).unwrap();
+    assert!(db.get_row("t", &strata::pk![1], &Default::default()).unwrap().is_some());
+}
+
+#[test]
 fn torn_and_zero_filled_wal_tails_are_cut_off_silently() {
     for zero in [false, true] {
         let (_tmp, dir) = fixture_copy();

@@ -203,6 +203,14 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         }
         match &w.end {
             WalEnd::Clean => {}
+            // Preallocated space never written. Only the newest log can have lost appends to
+            // it (rotation syncs a log before the next one takes writes), and losing unsynced
+            // appends is within the contract; cut the newest back so it reads cleanly.
+            WalEnd::ZeroTail { offset } => {
+                if Some(n) == last_wal {
+                    fs.truncate(&wpath, *offset).map_err(io("truncate wal", &wpath))?;
+                }
+            }
             WalEnd::TornTail { offset, .. } if Some(n) == last_wal => {
                 fs.truncate(&wpath, *offset).map_err(io("truncate wal", &wpath))?;
             }

@@ -27,8 +27,8 @@ impl WalWriter {
     pub fn create(fs: &dyn FileSystem, db: &Path, number: u64, preallocate: u64) -> Result<WalWriter> {
         let path = paths::wal_file(db, number);
         let mut file = fs.create(&path).map_err(|e| Error::io("create wal", &path, e))?;
-        // Reserving the space up front spares every fdatasync the block allocation
-        // (fillsync: see docs/PERFORMANCE.md). The file's size is unchanged.
+        // Sizing the file up front spares every fdatasync a size update (fillsync: see
+        // docs/PERFORMANCE.md); readers see the unwritten rest as a zero tail.
         file.preallocate(preallocate).map_err(|e| Error::io("preallocate wal", &path, e))?;
         file.append(&encode_header(number)).map_err(|e| Error::io("write wal", &path, e))?;
         file.sync().map_err(|e| Error::io("sync wal", &path, e))?;

@@ -1,8 +1,9 @@
 //! Write-ahead log files: a 24-byte header, then records framed as `crc32 | len | payload`.
 //! A payload is one write batch. Specified in `docs/FORMAT.md`, section "WAL".
 //!
-//! The reader reports how the file ends — cleanly, with a torn tail, or with a damaged record
-//! followed by more data — and leaves the decision of what to do to the engine.
+//! The reader reports how the file ends — cleanly, in zero-filled (preallocated) space, with a
+//! torn tail, or with a damaged record followed by more data — and leaves the decision of what
+//! to do to the engine.
 
 use crate::codec::{Cursor, crc32, put_bytes, put_varint};
 use crate::error::{DecodeError, DecodeErrorKind};
@@ -161,6 +162,14 @@ pub enum WalEnd {
         /// What was found there.
         reason: String,
     },
+    /// The records end at `offset` and every byte after it is zero: space the writer reserved
+    /// and never wrote (strata sizes each WAL up front so appends need not grow the file), or
+    /// unsynced appends a power cut never let reach the disk. Not damage: nothing a sync
+    /// promised is missing.
+    ZeroTail {
+        /// End of the last record.
+        offset: u64,
+    },
     /// A damaged record is followed by a valid one: real corruption, not a crash artefact.
     Corrupt {
         /// Offset of the damaged record.
@@ -252,7 +261,9 @@ pub fn read_records(file: &[u8]) -> Result<(u64, Vec<RawRecord<'_>>, WalEnd), De
                     }
                     _ => false,
                 };
-                let end = if all_zero || !valid_after {
+                let end = if all_zero {
+                    WalEnd::ZeroTail { offset: pos as u64 }
+                } else if !valid_after {
                     WalEnd::TornTail { offset: pos as u64, reason }
                 } else {
                     WalEnd::Corrupt { offset: pos as u64, reason }
@@ -319,17 +330,33 @@ mod tests {
         for n in WAL_HEADER_LEN..f.len() {
             let (_, recs, end) = read_records(&f[..n]).unwrap();
             assert!(recs.len() < 4);
-            assert!(matches!(end, WalEnd::Clean | WalEnd::TornTail { .. }), "cut at {n}: {end:?}");
+            assert!(
+                matches!(end, WalEnd::Clean | WalEnd::TornTail { .. } | WalEnd::ZeroTail { .. }),
+                "cut at {n}: {end:?}"
+            );
         }
     }
 
     #[test]
-    fn zero_filled_tail_is_torn() {
+    fn zero_filled_tail_is_unwritten_space_and_a_partial_record_before_it_is_torn() {
         let mut f = file_with(2);
+        let records_end = f.len() as u64;
         f.extend_from_slice(&[0u8; 100]);
         let (_, recs, end) = read_records(&f).unwrap();
         assert_eq!(recs.len(), 2);
-        assert!(matches!(end, WalEnd::TornTail { .. }));
+        assert_eq!(end, WalEnd::ZeroTail { offset: records_end });
+        // Fewer zero bytes than a record header: still unwritten space.
+        let mut short = file_with(2);
+        short.extend_from_slice(&[0u8; 3]);
+        assert_eq!(read_records(&short).unwrap().2, WalEnd::ZeroTail { offset: records_end });
+        // Half a record, then zeros: a torn write, reported at the record's start.
+        let mut torn = file_with(3);
+        let third = file_with(2).len();
+        torn.truncate(third + 10);
+        torn.extend_from_slice(&[0u8; 100]);
+        let (_, recs, end) = read_records(&torn).unwrap();
+        assert_eq!(recs.len(), 2);
+        assert!(matches!(end, WalEnd::TornTail { offset, .. } if offset == third as u64), "{end:?}");
     }
 
     #[test]

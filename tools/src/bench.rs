@@ -220,13 +220,21 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// Size of every file under `dir`.
+/// Bytes of a file that hold data: its size, but no more than its allocated blocks. Space an
+/// engine reserves for its log counts neither way: RocksDB's `fallocate(KEEP_SIZE)` is beyond
+/// the size, strata's and fjall's sparse sizing is not allocated.
+fn file_bytes(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    m.len().min(m.blocks() * 512)
+}
+
+/// Data bytes of every file under `dir` (see `file_bytes`).
 pub fn dir_bytes(dir: &Path) -> u64 {
     let Ok(rd) = std::fs::read_dir(dir) else { return 0 };
     rd.filter_map(|e| e.ok())
         .map(|e| {
             let p = e.path();
-            if p.is_dir() { dir_bytes(&p) } else { e.metadata().map(|m| m.len()).unwrap_or(0) }
+            if p.is_dir() { dir_bytes(&p) } else { e.metadata().map(|m| file_bytes(&m)).unwrap_or(0) }
         })
         .sum()
 }

@@ -151,6 +151,7 @@ fn one(
     }
     let (kind, offset, reason) = match &end {
         WalEnd::Clean => ("clean", bytes.len() as u64, String::new()),
+        WalEnd::ZeroTail { offset } => ("zero-tail", *offset, String::new()),
         WalEnd::TornTail { offset, reason } => ("torn-tail", *offset, reason.clone()),
         WalEnd::Corrupt { offset, reason } => {
             status = EXIT_FAIL;
@@ -166,6 +167,10 @@ fn one(
     } else {
         let what = match kind {
             "clean" => "OK (ends cleanly)".to_string(),
+            "zero-tail" => format!(
+                "OK (records end at offset {offset}; the {} bytes after are zero: preallocated space never written)",
+                (bytes.len() as u64).saturating_sub(offset)
+            ),
             "torn-tail" => {
                 format!("TORN TAIL at offset {offset}: {reason} (a write cut short by a crash; recovery cuts it off)")
             }

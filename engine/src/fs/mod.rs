@@ -26,8 +26,9 @@ pub trait WritableFile: Send + Sync + Debug {
     fn sync(&mut self) -> io::Result<()>;
     /// Bytes appended so far.
     fn len(&self) -> u64;
-    /// Reserves disk space for `len` bytes without changing the file's size, so later syncs
-    /// need not allocate blocks (best effort; a no-op where unsupported).
+    /// Reserves room for `len` bytes so later appends need not grow the file: the file may be
+    /// extended with zeros (a reader then sees a zero tail after the appended bytes, which the
+    /// WAL reader reports as `WalEnd::ZeroTail`). Only WAL files use it.
     fn preallocate(&mut self, _len: u64) -> io::Result<()> {
         Ok(())
     }
