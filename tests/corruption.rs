@@ -303,3 +303,17 @@ fn torn_and_zero_filled_wal_tails_are_cut_off_silently() {
         assert!(std::fs::read(&wal).map(|b| b.len() <= full).unwrap_or(true));
     }
 }
+
+#[test]
+fn a_closed_database_keeps_no_preallocated_wal_space() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::default()).unwrap();
+    db.create_table(strata::TableSchema::new("t").pk("k", strata::KeyType::Integer)).unwrap();
+    db.put_row(strata::PutRow::new("t", strata::pk![1]).column("v", 1)).unwrap();
+    db.close().unwrap();
+    for wal in walk(&tmp.path().join("wal")) {
+        let bytes = std::fs::read(&wal).unwrap();
+        let (_, _, end) = strata_format::wal::read_records(&bytes).unwrap();
+        assert_eq!(end, strata_format::wal::WalEnd::Clean, "{}", wal.display());
+    }
+}

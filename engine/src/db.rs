@@ -369,6 +369,10 @@ impl Db {
                     Ok(v.clone())
                 });
                 i.delete_obsolete_wals();
+                // Give back the current WAL's preallocated space, so a closed database's folder
+                // holds no sparse files (best effort: the next open cuts it anyway).
+                let wal = i.wal.lock();
+                let _ = i.fs.truncate(&paths::wal_file(&i.path, wal.number), wal.len());
             }
         }
         i.lock.lock().take();
