@@ -11,6 +11,7 @@ pub mod codec;
 pub mod error;
 pub mod fuzz_bodies;
 pub mod key;
+pub mod keysearch;
 pub mod manifest;
 pub mod record;
 pub mod sst;

@@ -9,6 +9,7 @@ use crate::bloom::{Bloom, build_filter, key_hash};
 use crate::codec::{Cursor, crc32, put_bytes, put_varint};
 use crate::error::{DecodeError, DecodeErrorKind};
 use crate::key::{KeyType, partition_key, split_internal_key};
+use crate::keysearch::KeyWindows;
 use crate::record::RecordStats;
 
 /// Magic number at the end of every SSTable: the ASCII bytes `STRATSST`, read as a LE u64.
@@ -523,6 +524,8 @@ pub struct SstMeta {
     pub filter: Bloom,
     /// The properties.
     pub props: SstProperties,
+    /// Search windows over the index's last keys (memory only).
+    search: KeyWindows,
 }
 
 impl SstMeta {
@@ -535,7 +538,7 @@ impl SstMeta {
             + self.props.last_key.len()
             + self.props.table_name.len()
             + self.props.pk_schema.iter().map(|(n, _)| n.len() + 32).sum::<usize>();
-        (std::mem::size_of::<SstMeta>() + index + self.filter.size() + props) as u64
+        (std::mem::size_of::<SstMeta>() + index + self.search.resident_bytes() + self.filter.size() + props) as u64
     }
 
     /// Decodes the metadata given the file length and a function that returns `len` bytes at
@@ -568,7 +571,8 @@ impl SstMeta {
             Ok(i) => i,
             Err(e) => return Ok(Err(e)),
         };
-        Ok(Ok(SstMeta { footer, index, filter, props }))
+        let search = KeyWindows::new(index.iter().map(|e| e.last_key.as_slice()));
+        Ok(Ok(SstMeta { footer, index, filter, props, search }))
     }
 
     /// Decodes the metadata of a whole file held in memory.
@@ -584,7 +588,7 @@ impl SstMeta {
 
     /// Index of the first data block whose last key is >= `ikey` (None: past the end).
     pub fn find_block(&self, ikey: &[u8]) -> Option<usize> {
-        let i = self.index.partition_point(|e| e.last_key.as_slice() < ikey);
+        let i = self.search.lower_bound(ikey, |i| self.index.get(i).map_or(&[][..], |e| e.last_key.as_slice()));
         (i < self.index.len()).then_some(i)
     }
 
