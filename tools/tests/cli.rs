@@ -228,3 +228,38 @@ fn demo_runs_and_reruns_on_the_same_folder() {
     let again = ok(&["demo", "--dir", dir.to_str().unwrap(), "--rows", "20000"]);
     assert!(again.contains("found an existing demo database (20000 rows)"), "{again}");
 }
+
+#[test]
+fn advise_on_a_sample_file_checks_a_key_design_before_loading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = dir.to_str().unwrap();
+    ok(&["create-table", d, "events", "--pk", "Id:string", "--pk", "Seq:int"]);
+    // Time-ordered ids: every new write goes to the last partition-key value.
+    let sequential = tmp.path().join("sequential.csv");
+    let mut csv = String::from("Id,Seq,Payload\n");
+    for i in 0..200 {
+        csv.push_str(&format!("{:08},{i},x\n", 1000 + i));
+    }
+    std::fs::write(&sequential, &csv).unwrap();
+    let out = ok(&["advise", d, "events", "--sample", sequential.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(v["sequential"], true, "{out}");
+    assert_eq!(v["partition_keys"], 200);
+    assert!(v["suggestions"][0].as_str().unwrap().contains("hash"), "{out}");
+    // One value holds most of the rows: the advice is to splice the next column in.
+    let skewed = tmp.path().join("skewed.csv");
+    let mut csv = String::from("Id,Seq,Payload\n");
+    for i in 0..300 {
+        let id = if i % 3 == 0 { format!("k{i:04}") } else { "hot".to_string() };
+        csv.push_str(&format!("{id},{i},x\n"));
+    }
+    csv.push_str("only-two-fields\n");
+    std::fs::write(&skewed, &csv).unwrap();
+    let out = ok(&["advise", d, "events", "--sample", skewed.to_str().unwrap()]);
+    assert!(out.contains("300 rows, 1 rejected, nothing written"), "{out}");
+    assert!(out.contains("splice the next key column"), "{out}");
+    assert!(out.contains("[\"hot\", 1] -> \"hot,000001\""), "{out}");
+    // Nothing was written.
+    assert_eq!(ok(&["scan", d, "events", "--json"]).lines().count(), 0);
+}

@@ -64,7 +64,7 @@ pub enum Command {
     /// A table's partitions: range, size, rows, files, load, hotspots and oversized keys.
     Partitions(TableJson),
     /// Partition-key advice: distribution, skew, sequential keys, suggested key formats.
-    Advise(TableJson),
+    Advise(report::AdviseArgs),
     /// Compact a table (or every table) fully and wait.
     Compact(report::CompactArgs),
     /// Verify every checksum of every live file. Exit 0 sound, 1 corrupt.

@@ -1,15 +1,16 @@
 //! Reports: stats, partitions, advise, compact, check.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
 use serde_json::json;
 use strata::keydesign::{SplicePart, hash_prefix, splice};
-use strata::{PartitionInfo, PkValue, PrimaryKey, RangeOptions, ReadOptions};
+use strata::{Db, PartitionInfo, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Value};
 
-use super::common::{CliResult, bar, human_bytes, open_db};
+use super::common::{CliError, CliResult, bar, human_bytes, open_db};
+use super::transfer::read_sample;
 use super::{DirJson, TableJson};
 use crate::display::pk_value_json;
 
@@ -230,54 +231,115 @@ fn rank_correlation(pairs: &[(usize, u64)]) -> f64 {
     if vx == 0.0 || vy == 0.0 { 0.0 } else { cov / (vx * vy).sqrt() }
 }
 
+/// Arguments of advise.
+#[derive(Args, Debug)]
+pub struct AdviseArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name (its schema types a sample file).
+    pub table: String,
+    /// Analyse this file (CSV or JSON lines, as `import` reads them) instead of the table's
+    /// data, without writing it: check a key design before loading. File order is taken as
+    /// write order.
+    #[arg(long)]
+    pub sample: Option<PathBuf>,
+    /// Format of the sample (default: from its extension).
+    #[arg(long)]
+    pub format: Option<String>,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Per partition-key value, in key order: bytes, rows, writes, and when it was last written
+/// (a version for table data, a line position for a sample).
+struct KeyStat {
+    key: PkValue,
+    bytes: u64,
+    rows: u64,
+    writes: u64,
+    last_write: u64,
+    /// The first primary key seen with this value (for concrete advice).
+    example: PrimaryKey,
+}
+
+fn row_bytes<'a>(columns: impl Iterator<Item = (&'a str, &'a Value)>) -> u64 {
+    columns.map(|(name, v)| name.len() as u64 + 8 + v.size_bytes() as u64).sum::<u64>() + 16
+}
+
+/// Key statistics of the table's visible data (every version).
+fn table_key_stats(db: &Db, table: &str, n: usize) -> Result<Vec<KeyStat>, CliError> {
+    let mut stats: Vec<KeyStat> = Vec::new();
+    let opts = RangeOptions::default().read(ReadOptions::default().max_versions(u32::MAX));
+    for r in db.range(table, &PrimaryKey::inf_min(n), &PrimaryKey::inf_max(n), &opts)? {
+        let r = r?;
+        let key = r.primary_key.0.first().cloned().unwrap_or(PkValue::InfMin);
+        let bytes = row_bytes(r.columns.iter().flat_map(|c| c.cells.iter().map(move |x| (c.name.as_str(), &x.value))));
+        let writes: u64 = r.columns.iter().map(|c| c.cells.len() as u64).sum::<u64>().max(1);
+        let newest = r.columns.iter().flat_map(|c| c.cells.first()).map(|c| c.version).max().unwrap_or(0);
+        match stats.last_mut() {
+            Some(last) if last.key == key => {
+                last.bytes += bytes;
+                last.rows += 1;
+                last.writes += writes;
+                last.last_write = last.last_write.max(newest);
+            }
+            _ => {
+                stats.push(KeyStat { key, bytes, rows: 1, writes, last_write: newest, example: r.primary_key.clone() })
+            }
+        }
+    }
+    Ok(stats)
+}
+
+/// Key statistics of a sample file's rows: every line is one write.
+fn sample_key_stats(rows: &[PutRow]) -> Vec<KeyStat> {
+    let mut by_key: BTreeMap<&PkValue, (KeyStat, HashSet<&PrimaryKey>)> = BTreeMap::new();
+    for (line, r) in rows.iter().enumerate() {
+        let Some(key) = r.pk.0.first() else { continue };
+        let bytes = row_bytes(r.columns.iter().map(|(name, v, _)| (name.as_str(), v)));
+        let (st, distinct) = by_key.entry(key).or_insert_with(|| {
+            let example = r.pk.clone();
+            (KeyStat { key: key.clone(), bytes: 0, rows: 0, writes: 0, last_write: 0, example }, HashSet::new())
+        });
+        st.bytes += bytes;
+        st.writes += 1;
+        st.last_write = line as u64;
+        distinct.insert(&r.pk);
+        st.rows = distinct.len() as u64;
+    }
+    by_key.into_values().map(|(s, _)| s).collect()
+}
+
 /// advise.
-pub fn advise(a: &TableJson, out: &mut dyn Write) -> CliResult {
+pub fn advise(a: &AdviseArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
     let d = db.describe_table(&a.table)?;
     let n = d.schema.primary_key.len();
-    // Per partition-key value: bytes, rows, versions (writes that are still visible), newest version.
-    let mut stats: Vec<(PkValue, u64, u64, u64, u64)> = Vec::new();
-    let mut example: Option<PrimaryKey> = None;
-    let opts = RangeOptions::default().read(ReadOptions::default().max_versions(u32::MAX));
-    for r in db.range(&a.table, &PrimaryKey::inf_min(n), &PrimaryKey::inf_max(n), &opts)? {
-        let r = r?;
-        let pk0 = r.primary_key.0.first().cloned().unwrap_or(PkValue::InfMin);
-        let bytes: u64 = r
-            .columns
-            .iter()
-            .map(|c| c.name.len() as u64 + c.cells.iter().map(|x| 8 + x.value.size_bytes() as u64).sum::<u64>())
-            .sum::<u64>()
-            + 16;
-        let versions: u64 = r.columns.iter().map(|c| c.cells.len() as u64).sum::<u64>().max(1);
-        let newest = r.columns.iter().flat_map(|c| c.cells.first()).map(|c| c.version).max().unwrap_or(0);
-        if example.is_none() {
-            example = Some(r.primary_key.clone());
+    let (stats, source) = match &a.sample {
+        None => (table_key_stats(&db, &a.table, n)?, format!("table {}", a.table)),
+        Some(path) => {
+            let (rows, rejected) = read_sample(&d.schema, &a.table, path, a.format.as_deref())?;
+            let source =
+                format!("sample {} ({} rows, {rejected} rejected, nothing written)", path.display(), rows.len());
+            (sample_key_stats(&rows), source)
         }
-        match stats.last_mut() {
-            Some(last) if last.0 == pk0 => {
-                last.1 += bytes;
-                last.2 += 1;
-                last.3 += versions;
-                last.4 = last.4.max(newest);
-            }
-            _ => stats.push((pk0, bytes, 1, versions, newest)),
-        }
-    }
-    let total_bytes: u64 = stats.iter().map(|s| s.1).sum();
-    let total_writes: u64 = stats.iter().map(|s| s.3).sum();
+    };
+    let total_bytes: u64 = stats.iter().map(|s| s.bytes).sum();
+    let total_writes: u64 = stats.iter().map(|s| s.writes).sum();
     let keys = stats.len();
     let mut by_size: Vec<_> = stats.iter().collect();
-    by_size.sort_by_key(|x| std::cmp::Reverse(x.1));
+    by_size.sort_by_key(|x| std::cmp::Reverse(x.bytes));
     let mut by_writes: Vec<_> = stats.iter().collect();
-    by_writes.sort_by_key(|x| std::cmp::Reverse(x.3));
+    by_writes.sort_by_key(|x| std::cmp::Reverse(x.writes));
     let mean = if keys == 0 { 0.0 } else { total_bytes as f64 / keys as f64 };
-    let skew = by_size.first().map_or(0.0, |s| if mean == 0.0 { 0.0 } else { s.1 as f64 / mean });
-    let pairs: Vec<(usize, u64)> = stats.iter().enumerate().map(|(i, s)| (i, s.4)).collect();
+    let skew = by_size.first().map_or(0.0, |s| if mean == 0.0 { 0.0 } else { s.bytes as f64 / mean });
+    let pairs: Vec<(usize, u64)> = stats.iter().enumerate().map(|(i, s)| (i, s.last_write)).collect();
     let corr = rank_correlation(&pairs);
     let sequential = keys >= 10 && corr > 0.9;
     let top_share =
-        by_size.first().map_or(0.0, |s| if total_bytes == 0 { 0.0 } else { s.1 as f64 / total_bytes as f64 });
-    let oversized = by_size.first().is_some_and(|s| s.1 > d.schema.options.split_threshold_bytes);
+        by_size.first().map_or(0.0, |s| if total_bytes == 0 { 0.0 } else { s.bytes as f64 / total_bytes as f64 });
+    let oversized = by_size.first().is_some_and(|s| s.bytes > d.schema.options.split_threshold_bytes);
     let mut suggestions = Vec::new();
     if sequential {
         let sample: Vec<String> = stats
@@ -285,7 +347,7 @@ pub fn advise(a: &TableJson, out: &mut dyn Write) -> CliResult {
             .rev()
             .take(3)
             .map(|s| {
-                let k = match &s.0 {
+                let k = match &s.key {
                     PkValue::String(x) => x.clone(),
                     other => other.to_string(),
                 };
@@ -298,7 +360,7 @@ pub fn advise(a: &TableJson, out: &mut dyn Write) -> CliResult {
         ));
     }
     if (top_share > 0.1 && keys > 10) || oversized {
-        if let (Some(ex), true) = (&example, n >= 2) {
+        if let (Some(ex), true) = (by_size.first().map(|s| &s.example), n >= 2) {
             let parts: Vec<SplicePart> =
                 ex.0.iter()
                     .take(2)
@@ -325,36 +387,38 @@ pub fn advise(a: &TableJson, out: &mut dyn Write) -> CliResult {
         suggestions.push("the partition key spreads data and writes evenly; no change needed".into());
     }
     if a.json {
-        let top = |v: &[&(PkValue, u64, u64, u64, u64)]| -> Vec<serde_json::Value> {
+        let top = |v: &[&KeyStat]| -> Vec<serde_json::Value> {
             v.iter()
                 .take(10)
-                .map(|s| json!({"key": pk_value_json(&s.0), "bytes": s.1, "rows": s.2, "writes": s.3}))
+                .map(|s| json!({"key": pk_value_json(&s.key), "bytes": s.bytes, "rows": s.rows, "writes": s.writes}))
                 .collect()
         };
         writeln!(
             out,
             "{}",
-            json!({"table": a.table, "partition_keys": keys, "bytes": total_bytes, "writes": total_writes,
+            json!({"table": a.table, "source": source, "partition_keys": keys, "bytes": total_bytes, "writes": total_writes,
                 "top_by_size": top(&by_size), "top_by_writes": top(&by_writes), "skew": skew,
                 "time_order_correlation": corr, "sequential": sequential, "suggestions": suggestions})
         )?;
     } else {
-        writeln!(
-            out,
-            "table {}: {keys} partition-key values, {}, {total_writes} visible cell versions",
-            a.table,
-            human_bytes(total_bytes)
-        )?;
+        writeln!(out, "{source}: {keys} partition-key values, {}, {total_writes} writes", human_bytes(total_bytes))?;
         writeln!(out, "largest value / mean: {skew:.1}x; key order vs write time correlation: {corr:.2}")?;
         writeln!(out, "top partition keys by size:")?;
-        let max = by_size.first().map_or(0, |s| s.1);
+        let max = by_size.first().map_or(0, |s| s.bytes);
         for s in by_size.iter().take(10) {
-            writeln!(out, "  {:<24} {:>10} {:>8} rows  {}", s.0.to_string(), human_bytes(s.1), s.2, bar(s.1, max, 30))?;
+            writeln!(
+                out,
+                "  {:<24} {:>10} {:>8} rows  {}",
+                s.key.to_string(),
+                human_bytes(s.bytes),
+                s.rows,
+                bar(s.bytes, max, 30)
+            )?;
         }
-        writeln!(out, "top partition keys by writes (cell versions):")?;
-        let maxw = by_writes.first().map_or(0, |s| s.3);
+        writeln!(out, "top partition keys by writes:")?;
+        let maxw = by_writes.first().map_or(0, |s| s.writes);
         for s in by_writes.iter().take(10) {
-            writeln!(out, "  {:<24} {:>10} {}", s.0.to_string(), s.3, bar(s.3, maxw, 30))?;
+            writeln!(out, "  {:<24} {:>10} {}", s.key.to_string(), s.writes, bar(s.writes, maxw, 30))?;
         }
         writeln!(out, "advice:")?;
         for s in &suggestions {

@@ -203,6 +203,78 @@ fn json_row(s: &TableSchema, table: &str, line: &str) -> Result<PutRow, String> 
     Ok(p)
 }
 
+/// Parses CSV (typed header) or JSON lines into rows of table `s`, in file order, handing each
+/// (or why it was rejected) to `on_row`. Shared by import and `advise --sample`.
+fn read_input(
+    format: Format,
+    input: impl Read,
+    s: &TableSchema,
+    table: &str,
+    path: &Path,
+    mut on_row: impl FnMut(Parsed) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    match format {
+        Format::Csv => {
+            let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(input);
+            let header: Vec<(String, Option<ColumnType>)> = rdr
+                .headers()
+                .map_err(|e| CliError::new(format!("{}: bad CSV header: {e}", path.display())))?
+                .iter()
+                .map(|h| match h.split_once(':') {
+                    Some((n, t)) => parse_type(t).map(|t| (n.to_string(), Some(t))),
+                    None => Ok((h.to_string(), None)),
+                })
+                .collect::<Result<_, _>>()?;
+            for (i, rec) in rdr.records().enumerate() {
+                let line = i as u64 + 2;
+                on_row(match rec {
+                    Ok(r) => Parsed {
+                        line,
+                        raw: r.iter().collect::<Vec<_>>().join(","),
+                        row: csv_row(s, table, &header, &r),
+                    },
+                    Err(e) => Parsed { line, raw: String::new(), row: Err(format!("bad CSV: {e}")) },
+                })?;
+            }
+        }
+        Format::Jsonl => {
+            for (i, line) in BufReader::new(input).lines().enumerate() {
+                let text = line.map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+                if text.trim().is_empty() {
+                    continue;
+                }
+                let row = json_row(s, table, &text);
+                on_row(Parsed { line: i as u64 + 1, raw: text, row })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads a sample file (the import formats) without writing it: each row's primary key and
+/// columns, in file order; rejected rows are counted.
+///
+/// # Errors
+/// Unreadable file or unknown format.
+pub fn read_sample(
+    s: &TableSchema,
+    table: &str,
+    path: &Path,
+    format: Option<&str>,
+) -> Result<(Vec<PutRow>, u64), CliError> {
+    let format = format_of(format, path)?;
+    let f = File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    let (mut rows, mut rejected) = (Vec::new(), 0u64);
+    read_input(format, f, s, table, path, |p| {
+        match p.row {
+            Ok(r) => rows.push(r),
+            Err(_) => rejected += 1,
+        }
+        Ok(())
+    })?;
+    Ok((rows, rejected))
+}
+
 /// Writes a batch; on failure retries row by row and returns the rejected rows with reasons.
 fn write_batch(db: &Db, batch: Vec<Parsed>) -> Vec<(Parsed, String)> {
     let mut rejects = Vec::new();
@@ -286,53 +358,15 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     };
     const CHUNK_ROWS: usize = 50_000;
     let counting = CountingReader { inner: input, count: bytes_read.clone() };
-    match format {
-        Format::Csv => {
-            let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(counting);
-            let header: Vec<(String, Option<ColumnType>)> = rdr
-                .headers()
-                .map_err(|e| CliError::new(format!("{}: bad CSV header: {e}", a.file.display())))?
-                .iter()
-                .map(|h| match h.split_once(':') {
-                    Some((n, t)) => parse_type(t).map(|t| (n.to_string(), Some(t))),
-                    None => Ok((h.to_string(), None)),
-                })
-                .collect::<Result<_, _>>()?;
-            for (i, rec) in rdr.records().enumerate() {
-                let line = i as u64 + 2;
-                let p = match rec {
-                    Ok(r) => Parsed {
-                        line,
-                        raw: r.iter().collect::<Vec<_>>().join(","),
-                        row: csv_row(&s, &a.table, &header, &r),
-                    },
-                    Err(e) => Parsed { line, raw: String::new(), row: Err(format!("bad CSV: {e}")) },
-                };
-                chunk.push(p);
-                parsed_rows += 1;
-                if chunk.len() >= CHUNK_ROWS {
-                    flush_chunk(&mut chunk, &mut rng)?;
-                    tick(&progress, &bytes_read, &written, start);
-                }
-            }
+    read_input(format, counting, &s, &a.table, &a.file, |p| {
+        chunk.push(p);
+        parsed_rows += 1;
+        if chunk.len() >= CHUNK_ROWS {
+            flush_chunk(&mut chunk, &mut rng)?;
+            tick(&progress, &bytes_read, &written, start);
         }
-        Format::Jsonl => {
-            for (i, line) in BufReader::new(counting).lines().enumerate() {
-                let line_no = i as u64 + 1;
-                let text = line.map_err(|e| CliError::new(format!("{}: {e}", a.file.display())))?;
-                if text.trim().is_empty() {
-                    continue;
-                }
-                let row = json_row(&s, &a.table, &text);
-                chunk.push(Parsed { line: line_no, raw: text, row });
-                parsed_rows += 1;
-                if chunk.len() >= CHUNK_ROWS {
-                    flush_chunk(&mut chunk, &mut rng)?;
-                    tick(&progress, &bytes_read, &written, start);
-                }
-            }
-        }
-    }
+        Ok(())
+    })?;
     flush_chunk(&mut chunk, &mut rng)?;
     drop(tx);
     for w in workers {
