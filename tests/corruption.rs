@@ -256,6 +256,23 @@ fn an_older_wal_ending_in_preallocated_zeros_is_read_not_refused() {
 }
 
 #[test]
+fn a_newest_wal_that_is_all_zeros_is_a_log_whose_header_never_landed() {
+    // Killed (or powered off) after the file was sized, before its header reached the disk:
+    // nothing was acknowledged in it, so recovery drops it. An older log like that is damage.
+    let (_tmp, dir) = fixture_copy();
+    std::fs::write(dir.join("wal/000008.wal"), vec![0u8; 64 << 10]).unwrap();
+    let db = open(&dir, WalRecovery::Strict).unwrap();
+    let row = db.get_row("purchases", &strata::pk![16, "a100", 66661, 200001], &Default::default()).unwrap().unwrap();
+    assert_eq!(row.get("Amount"), Some(&strata::Value::Integer(13)));
+    db.close().unwrap();
+
+    let (_tmp, dir) = fixture_copy();
+    std::fs::write(dir.join("wal/000007.wal"), vec![0u8; 64 << 10]).unwrap();
+    std::fs::write(dir.join("wal/000008.wal"), strata_format::wal::encode_header(8)).unwrap();
+    assert!(matches!(open(&dir, WalRecovery::Strict), Err(Error::Corruption { .. })));
+}
+
+#[test]
 fn a_live_wal_on_disk_is_sized_up_front_and_reads_as_records_then_zeros() {
     let tmp = tempfile::tempdir().unwrap();
     let opts = Options { sync_mode: strata::SyncMode::Always, ..Options::default() };

@@ -179,8 +179,14 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         first_wal.get_or_insert(n);
         let w = match read_wal(fs.as_ref(), &wpath) {
             Ok(w) => w,
-            // A header torn by a crash right after the file was created holds no records.
-            Err(Error::Corruption { .. }) if Some(n) == last_wal && fs.file_size(&wpath).unwrap_or(0) < 24 => {
+            // A header torn by a crash right after the file was created holds no records: the
+            // file is shorter than a header, or (sized up front, header never written) all
+            // zeros. No write was acknowledged in it: creation syncs the header first.
+            Err(Error::Corruption { .. })
+                if Some(n) == last_wal
+                    && (fs.file_size(&wpath).unwrap_or(0) < 24
+                        || fs.read(&wpath).is_ok_and(|b| b.iter().all(|x| *x == 0))) =>
+            {
                 let _ = fs.remove_file(&wpath);
                 continue;
             }
@@ -276,6 +282,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         closed: AtomicBool::new(false),
         max_l0_files: AtomicUsize::new(max_l0),
         oversized: Mutex::new(BTreeMap::new()),
+        hot_keys: Mutex::new(Default::default()),
         lock: Mutex::new(Some(lock)),
         opts,
     };

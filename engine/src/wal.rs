@@ -27,10 +27,12 @@ impl WalWriter {
     pub fn create(fs: &dyn FileSystem, db: &Path, number: u64, preallocate: u64) -> Result<WalWriter> {
         let path = paths::wal_file(db, number);
         let mut file = fs.create(&path).map_err(|e| Error::io("create wal", &path, e))?;
+        // The header goes first, so a crash leaves an empty file or a headed one; recovery
+        // also accepts a newest log that is all zeros (sized, header lost in a power cut).
+        file.append(&encode_header(number)).map_err(|e| Error::io("write wal", &path, e))?;
         // Sizing the file up front spares every fdatasync a size update (fillsync: see
         // docs/PERFORMANCE.md); readers see the unwritten rest as a zero tail.
         file.preallocate(preallocate).map_err(|e| Error::io("preallocate wal", &path, e))?;
-        file.append(&encode_header(number)).map_err(|e| Error::io("write wal", &path, e))?;
         file.sync().map_err(|e| Error::io("sync wal", &path, e))?;
         let dir = paths::wal_dir(db);
         fs.sync_dir(&dir).map_err(|e| Error::io("sync dir", &dir, e))?;
