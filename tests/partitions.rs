@@ -237,3 +237,65 @@ proptest! {
         prop_assert_eq!(total, distinct.len());
     }
 }
+
+fn open_load_split_table() -> (Db, ManualClock) {
+    let (opts, _fs, clock) = mem_options();
+    // Size never splits here (1 GiB threshold); 20 operations per second over a 10-second
+    // window make a partition hot. The planner runs only when the test asks, and compaction
+    // is paused so no partition is claimed by background work when it does.
+    let load = LoadSplit { ops_per_sec: 20, window: std::time::Duration::from_secs(10), min_samples: 64 };
+    let db =
+        Db::open("/db", Options { load_split: Some(load), auto_split: false, start_paused: true, ..opts }).unwrap();
+    db.create_table(
+        TableSchema::new("t").pk("p", KeyType::Integer).pk("c", KeyType::String).split_threshold_bytes(1 << 30),
+    )
+    .unwrap();
+    (db, clock)
+}
+
+#[test]
+fn a_busy_partition_splits_at_the_key_that_halves_its_load_and_stays_split() {
+    let (db, clock) = open_load_split_table();
+    // 2,000 writes within one window over 40 partition-key values: ~200 ops/s, well above 20.
+    for i in 0..2000i64 {
+        db.put_row(PutRow::new("t", pk![i % 40, format!("c{i:05}")]).column("v", i)).unwrap();
+    }
+    assert_eq!(db.run_split_planner().unwrap(), 1, "one load split");
+    let parts = db.partitions("t").unwrap();
+    assert_eq!(parts.len(), 2);
+    // The cut is a partition-key value near the middle of the load, never inside one.
+    let Some(PkValue::Integer(cut)) = parts[1].start.clone() else { panic!("split key {:?}", parts[1].start) };
+    assert!((12..=28).contains(&cut), "the cut halves the load: {cut}");
+    let split = db.events().into_iter().find(|e| e.kind == "split").unwrap();
+    assert!(split.message.contains("reason=load"), "{}", split.message);
+    // The children inherit the load of their halves: still busy, so not merged back, and
+    // each is split again while the load lasts.
+    assert!(parts.iter().all(|p| p.load_recent.writes > 500), "{parts:?}");
+    db.run_split_planner().unwrap();
+    assert!(db.partitions("t").unwrap().len() >= 3, "busy halves split again");
+    // Every row is still there, in order.
+    assert_eq!(all_keys(&db, false).len(), 2000);
+    // Once the load is gone (the window passes), small quiet neighbours merge again.
+    clock.advance(400_000);
+    for _ in 0..10 {
+        db.run_split_planner().unwrap();
+    }
+    assert_eq!(db.partitions("t").unwrap().len(), 1, "quiet small partitions merge back");
+    assert_eq!(all_keys(&db, true).len(), 2000);
+}
+
+#[test]
+fn a_single_hot_partition_key_is_reported_not_split() {
+    let (db, _clock) = open_load_split_table();
+    for i in 0..2000i64 {
+        let p = if i % 10 == 0 { i } else { 7 };
+        db.put_row(PutRow::new("t", pk![p, format!("c{i:05}")]).column("v", i)).unwrap();
+    }
+    assert_eq!(db.run_split_planner().unwrap(), 0);
+    assert_eq!(db.partitions("t").unwrap().len(), 1);
+    let hot: Vec<_> = db.events().into_iter().filter(|e| e.kind == "hot-key").collect();
+    assert_eq!(hot.len(), 1, "reported once");
+    assert!(hot[0].message.contains("key=7") || hot[0].message.contains("[7]"), "{}", hot[0].message);
+    db.run_split_planner().unwrap();
+    assert_eq!(db.events().into_iter().filter(|e| e.kind == "hot-key").count(), 1, "not repeated");
+}

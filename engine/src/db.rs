@@ -77,6 +77,8 @@ pub(crate) struct Inner {
     pub closed: AtomicBool,
     /// Oversized partition-key values reported so far: (table id, key) -> bytes.
     pub oversized: Mutex<BTreeMap<(u64, Vec<u8>), u64>>,
+    /// Partition keys reported as carrying a partition's load (logged once each).
+    pub hot_keys: Mutex<std::collections::BTreeSet<(u64, Vec<u8>)>>,
     /// Largest level-0 file count of any partition (drives write backpressure).
     pub max_l0_files: AtomicUsize,
     pub lock: Mutex<Option<Box<dyn FileLock>>>,

@@ -18,7 +18,7 @@ const RECENT_EVENTS: usize = 1000;
 pub struct Event {
     /// Time, ms since the epoch.
     pub time_ms: u64,
-    /// `flush`, `compaction`, `split`, `merge`, `oversized-key`, `recovery`, `poison`.
+    /// `flush`, `compaction`, `split`, `merge`, `oversized-key`, `hot-key`, `recovery`, `poison`.
     pub kind: &'static str,
     /// Details.
     pub message: String,

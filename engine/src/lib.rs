@@ -53,7 +53,7 @@ pub use db::{Db, TableDescription, TableUpdate};
 pub use error::{Error, Result};
 pub use events::Event;
 pub use info::{DbStats, LevelStats, PartitionInfo, TableStats};
-pub use options::{Options, SyncMode, WalRecovery};
+pub use options::{LoadSplit, Options, SyncMode, WalRecovery};
 pub use read::RangeIter;
 pub use schema::{PkColumn, TableOptions, TableSchema, Ttl};
 pub use types::*;

@@ -78,6 +78,29 @@ pub struct Options {
     pub start_paused: bool,
     /// Run the split planner after flushes and compactions.
     pub auto_split: bool,
+    /// Split partitions by load as well as by size (off by default).
+    pub load_split: Option<LoadSplit>,
+}
+
+/// Load-based splitting: a partition that served at least `ops_per_sec` reads and writes on
+/// average over the last `window` is split at the partition-key boundary that halves its
+/// sampled load. Evaluated whenever the split planner runs (after flushes and compactions, or
+/// `Db::run_split_planner`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadSplit {
+    /// Operations per second (reads + writes) that make a partition hot.
+    pub ops_per_sec: u64,
+    /// The window the rate is averaged over (whole 10-second windows, at most 5 minutes).
+    pub window: Duration,
+    /// Sampled partition keys needed before a split point is trusted (one operation in 8 is
+    /// sampled; at most 256 are kept).
+    pub min_samples: usize,
+}
+
+impl Default for LoadSplit {
+    fn default() -> Self {
+        LoadSplit { ops_per_sec: 50_000, window: Duration::from_secs(60), min_samples: 128 }
+    }
 }
 
 impl Default for Options {
@@ -106,6 +129,7 @@ impl Default for Options {
             slowdown_delay: Duration::from_millis(1),
             start_paused: false,
             auto_split: true,
+            load_split: None,
         }
     }
 }

@@ -122,8 +122,9 @@ impl Inner {
         let enc = crate::validate::encode_row_key(table, pk)?;
         let recs = self.row_records(snap, table, &enc)?;
         let now = self.clock.now_ms();
-        if let Some(p) = table.partition_for(partition_key(&enc)) {
-            p.load.record_read(now, recs.iter().map(|r| r.cell_count() as u64).sum());
+        let pk0 = partition_key(&enc);
+        if let Some(p) = table.partition_for(pk0) {
+            p.load.record_read(now, pk0, recs.iter().map(|r| r.cell_count() as u64).sum());
         }
         if recs.is_empty() {
             return Ok(None);

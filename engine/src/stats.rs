@@ -12,6 +12,29 @@ use crate::rowstate::DropCounts;
 pub const LOAD_WINDOW_MS: u64 = 10_000;
 /// Windows kept (5 minutes of history).
 pub const LOAD_WINDOWS: usize = 30;
+/// One operation in this many has its partition key sampled (for load-based split points).
+const LOAD_SAMPLE_EVERY: u64 = 8;
+/// Sampled partition keys kept per partition (the most recent ones).
+pub const LOAD_SAMPLE_KEYS: usize = 256;
+
+/// A ring of recently sampled partition keys.
+#[derive(Debug, Default, Clone)]
+struct KeySample {
+    keys: Vec<Vec<u8>>,
+    next: usize,
+}
+
+impl KeySample {
+    fn push(&mut self, key: &[u8]) {
+        if self.keys.len() < LOAD_SAMPLE_KEYS {
+            self.keys.push(key.to_vec());
+        } else if let Some(slot) = self.keys.get_mut(self.next) {
+            slot.clear();
+            slot.extend_from_slice(key);
+        }
+        self.next = (self.next + 1) % LOAD_SAMPLE_KEYS;
+    }
+}
 
 #[derive(Debug, Default)]
 struct Window {
@@ -30,6 +53,8 @@ pub struct PartitionLoad {
     writes: AtomicU64,
     write_bytes: AtomicU64,
     windows: [Window; LOAD_WINDOWS],
+    sample_tick: AtomicU64,
+    sample: Mutex<KeySample>,
 }
 
 /// A load summary.
@@ -59,8 +84,49 @@ impl PartitionLoad {
         w
     }
 
-    /// Counts one write.
-    pub fn record_write(&self, now_ms: u64, bytes: u64) {
+    /// Samples the partition key of one operation in `LOAD_SAMPLE_EVERY`.
+    fn sample_key(&self, pk0: &[u8]) {
+        if self.sample_tick.fetch_add(1, Ordering::Relaxed).is_multiple_of(LOAD_SAMPLE_EVERY) {
+            self.sample.lock().push(pk0);
+        }
+    }
+
+    /// The recently sampled partition keys (encoded), in no particular order.
+    pub fn sampled_keys(&self) -> Vec<Vec<u8>> {
+        self.sample.lock().keys.clone()
+    }
+
+    /// The share of this partition's load (windows, totals and sampled keys) that falls on
+    /// partition keys in `[start, end)`: what a child of a split inherits, so a hot range stays
+    /// visible as hot after it is cut (and is not merged straight back).
+    pub fn inherit(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> PartitionLoad {
+        let sample = self.sample.lock().clone();
+        let inside = |k: &Vec<u8>| start.is_none_or(|s| k.as_slice() >= s) && end.is_none_or(|e| k.as_slice() < e);
+        let kept: Vec<Vec<u8>> = sample.keys.iter().filter(|k| inside(k)).cloned().collect();
+        // Without samples, split the counts evenly.
+        let (num, den) = if sample.keys.is_empty() { (1, 2) } else { (kept.len() as u64, sample.keys.len() as u64) };
+        let share = |a: &AtomicU64| AtomicU64::new(a.load(Ordering::Relaxed) * num / den);
+        let child = PartitionLoad {
+            reads: share(&self.reads),
+            read_bytes: share(&self.read_bytes),
+            writes: share(&self.writes),
+            write_bytes: share(&self.write_bytes),
+            sample: Mutex::new(KeySample { next: kept.len() % LOAD_SAMPLE_KEYS, keys: kept }),
+            ..PartitionLoad::default()
+        };
+        for (c, w) in child.windows.iter().zip(&self.windows) {
+            c.epoch.store(w.epoch.load(Ordering::Relaxed), Ordering::Relaxed);
+            c.reads.store(w.reads.load(Ordering::Relaxed) * num / den, Ordering::Relaxed);
+            c.read_bytes.store(w.read_bytes.load(Ordering::Relaxed) * num / den, Ordering::Relaxed);
+            c.writes.store(w.writes.load(Ordering::Relaxed) * num / den, Ordering::Relaxed);
+            c.write_bytes.store(w.write_bytes.load(Ordering::Relaxed) * num / den, Ordering::Relaxed);
+        }
+        child
+    }
+
+    /// Counts one write to partition key `pk0`.
+    pub fn record_write(&self, now_ms: u64, pk0: &[u8], bytes: u64) {
+        self.sample_key(pk0);
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.write_bytes.fetch_add(bytes, Ordering::Relaxed);
         let w = self.window(now_ms);
@@ -68,8 +134,9 @@ impl PartitionLoad {
         w.write_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Counts one read.
-    pub fn record_read(&self, now_ms: u64, bytes: u64) {
+    /// Counts one read of partition key `pk0`.
+    pub fn record_read(&self, now_ms: u64, pk0: &[u8], bytes: u64) {
+        self.sample_key(pk0);
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.read_bytes.fetch_add(bytes, Ordering::Relaxed);
         let w = self.window(now_ms);

@@ -167,10 +167,9 @@ impl Inner {
                         }
                         let bytes = (r.pk.len() + r.record.len()) as u64;
                         written_bytes += bytes;
-                        if let Some(p) =
-                            version.tables.get(&r.table_id).and_then(|t| t.partition_for(partition_key(&r.pk)))
-                        {
-                            p.load.record_write(now, bytes);
+                        let pk0 = partition_key(&r.pk);
+                        if let Some(p) = version.tables.get(&r.table_id).and_then(|t| t.partition_for(pk0)) {
+                            p.load.record_write(now, pk0, bytes);
                         }
                         encode_entry(r.table_id, &r.pk, r.stamp, &r.record, &mut wal_buf);
                         receipts.push(Ok(WriteReceipt { seqno: first_seqno + i as u64, ..r.receipt.clone() }));

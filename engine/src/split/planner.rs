@@ -140,6 +140,76 @@ pub fn plan_split(files: &[FileSizeView<'_>], threshold: u64) -> Option<SplitPla
     Some(SplitPlan::Split { split_key: best, left_bytes: left, right_bytes: total.saturating_sub(left) })
 }
 
+/// What the load planner decided for a busy partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadSplitPlan {
+    /// Split so that the right child starts at `split_key` (an encoded partition key);
+    /// `left_share` of the sampled operations fall below it.
+    Split {
+        /// The first partition-key value of the right child.
+        split_key: Vec<u8>,
+        /// Sampled operations below the key, out of `samples`.
+        left: usize,
+        /// Sampled operations.
+        samples: usize,
+    },
+    /// One partition-key value takes at least `HOT_KEY_SHARE` of the load: no split can
+    /// spread it.
+    HotKey {
+        /// The partition key.
+        key: Vec<u8>,
+        /// Its sampled operations, out of `samples`.
+        hits: usize,
+        /// Sampled operations.
+        samples: usize,
+    },
+}
+
+/// A partition key taking this share of the sampled load is reported, not split around.
+pub const HOT_KEY_SHARE: f64 = 0.8;
+
+/// Where to cut a busy partition so its load halves, from the partition keys sampled from its
+/// recent reads and writes: the partition-key boundary (a sampled value, never inside one)
+/// that best balances the samples below and above it.
+pub fn plan_load_split(mut sample: Vec<Vec<u8>>) -> Option<LoadSplitPlan> {
+    let n = sample.len();
+    if n == 0 {
+        return None;
+    }
+    sample.sort_unstable();
+    // The most frequent value: a run of equal keys in the sorted sample.
+    let mut hottest: (usize, usize) = (0, 0); // (start index, length)
+    let mut i = 0;
+    while let Some(k) = sample.get(i) {
+        let len = sample.get(i..).unwrap_or(&[]).iter().take_while(|x| *x == k).count();
+        if len > hottest.1 {
+            hottest = (i, len);
+        }
+        i += len;
+    }
+    if hottest.1 as f64 >= HOT_KEY_SHARE * n as f64 {
+        let key = sample.get(hottest.0).cloned().unwrap_or_default();
+        return Some(LoadSplitPlan::HotKey { key, hits: hottest.1, samples: n });
+    }
+    // Candidate boundaries: every position where the value changes; the left side is then
+    // everything before it.
+    let mut best: Option<(usize, usize)> = None; // (left count, |2·left − n|)
+    for (i, pair) in sample.windows(2).enumerate() {
+        if let [a, b] = pair
+            && a != b
+        {
+            let left = i + 1;
+            let imbalance = (2 * left).abs_diff(n);
+            if best.is_none_or(|(_, d)| imbalance < d) {
+                best = Some((left, imbalance));
+            }
+        }
+    }
+    let (left, _) = best?;
+    let split_key = sample.get(left).cloned()?;
+    Some(LoadSplitPlan::Split { split_key, left, samples: n })
+}
+
 /// A merge of two adjacent partitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MergePlan {
@@ -229,6 +299,22 @@ mod tests {
             SplitPlan::Split { split_key, .. } => assert_eq!(split_key, encode_pk(&[PkValue::Integer(1032)])),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn load_splits_halve_the_sampled_load_at_a_partition_key_boundary() {
+        let k = |i: u8| vec![b'k', i];
+        // Uniform load over 10 keys: the cut is in the middle, at a sampled value.
+        let uniform: Vec<Vec<u8>> = (0..200).map(|i| k((i % 10) as u8)).collect();
+        assert_eq!(plan_load_split(uniform), Some(LoadSplitPlan::Split { split_key: k(5), left: 100, samples: 200 }));
+        // Skewed: key 0 takes half of the operations; the rest spread over 9 keys. The cut
+        // isolates key 0 (left = 100), never cuts inside it.
+        let skewed: Vec<Vec<u8>> = (0..200).map(|i| if i % 2 == 0 { k(0) } else { k(1 + (i % 9) as u8) }).collect();
+        assert_eq!(plan_load_split(skewed), Some(LoadSplitPlan::Split { split_key: k(1), left: 100, samples: 200 }));
+        // One key with 90 % of the load: reported, not split.
+        let hot: Vec<Vec<u8>> = (0..100).map(|i| if i < 90 { k(7) } else { k(i as u8) }).collect();
+        assert_eq!(plan_load_split(hot), Some(LoadSplitPlan::HotKey { key: k(7), hits: 90, samples: 100 }));
+        assert_eq!(plan_load_split(Vec::new()), None);
     }
 
     #[test]

@@ -12,10 +12,12 @@ use std::sync::Arc;
 use strata_format::key::{format_pk, user_key};
 use strata_format::manifest::FileRecord;
 
-use super::planner::{FileSizeView, SplitPlan, plan_merge, plan_split};
+use super::planner::{FileSizeView, LoadSplitPlan, SplitPlan, plan_load_split, plan_merge, plan_split};
 use crate::compaction::run::{max_opt, min_opt};
 use crate::db::Inner;
 use crate::error::Result;
+use crate::options::LoadSplit;
+use crate::stats::LOAD_WINDOW_MS;
 use crate::version::{FileEntry, Partition, Table};
 
 fn describe_key(k: &[u8]) -> String {
@@ -30,6 +32,15 @@ pub(crate) fn size_views(p: &Partition) -> Vec<FileSizeView<'_>> {
 /// Estimated bytes a partition reads from its files: data blocks only (no index, filter or
 /// footer), shared files counted for the part this partition reads. The split planner
 /// compares the same measure with the threshold.
+/// Reads and writes per second the partition served over the load-split window.
+fn partition_rate(p: &Partition, cfg: &LoadSplit, now: u64) -> f64 {
+    let window_ms = cfg.window.as_millis() as u64;
+    let l = p.load.recent(now, window_ms);
+    // `recent` counts whole windows, the current one included.
+    let windows = window_ms.div_ceil(LOAD_WINDOW_MS).clamp(1, crate::stats::LOAD_WINDOWS as u64);
+    (l.reads + l.writes) as f64 / (windows * LOAD_WINDOW_MS) as f64 * 1000.0
+}
+
 pub(crate) fn partition_bytes(p: &Partition) -> u64 {
     p.files().map(|f| size_view(f).bytes()).sum()
 }
@@ -63,32 +74,42 @@ fn clip_to(f: &Arc<FileEntry>, start: Option<&[u8]>, end: Option<&[u8]>) -> Opti
 }
 
 impl Inner {
-    /// Splits oversized partitions and merges small neighbours; returns how many changes ran.
+    /// Splits oversized (and, with `Options::load_split`, busy) partitions and merges small,
+    /// quiet neighbours; returns how many changes ran.
     pub(crate) fn run_split_planner(&self) -> Result<usize> {
         let mut changes = 0;
         let version = self.state.read().version.clone();
+        let now = self.clock.now_ms();
         for t in version.tables.values() {
             let threshold = t.schema.options.split_threshold_bytes;
             for p in &t.partitions {
-                let plan = plan_split(&size_views(p), threshold);
-                match plan {
-                    Some(SplitPlan::Split { split_key, left_bytes, right_bytes })
-                        if self.split_partition(
-                            &t.schema.name,
-                            p.id,
-                            &split_key,
-                            "size",
-                            left_bytes,
-                            right_bytes,
-                        )? =>
-                    {
-                        changes += 1;
+                match plan_split(&size_views(p), threshold) {
+                    Some(SplitPlan::Split { split_key, left_bytes, right_bytes }) => {
+                        if self.split_partition(&t.schema.name, p.id, &split_key, "size", left_bytes, right_bytes)? {
+                            changes += 1;
+                        }
                     }
                     Some(SplitPlan::OversizedKey { key, bytes }) => self.report_oversized(t, p.id, key, bytes),
-                    _ => {}
+                    None => {
+                        if let Some(cfg) = &self.opts.load_split
+                            && partition_rate(p, cfg, now) >= cfg.ops_per_sec as f64
+                            && self.split_by_load(t, p, cfg, now)?
+                        {
+                            changes += 1;
+                        }
+                    }
                 }
             }
-            let sizes: Vec<u64> = t.partitions.iter().map(|p| partition_bytes(p)).collect();
+            // A partition busy enough to have been split by load is not merged back, however
+            // small it is.
+            let sizes: Vec<u64> = t
+                .partitions
+                .iter()
+                .map(|p| match &self.opts.load_split {
+                    Some(cfg) if partition_rate(p, cfg, now) * 2.0 >= cfg.ops_per_sec as f64 => u64::MAX,
+                    _ => partition_bytes(p),
+                })
+                .collect();
             if let Some(m) = plan_merge(&sizes, t.schema.options.merge_threshold())
                 && let (Some(a), Some(b)) = (t.partitions.get(m.left_index), t.partitions.get(m.left_index + 1))
                 && self.merge_partitions(&t.schema.name, a.id, b.id, m.bytes)?
@@ -97,6 +118,40 @@ impl Inner {
             }
         }
         Ok(changes)
+    }
+
+    /// Splits a busy partition where its sampled load halves; reports a hot key instead when
+    /// one partition-key value carries the load.
+    fn split_by_load(&self, t: &Table, p: &Partition, cfg: &LoadSplit, now: u64) -> Result<bool> {
+        let sample = p.load.sampled_keys();
+        if sample.len() < cfg.min_samples {
+            return Ok(false);
+        }
+        let rate = partition_rate(p, cfg, now);
+        match plan_load_split(sample) {
+            Some(LoadSplitPlan::Split { split_key, left, samples }) => {
+                let left_bytes: u64 = size_views(p).iter().map(|v| v.bytes_below(&split_key)).sum();
+                let right_bytes = partition_bytes(p).saturating_sub(left_bytes);
+                let why = format!("load ({rate:.0} ops/s; {left} of {samples} sampled operations left of the key)");
+                self.split_partition(&t.schema.name, p.id, &split_key, &why, left_bytes, right_bytes)
+            }
+            Some(LoadSplitPlan::HotKey { key, hits, samples }) => {
+                if self.hot_keys.lock().insert((t.id, key.clone())) {
+                    self.events.log(
+                        now,
+                        "hot-key",
+                        format!(
+                            "table={} partition={} key={} share={hits}/{samples} rate={rate:.0} ops/s: one partition-key value carries the partition's load and cannot be split; spread it with a hash prefix or by splicing another key column into the partition key",
+                            t.schema.name,
+                            p.id,
+                            describe_key(&key)
+                        ),
+                    );
+                }
+                Ok(false)
+            }
+            None => Ok(false),
+        }
     }
 
     fn report_oversized(&self, t: &Table, partition: u64, key: Vec<u8>, bytes: u64) {
@@ -148,7 +203,9 @@ impl Inner {
                     .iter()
                     .map(|l| l.iter().filter_map(|f| clip_to(f, start.as_deref(), end.as_deref())).collect())
                     .collect();
-                let mut c = Partition { id: cid, start, end, levels, load: Default::default() };
+                // The children inherit the load of their key ranges, so a hot range stays hot.
+                let load = Arc::new(p.load.inherit(start.as_deref(), end.as_deref()));
+                let mut c = Partition { id: cid, start, end, levels, load };
                 c.normalize();
                 Arc::new(c)
             };
