@@ -17,3 +17,13 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAIL: i32 = 1;
 /// Exit status: usage error or operational error.
 pub const EXIT_USAGE: i32 = 2;
+
+/// Parses a tool's command line; a usage error prints clap's message and exits with
+/// `EXIT_USAGE` (`--help` and `--version` print and exit with `EXIT_OK`).
+pub fn parse_args_or_exit<T: clap::Parser>() -> T {
+    T::try_parse().unwrap_or_else(|e| {
+        let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        let _ = e.print();
+        std::process::exit(code)
+    })
+}

@@ -35,14 +35,7 @@ struct Args {
 }
 
 fn main() {
-    let a = match Args::try_parse() {
-        Ok(a) => a,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            std::process::exit(code);
-        }
-    };
+    let a: Args = strata_tools::parse_args_or_exit();
     let command = match a.command {
         Cmd::Dump => WalCommand::Dump,
         Cmd::Check => WalCommand::Check,
