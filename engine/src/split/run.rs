@@ -17,7 +17,7 @@ use crate::compaction::run::{max_opt, min_opt};
 use crate::db::Inner;
 use crate::error::Result;
 use crate::options::LoadSplit;
-use crate::stats::LOAD_WINDOW_MS;
+use crate::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS};
 use crate::version::{FileEntry, Partition, Table};
 
 fn describe_key(k: &[u8]) -> String {
@@ -29,18 +29,18 @@ pub(crate) fn size_views(p: &Partition) -> Vec<FileSizeView<'_>> {
     p.files().map(|f| size_view(f)).collect()
 }
 
-/// Estimated bytes a partition reads from its files: data blocks only (no index, filter or
-/// footer), shared files counted for the part this partition reads. The split planner
-/// compares the same measure with the threshold.
 /// Reads and writes per second the partition served over the load-split window.
 fn partition_rate(p: &Partition, cfg: &LoadSplit, now: u64) -> f64 {
     let window_ms = cfg.window.as_millis() as u64;
     let l = p.load.recent(now, window_ms);
     // `recent` counts whole windows, the current one included.
-    let windows = window_ms.div_ceil(LOAD_WINDOW_MS).clamp(1, crate::stats::LOAD_WINDOWS as u64);
+    let windows = window_ms.div_ceil(LOAD_WINDOW_MS).clamp(1, LOAD_WINDOWS as u64);
     (l.reads + l.writes) as f64 / (windows * LOAD_WINDOW_MS) as f64 * 1000.0
 }
 
+/// Estimated bytes a partition reads from its files: data blocks only (no index, filter or
+/// footer), shared files counted for the part this partition reads. The split planner
+/// compares the same measure with the threshold.
 pub(crate) fn partition_bytes(p: &Partition) -> u64 {
     p.files().map(|f| size_view(f).bytes()).sum()
 }
@@ -92,8 +92,9 @@ impl Inner {
                     Some(SplitPlan::OversizedKey { key, bytes }) => self.report_oversized(t, p.id, key, bytes),
                     None => {
                         if let Some(cfg) = &self.opts.load_split
-                            && partition_rate(p, cfg, now) >= cfg.ops_per_sec as f64
-                            && self.split_by_load(t, p, cfg, now)?
+                            && let rate = partition_rate(p, cfg, now)
+                            && rate >= cfg.ops_per_sec as f64
+                            && self.split_by_load(t, p, cfg.min_samples, rate, now)?
                         {
                             changes += 1;
                         }
@@ -122,12 +123,11 @@ impl Inner {
 
     /// Splits a busy partition where its sampled load halves; reports a hot key instead when
     /// one partition-key value carries the load.
-    fn split_by_load(&self, t: &Table, p: &Partition, cfg: &LoadSplit, now: u64) -> Result<bool> {
+    fn split_by_load(&self, t: &Table, p: &Partition, min_samples: usize, rate: f64, now: u64) -> Result<bool> {
         let sample = p.load.sampled_keys();
-        if sample.len() < cfg.min_samples {
+        if sample.len() < min_samples {
             return Ok(false);
         }
-        let rate = partition_rate(p, cfg, now);
         match plan_load_split(sample) {
             Some(LoadSplitPlan::Split { split_key, left, samples }) => {
                 let left_bytes: u64 = size_views(p).iter().map(|v| v.bytes_below(&split_key)).sum();
