@@ -20,6 +20,9 @@
 //! path is `read.rs` → `iter.rs` → `sst/`; background work is `compaction/` and `split/`;
 //! opening and crash recovery is `recovery.rs`.
 
+// Data from disk and from callers must never panic the engine: no unwrap/expect outside tests.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod background;
 pub mod clock;
 pub mod compaction;
