@@ -124,7 +124,8 @@ impl Inner {
         let now = self.clock.now_ms();
         let pk0 = partition_key(&enc);
         if let Some(p) = table.partition_for(pk0) {
-            p.load.record_read(now, pk0, recs.iter().map(|r| r.cell_count() as u64).sum());
+            let sample = self.opts.load_split.map(|_| pk0);
+            p.load.record_read(now, sample, recs.iter().map(|r| r.cell_count() as u64).sum());
         }
         if recs.is_empty() {
             return Ok(None);

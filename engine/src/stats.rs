@@ -124,9 +124,12 @@ impl PartitionLoad {
         child
     }
 
-    /// Counts one write to partition key `pk0`.
-    pub fn record_write(&self, now_ms: u64, pk0: &[u8], bytes: u64) {
-        self.sample_key(pk0);
+    /// Counts one write; `sample` is its partition key when load-based splitting wants samples
+    /// (`None` keeps the sampler off the write path otherwise).
+    pub fn record_write(&self, now_ms: u64, sample: Option<&[u8]>, bytes: u64) {
+        if let Some(pk0) = sample {
+            self.sample_key(pk0);
+        }
         self.writes.fetch_add(1, Ordering::Relaxed);
         self.write_bytes.fetch_add(bytes, Ordering::Relaxed);
         let w = self.window(now_ms);
@@ -134,9 +137,11 @@ impl PartitionLoad {
         w.write_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Counts one read of partition key `pk0`.
-    pub fn record_read(&self, now_ms: u64, pk0: &[u8], bytes: u64) {
-        self.sample_key(pk0);
+    /// Counts one read; `sample` as for [`PartitionLoad::record_write`].
+    pub fn record_read(&self, now_ms: u64, sample: Option<&[u8]>, bytes: u64) {
+        if let Some(pk0) = sample {
+            self.sample_key(pk0);
+        }
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.read_bytes.fetch_add(bytes, Ordering::Relaxed);
         let w = self.window(now_ms);

@@ -169,7 +169,7 @@ impl Inner {
                         written_bytes += bytes;
                         let pk0 = partition_key(&r.pk);
                         if let Some(p) = version.tables.get(&r.table_id).and_then(|t| t.partition_for(pk0)) {
-                            p.load.record_write(now, pk0, bytes);
+                            p.load.record_write(now, self.opts.load_split.map(|_| pk0), bytes);
                         }
                         encode_entry(r.table_id, &r.pk, r.stamp, &r.record, &mut wal_buf);
                         receipts.push(Ok(WriteReceipt { seqno: first_seqno + i as u64, ..r.receipt.clone() }));
