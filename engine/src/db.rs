@@ -612,8 +612,8 @@ impl Db {
         let mut batch = Vec::new();
         loop {
             let next = it.next_examined()?;
-            if let Some((pk, _)) = &next {
-                batch.push(WriteOp::Delete(DeleteRow::new(table, pk.clone())));
+            if let Some(ex) = &next {
+                batch.push(WriteOp::Delete(DeleteRow::new(table, ex.key().clone())));
             }
             if batch.len() >= 1000 || (next.is_none() && !batch.is_empty()) {
                 let k = batch.len() as u64;

@@ -162,37 +162,39 @@ fn decode(v: &[u8]) -> Result<RowRecord> {
     RowRecord::decode(v).map_err(|e| Error::corruption("<range read>", e))
 }
 
-/// One row's encoded primary key and its decoded records, newest first.
-pub type RowRecords = (Vec<u8>, Vec<RowRecord>);
-
 /// Groups a merged stream into rows: `(encoded pk, records newest first up to the first base)`,
-/// ignoring entries newer than the snapshot.
+/// ignoring entries newer than the snapshot. The key and record buffers are reused from row to
+/// row, so a scan allocates only what the records themselves own.
 pub struct RowGrouper {
     merge: MergeIter,
     forward: bool,
     snapshot: u64,
+    pk: Vec<u8>,
+    records: Vec<RowRecord>,
 }
 
 impl RowGrouper {
     /// Groups `merge` at `snapshot`.
     pub fn new(merge: MergeIter, forward: bool, snapshot: u64) -> Self {
-        RowGrouper { merge, forward, snapshot }
+        RowGrouper { merge, forward, snapshot, pk: Vec::new(), records: Vec::new() }
     }
 
-    /// The next row, or `None` at the end.
+    /// The next row, or `None` at the end: its encoded primary key and its records, newest
+    /// first. Both borrow the grouper's buffers; the caller may take the records out.
     ///
     /// # Errors
     /// I/O or corruption errors.
-    pub fn next_row(&mut self) -> Result<Option<RowRecords>> {
+    pub fn next_row(&mut self) -> Result<Option<(&[u8], &mut Vec<RowRecord>)>> {
         loop {
             if !self.merge.valid() {
                 return Ok(None);
             }
-            let pk = user_key(self.merge.key()).to_vec();
+            self.pk.clear();
+            self.pk.extend_from_slice(user_key(self.merge.key()));
             // Records are decoded straight from the source's buffer (no copy of the bytes).
-            let mut records: Vec<RowRecord> = Vec::new();
+            self.records.clear();
             let mut base_found = false;
-            while self.merge.valid() && user_key(self.merge.key()) == pk.as_slice() {
+            while self.merge.valid() && user_key(self.merge.key()) == self.pk.as_slice() {
                 let (_, seq) = split_internal_key(self.merge.key()).map_err(|e| Error::Corruption {
                     path: Default::default(),
                     offset: e.offset,
@@ -203,26 +205,26 @@ impl RowGrouper {
                     if self.forward {
                         // Newest first: keep records until the first base.
                         if !base_found {
-                            records.push(decode(v)?);
+                            self.records.push(decode(v)?);
                             base_found = is_base_record(v);
                         }
                     } else {
                         // Oldest first: a base makes everything before it irrelevant.
                         if is_base_record(v) {
-                            records.clear();
+                            self.records.clear();
                         }
-                        records.push(decode(v)?);
+                        self.records.push(decode(v)?);
                     }
                 }
                 self.merge.advance()?;
             }
-            if records.is_empty() {
+            if self.records.is_empty() {
                 continue;
             }
             if !self.forward {
-                records.reverse();
+                self.records.reverse();
             }
-            return Ok(Some((pk, records)));
+            return Ok(Some((self.pk.as_slice(), &mut self.records)));
         }
     }
 }

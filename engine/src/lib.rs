@@ -57,6 +57,6 @@ pub use error::{Error, Result};
 pub use events::Event;
 pub use info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use options::{LoadSplit, Options, SyncMode, WalRecovery};
-pub use read::RangeIter;
+pub use read::{Examined, RangeIter};
 pub use schema::{PkColumn, TableOptions, TableSchema, Ttl};
 pub use types::*;

@@ -48,6 +48,26 @@ impl MemKey {
         MemKey { table, head: u128::from_be_bytes(h), head_len: n as u8, rest: ikey.get(n..).unwrap_or(&[]).into() }
     }
 
+    /// The key of row `pk` at `seqno` in table `table`: as `new(table, ikey)` without building
+    /// the internal key first (the write path inserts thousands of these per batch).
+    pub fn for_row(table: u64, pk: &[u8], seqno: u64) -> MemKey {
+        let suffix = (!seqno).to_be_bytes();
+        let n = (pk.len() + SEQNO_SUFFIX_LEN).min(16);
+        let mut h = [0u8; 16];
+        let (pk_head, pk_rest) = pk.split_at(pk.len().min(16));
+        let (suffix_head, suffix_rest) = suffix.split_at((16 - pk_head.len()).min(SEQNO_SUFFIX_LEN));
+        if let Some(d) = h.get_mut(..pk_head.len()) {
+            d.copy_from_slice(pk_head);
+        }
+        if let Some(d) = h.get_mut(pk_head.len()..pk_head.len() + suffix_head.len()) {
+            d.copy_from_slice(suffix_head);
+        }
+        let mut rest = Vec::with_capacity(pk_rest.len() + suffix_rest.len());
+        rest.extend_from_slice(pk_rest);
+        rest.extend_from_slice(suffix_rest);
+        MemKey { table, head: u128::from_be_bytes(h), head_len: n as u8, rest: rest.into_boxed_slice() }
+    }
+
     /// The internal key's bytes.
     pub fn ikey(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.head_len as usize + self.rest.len());
@@ -127,7 +147,7 @@ impl Memtable {
         let mut added = 0;
         let mut max_seq = 0;
         for (table, pk, seqno, record) in entries {
-            let k = MemKey::new(table, &ikey_of(pk, seqno));
+            let k = MemKey::for_row(table, pk, seqno);
             added += 8 + k.len() + record.len() + ENTRY_OVERHEAD;
             max_seq = max_seq.max(seqno);
             self.map.insert(k, record);
@@ -267,6 +287,16 @@ pub fn user_key_len(ikey: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn for_row_equals_new_of_the_internal_key() {
+        for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 30] {
+            let pk: Vec<u8> = (0..len as u8).map(|b| b.wrapping_mul(37)).collect();
+            for seq in [0u64, 1, 0x0102_0304_0506_0708, u64::MAX] {
+                assert_eq!(MemKey::for_row(3, &pk, seq), MemKey::new(3, &ikey_of(&pk, seq)), "len {len} seq {seq}");
+            }
+        }
+    }
     use proptest::prelude::*;
     use strata_format::record::RowRecord;
 

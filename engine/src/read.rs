@@ -16,7 +16,7 @@ use crate::db::Inner;
 use crate::error::{Error, Result};
 use crate::iter::{EntrySource, MemSource, MergeIter, RowGrouper, after_all_versions};
 use crate::memtable::Memtable;
-use crate::rowstate::{DropCounts, RowState, resolve, select, select_single_put, visible};
+use crate::rowstate::{DropCounts, RowState, resolve, select, select_single_put, single_put_applies, visible};
 use crate::sst::SstIter;
 use crate::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
 use crate::validate::encode_bound;
@@ -131,8 +131,10 @@ impl Inner {
             return Ok(None);
         }
         let mut recs = recs;
-        if let Some(r) = select_single_put(pk, &mut recs, table.max_versions(), table.ttl(), opts) {
-            return Ok(r);
+        if single_put_applies(&recs, table.ttl(), opts)
+            && let Some(rec) = recs.pop()
+        {
+            return Ok(select_single_put(pk.clone(), rec, table.max_versions(), opts));
         }
         let st = resolve(recs, table.max_versions(), &mut DropCounts::default());
         Ok(visible(st, table.max_versions(), table.ttl(), now).and_then(|st| select(pk, st, opts)))
@@ -194,16 +196,16 @@ impl Inner {
         loop {
             if rows.len() >= limit || bytes >= opts.max_page_bytes || scanned >= opts.max_scanned_rows {
                 // Stopped early: continue from the next existing row, if any.
-                let next = it.next_examined()?.map(|(pk, _)| pk);
+                let next = it.next_examined()?.map(Examined::into_key);
                 return Ok(RangePage { rows, next_start: next });
             }
             match it.next_examined()? {
                 None => {
                     return Ok(RangePage { rows, next_start: None });
                 }
-                Some((_, row)) => {
+                Some(ex) => {
                     scanned += 1;
-                    if let Some(r) = row {
+                    if let Some(r) = ex.into_row() {
                         bytes += approx_row_bytes(&r);
                         rows.push(r);
                     }
@@ -339,11 +341,11 @@ impl RangeIter {
         Ok(RowGrouper::new(MergeIter::new(sources, self.forward), self.forward, self.snap.seqno))
     }
 
-    /// The next row that exists: its key and, unless the filter rejected it, the selected row.
+    /// The next row that exists: the selected row, or only its key when the filter rejected it.
     ///
     /// # Errors
     /// I/O or corruption errors.
-    pub fn next_examined(&mut self) -> Result<Option<(PrimaryKey, Option<Row>)>> {
+    pub fn next_examined(&mut self) -> Result<Option<Examined>> {
         loop {
             if self.grouper.is_none() {
                 let Some(&pi) = self.parts.get(self.next_part) else {
@@ -360,22 +362,59 @@ impl RangeIter {
                 Some(g) => g.next_row()?,
                 None => None,
             };
-            let Some((pk, mut recs)) = next else {
+            let Some((pk, recs)) = next else {
                 self.grouper = None;
                 continue;
             };
-            let key = PrimaryKey(decode_pk(&pk).map_err(|e| Error::corruption("<range read>", e))?);
+            let key = PrimaryKey(decode_pk(pk).map_err(|e| Error::corruption("<range read>", e))?);
             let (mv, ttl) = (self.table.max_versions(), self.table.ttl());
-            if let Some(fast) = select_single_put(&key, &mut recs, mv, ttl, &self.read) {
-                match fast {
-                    Some(row) => return Ok(Some((key, Some(row)))),
+            if single_put_applies(recs, ttl, &self.read) {
+                match recs.pop().and_then(|rec| select_single_put(key, rec, mv, &self.read)) {
+                    Some(row) => return Ok(Some(Examined::Visible(row))),
                     None => continue,
                 }
             }
-            let st = resolve(recs, mv, &mut DropCounts::default());
+            let st = resolve(std::mem::take(recs), mv, &mut DropCounts::default());
             let Some(st) = visible(st, mv, ttl, self.now) else { continue };
-            let row = select(&key, st, &self.read);
-            return Ok(Some((key, row)));
+            return Ok(Some(match select(&key, st, &self.read) {
+                Some(row) => Examined::Visible(row),
+                None => Examined::Filtered(key),
+            }));
+        }
+    }
+}
+
+/// A row a range examined: visible, or rejected by the read's filter (only its key).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Examined {
+    /// The row as the read selected it.
+    Visible(Row),
+    /// The row exists but the filter rejected it.
+    Filtered(PrimaryKey),
+}
+
+impl Examined {
+    /// The row's primary key.
+    pub fn key(&self) -> &PrimaryKey {
+        match self {
+            Examined::Visible(r) => &r.primary_key,
+            Examined::Filtered(k) => k,
+        }
+    }
+
+    /// The row's primary key, by value.
+    pub fn into_key(self) -> PrimaryKey {
+        match self {
+            Examined::Visible(r) => r.primary_key,
+            Examined::Filtered(k) => k,
+        }
+    }
+
+    /// The selected row, `None` when the filter rejected it.
+    pub fn into_row(self) -> Option<Row> {
+        match self {
+            Examined::Visible(r) => Some(r),
+            Examined::Filtered(_) => None,
         }
     }
 }
@@ -388,8 +427,8 @@ impl Iterator for RangeIter {
             match self.next_examined() {
                 Err(e) => return Some(Err(e)),
                 Ok(None) => return None,
-                Ok(Some((_, Some(r)))) => return Some(Ok(r)),
-                Ok(Some((_, None))) => continue,
+                Ok(Some(Examined::Visible(r))) => return Some(Ok(r)),
+                Ok(Some(Examined::Filtered(_))) => continue,
             }
         }
     }

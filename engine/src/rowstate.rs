@@ -313,26 +313,22 @@ pub fn validate_condition(c: &ColumnCondition) -> Result<()> {
     }
 }
 
-/// The common case without building a [`RowState`]: a row whose newest record is a put (every
-/// row after compaction), in a table without TTL, read without a filter. Returns `None` when
-/// the general path is needed; otherwise what [`visible`] then [`select`] would return.
-pub fn select_single_put(
-    pk: &PrimaryKey,
-    recs: &mut Vec<RowRecord>,
-    max_versions: usize,
-    ttl: Ttl,
-    opts: &ReadOptions,
-) -> Option<Option<Row>> {
-    if recs.len() != 1
-        || ttl != Ttl::Forever
-        || opts.filter.is_some()
-        || !matches!(recs.first(), Some(RowRecord::Put { .. }))
-    {
-        return None;
-    }
-    let Some(RowRecord::Put { marker, columns }) = recs.pop() else { return None };
+/// True when [`select_single_put`] applies: the row's one record is a put (every row after
+/// compaction), in a table without TTL, read without a filter.
+pub fn single_put_applies(recs: &[RowRecord], ttl: Ttl, opts: &ReadOptions) -> bool {
+    recs.len() == 1
+        && ttl == Ttl::Forever
+        && opts.filter.is_none()
+        && matches!(recs.first(), Some(RowRecord::Put { .. }))
+}
+
+/// The common case without building a [`RowState`] (see [`single_put_applies`]): what
+/// [`visible`] then [`select`] would return for a row whose only record is `rec`. Takes the key
+/// and the record by value so a scan moves them into the row instead of copying.
+pub fn select_single_put(pk: PrimaryKey, rec: RowRecord, max_versions: usize, opts: &ReadOptions) -> Option<Row> {
+    let RowRecord::Put { marker, columns } = rec else { return None };
     if marker.is_none() && columns.iter().all(|c| c.cells.is_empty()) {
-        return Some(None);
+        return None;
     }
     let per_column = match (opts.max_versions, opts.time_range) {
         (Some(n), _) => n as usize,
@@ -351,7 +347,7 @@ pub fn select_single_put(
             (!cells.is_empty()).then_some(Column { name, cells })
         })
         .collect();
-    Some(Some(Row { primary_key: pk.clone(), columns: out }))
+    Some(Row { primary_key: pk, columns: out })
 }
 
 #[cfg(test)]
