@@ -205,20 +205,22 @@ fn encoded_len_hint(v: &PkValue) -> usize {
 }
 
 fn take_escaped(c: &mut Cursor<'_>) -> Result<Vec<u8>, DecodeError> {
-    let mut out = Vec::new();
+    // Copies whole runs between zero bytes: most values have no zero byte, so this is one
+    // exactly-sized allocation and one copy.
+    let mut out: Vec<u8> = Vec::new();
     loop {
-        let b = c.u8()?;
-        if b != 0 {
-            out.push(b);
-            continue;
+        let rest = c.rest();
+        let run = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+        let bytes = c.take(run)?;
+        if out.len() + bytes.len() > MAX_PK_VALUE_BYTES {
+            return Err(c.invalid("key value longer than 1024 bytes"));
         }
+        out.extend_from_slice(bytes);
+        c.u8()?;
         match c.u8()? {
             0xff => out.push(0),
             0x01 => return Ok(out),
             x => return Err(c.invalid(format!("bad escape byte {x:#04x} after 0x00"))),
-        }
-        if out.len() > MAX_PK_VALUE_BYTES {
-            return Err(c.invalid("key value longer than 1024 bytes"));
         }
     }
 }
