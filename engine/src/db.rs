@@ -48,6 +48,40 @@ pub(crate) struct ReadState {
     pub active: Arc<Memtable>,
     /// Sealed memtables, oldest first.
     pub sealed: Vec<Arc<Memtable>>,
+    /// The three above as one shared value, rebuilt on every change (see [`ReadView`]).
+    view: Arc<ReadView>,
+}
+
+/// The version and the memtables a read needs, built once per change of the read state and
+/// shared by every snapshot taken until the next change (RocksDB's "super version"): taking a
+/// snapshot is one `Arc` clone instead of a `Vec` and an `Arc` clone per memtable.
+#[derive(Debug)]
+pub struct ReadView {
+    /// Tables and files.
+    pub version: Arc<Version>,
+    /// Memtables, newest first.
+    pub mems: Vec<Arc<Memtable>>,
+}
+
+impl ReadState {
+    /// The state of a freshly opened database.
+    pub fn new(version: Arc<Version>, active: Arc<Memtable>) -> Self {
+        let view = Arc::new(ReadView { version: version.clone(), mems: vec![active.clone()] });
+        ReadState { version, active, sealed: Vec::new(), view }
+    }
+
+    /// Rebuilds the shared view; called after every change to `version`, `active` or `sealed`.
+    pub fn refresh_view(&mut self) {
+        let mut mems = Vec::with_capacity(self.sealed.len() + 1);
+        mems.push(self.active.clone());
+        mems.extend(self.sealed.iter().rev().cloned());
+        self.view = Arc::new(ReadView { version: self.version.clone(), mems });
+    }
+
+    /// The current view.
+    pub fn view(&self) -> &Arc<ReadView> {
+        &self.view
+    }
 }
 
 /// Shared engine state.
@@ -69,6 +103,8 @@ pub(crate) struct Inner {
     /// Highest engine-stamped version per table id.
     pub stamps: Mutex<BTreeMap<u64, u64>>,
     pub poison: Mutex<Option<String>>,
+    /// Set once `poison` holds a reason: lets the write path check without taking the lock.
+    pub poisoned: AtomicBool,
     /// Serialises flush routing against splits and merges.
     pub structure: Mutex<()>,
     pub bg: Background,
@@ -90,6 +126,7 @@ impl Inner {
         let mut p = self.poison.lock();
         if p.is_none() {
             *p = Some(why.to_owned());
+            self.poisoned.store(true, Ordering::Release);
             drop(p);
             self.events.log(self.clock.now_ms(), "poison", why.to_owned());
         }
@@ -97,12 +134,15 @@ impl Inner {
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {
-        self.poison.lock().is_some()
+        self.poisoned.load(Ordering::Acquire)
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
+        }
+        if !self.poisoned.load(Ordering::Acquire) {
+            return Ok(());
         }
         match &*self.poison.lock() {
             Some(why) => Err(Error::Poisoned(why.clone())),
@@ -188,6 +228,7 @@ impl Inner {
             if let Some(m) = retire {
                 st.sealed.retain(|x| !Arc::ptr_eq(x, m));
             }
+            st.refresh_view();
         }
         self.max_l0_files.store(max_l0, Ordering::Release);
         for (id, r) in cur.file_ids() {
@@ -218,6 +259,7 @@ impl Inner {
             let mut st = self.state.write();
             let old = std::mem::replace(&mut st.active, Arc::new(Memtable::new(number)));
             st.sealed.push(old);
+            st.refresh_view();
         }
         self.bg.kick_flush();
         Ok(())
@@ -241,8 +283,9 @@ impl Inner {
     /// Backpressure: slows or stalls a writer while flushes or compactions are behind, and
     /// fails with `Busy` after `stall_timeout`.
     pub(crate) fn wait_for_room(&self) -> Result<()> {
-        let start = Instant::now();
-        let mut slowed = false;
+        // Set once the writer had to stall; the clock is read only then, as this runs for
+        // every write.
+        let mut stalled_since: Option<Instant> = None;
         loop {
             let epoch = self.bg.progress_epoch();
             self.check_writable()?;
@@ -251,17 +294,18 @@ impl Inner {
             let paused = self.bg.paused.load(Ordering::Acquire);
             let stalled = sealed >= self.opts.max_sealed_memtables || (l0 >= self.opts.l0_stop_trigger && !paused);
             if !stalled {
-                if l0 >= self.opts.l0_slowdown_trigger && !slowed && !paused {
+                if let Some(since) = stalled_since {
+                    self.stats.stall_micros.fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
+                } else if l0 >= self.opts.l0_slowdown_trigger && !paused {
+                    let t = Instant::now();
                     self.stats.slowdowns.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(self.opts.slowdown_delay);
-                }
-                if slowed || start.elapsed().as_micros() > 0 {
-                    self.stats.stall_micros.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    self.stats.stall_micros.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
                 }
                 return Ok(());
             }
-            slowed = true;
-            let waited = start.elapsed();
+            let since = *stalled_since.get_or_insert_with(Instant::now);
+            let waited = since.elapsed();
             if waited >= self.opts.stall_timeout {
                 self.stats.stall_micros.fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
                 return Err(Error::Busy(format!(

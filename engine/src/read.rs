@@ -12,25 +12,30 @@ use std::sync::atomic::Ordering;
 use strata_format::key::{decode_pk, partition_key};
 use strata_format::record::RowRecord;
 
-use crate::db::Inner;
+use crate::db::{Inner, ReadView};
 use crate::error::{Error, Result};
 use crate::iter::{EntrySource, MemSource, MergeIter, RowGrouper, after_all_versions};
-use crate::memtable::Memtable;
 use crate::rowstate::{DropCounts, RowState, resolve, select, select_single_put, single_put_applies, visible};
 use crate::sst::SstIter;
 use crate::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
 use crate::validate::encode_bound;
-use crate::version::{Partition, Table, Version};
+use crate::version::{Partition, Table};
 
 /// A consistent view for reading.
 #[derive(Clone)]
 pub struct Snapshot {
-    /// Tables and files.
-    pub version: Arc<Version>,
-    /// Memtables, newest first.
-    pub mems: Vec<Arc<Memtable>>,
+    /// The version and memtables, shared with every other snapshot of the same state.
+    view: Arc<ReadView>,
     /// Entries above this sequence number are invisible.
     pub seqno: u64,
+}
+
+impl std::ops::Deref for Snapshot {
+    type Target = ReadView;
+    /// `snap.version` and `snap.mems` read through to the shared view.
+    fn deref(&self) -> &ReadView {
+        &self.view
+    }
 }
 
 fn decode_records(bufs: Vec<Vec<u8>>, path: &std::path::Path) -> Result<Vec<RowRecord>> {
@@ -46,11 +51,7 @@ impl Inner {
 
     /// A snapshot at `seqno` (the write leader reads its own unpublished entries this way).
     pub(crate) fn snapshot_at(&self, seqno: u64) -> Snapshot {
-        let st = self.state.read();
-        let mut mems = Vec::with_capacity(st.sealed.len() + 1);
-        mems.push(st.active.clone());
-        mems.extend(st.sealed.iter().rev().cloned());
-        Snapshot { version: st.version.clone(), mems, seqno }
+        Snapshot { view: self.state.read().view().clone(), seqno }
     }
 
     /// The records of one row, newest first up to the first base record.

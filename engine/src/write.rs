@@ -142,7 +142,8 @@ impl Inner {
         }
         let now = self.clock.now_ms();
         let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;
-        let mut wal_buf = Vec::new();
+        // Sized for the usual group (one small row per batch) so it rarely grows.
+        let mut wal_buf = Vec::with_capacity(256 * group.len());
         let mut results = Vec::with_capacity(group.len());
         let mut stamps = self.stamps.lock();
         let (active, version) = {
@@ -225,14 +226,16 @@ impl Inner {
         first_seq: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
-        // xxh3 rather than SipHash: this runs for every row of every batch.
-        let mut seen = HashSet::with_capacity_and_hasher(ops.len(), xxhash_rust::xxh3::Xxh3Builder::new());
-        for op in ops.iter().filter(|_| ops.len() > 1) {
-            if !seen.insert((op.table(), op.pk())) {
-                return Err(Error::invalid(
-                    "batch-duplicate-row",
-                    format!("row {} of table {:?} appears twice in one batch", op.pk(), op.table()),
-                ));
+        if ops.len() > 1 {
+            // xxh3 rather than SipHash: this runs for every row of every batch.
+            let mut seen = HashSet::with_capacity_and_hasher(ops.len(), xxhash_rust::xxh3::Xxh3Builder::new());
+            for op in ops {
+                if !seen.insert((op.table(), op.pk())) {
+                    return Err(Error::invalid(
+                        "batch-duplicate-row",
+                        format!("row {} of table {:?} appears twice in one batch", op.pk(), op.table()),
+                    ));
+                }
             }
         }
         // Every row is checked against the state before the batch.
@@ -283,8 +286,10 @@ impl Inner {
                     check_version(opts, name, v, now)?;
                     cells.push((name.as_str(), v, value, i));
                 }
-                cells.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)).then(b.3.cmp(&a.3)));
-                cells.dedup_by(|later, earlier| later.0 == earlier.0 && later.1 == earlier.1);
+                if cells.len() > 1 {
+                    cells.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)).then(b.3.cmp(&a.3)));
+                    cells.dedup_by(|later, earlier| later.0 == earlier.0 && later.1 == earlier.1);
+                }
                 let max = table.max_versions();
                 let mut kept: Vec<(&str, u64, &Value)> = Vec::with_capacity(cells.len());
                 let mut rank = 0;
