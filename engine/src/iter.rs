@@ -11,6 +11,7 @@ use strata_format::record::RowRecord;
 
 use crate::error::{Error, Result};
 use crate::memtable::{Entry, Memtable, is_base_record};
+use crate::sst::{SstIter, SstReader};
 
 /// A positioned, directional stream of `(internal key, record)` entries.
 pub trait EntrySource: Send {
@@ -91,6 +92,72 @@ impl EntrySource for MemSource {
         self.buf.pop_front();
         if self.buf.is_empty() {
             self.refill();
+        }
+        Ok(())
+    }
+}
+
+/// One file of a [`LevelSource`]: its reader and the internal-key bounds `[lo, hi)` this read
+/// takes from it (the range clipped to the file's partition clip).
+pub type LevelFile = (Arc<SstReader>, Vec<u8>, Vec<u8>);
+
+/// The files of one level deeper than 0 as a single source: they are ordered by key and do not
+/// overlap, so they are read one after another, each opened only when the previous one is
+/// exhausted (as RocksDB's level iterator). A merge then weighs one source per level instead
+/// of one per file, and a short scan opens only the files it reaches.
+pub struct LevelSource {
+    /// Files in key order.
+    files: Vec<LevelFile>,
+    forward: bool,
+    /// Files opened so far, counted in the direction of the scan.
+    opened: usize,
+    current: Option<SstIter>,
+}
+
+impl LevelSource {
+    /// A source over `files` (in key order, non-overlapping), positioned on its first entry.
+    ///
+    /// # Errors
+    /// I/O or corruption errors of the first files.
+    pub fn new(files: Vec<LevelFile>, forward: bool) -> Result<Self> {
+        let mut s = LevelSource { files, forward, opened: 0, current: None };
+        s.open_next()?;
+        Ok(s)
+    }
+
+    /// Opens files in scan order until one has an entry in its bounds, or none is left.
+    fn open_next(&mut self) -> Result<()> {
+        self.current = None;
+        while self.opened < self.files.len() {
+            let i = if self.forward { self.opened } else { self.files.len() - 1 - self.opened };
+            self.opened += 1;
+            let Some((reader, lo, hi)) = self.files.get(i) else { break };
+            let it = SstIter::new(reader.clone(), self.forward, lo.clone(), Some(hi.clone()))?;
+            if it.valid() {
+                self.current = Some(it);
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl EntrySource for LevelSource {
+    fn valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.valid())
+    }
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |c| c.key())
+    }
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |c| c.value())
+    }
+    fn advance(&mut self) -> Result<()> {
+        if let Some(c) = &mut self.current {
+            c.advance()?;
+            if !c.valid() {
+                self.open_next()?;
+            }
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use strata_format::record::RowRecord;
 
 use crate::db::{Inner, ReadView};
 use crate::error::{Error, Result};
-use crate::iter::{EntrySource, MemSource, MergeIter, RowGrouper, after_all_versions};
+use crate::iter::{EntrySource, LevelFile, LevelSource, MemSource, MergeIter, RowGrouper, after_all_versions};
 use crate::rowstate::{DropCounts, RowState, resolve, select, select_single_put, single_put_applies, visible};
 use crate::sst::SstIter;
 use crate::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
@@ -319,25 +319,45 @@ impl RangeIter {
                 Some(hi.clone()),
             )));
         }
-        for f in p.files() {
-            let flo = match &f.rec.clip_start {
-                Some(c) if c.as_slice() > lo.as_slice() => c.clone(),
-                _ => lo.clone(),
-            };
-            let fhi = match &f.rec.clip_end {
-                Some(c) if c.as_slice() < hi.as_slice() => c.clone(),
-                _ => hi.clone(),
-            };
-            if flo >= fhi || f.rec.largest.as_slice() < flo.as_slice() || f.rec.smallest.as_slice() >= fhi.as_slice() {
-                continue;
+        for (level, files) in p.levels.iter().enumerate() {
+            let mut reached: Vec<LevelFile> = Vec::new();
+            for f in files {
+                let flo = match &f.rec.clip_start {
+                    Some(c) if c.as_slice() > lo.as_slice() => c.clone(),
+                    _ => lo.clone(),
+                };
+                let fhi = match &f.rec.clip_end {
+                    Some(c) if c.as_slice() < hi.as_slice() => c.clone(),
+                    _ => hi.clone(),
+                };
+                if flo >= fhi
+                    || f.rec.largest.as_slice() < flo.as_slice()
+                    || f.rec.smallest.as_slice() >= fhi.as_slice()
+                {
+                    continue;
+                }
+                // A range within one partition-key value skips files whose filter rules it out.
+                if let Some(k) = &self.single_pk0
+                    && !f.reader.meta.may_contain_partition_key(k)
+                {
+                    continue;
+                }
+                if level == 0 {
+                    // Level-0 files overlap: each is a source of its own.
+                    sources.push(Box::new(SstIter::new(f.reader.clone(), self.forward, flo, Some(fhi))?));
+                } else {
+                    reached.push((f.reader.clone(), flo, fhi));
+                }
             }
-            // A range within one partition-key value skips files whose filter rules it out.
-            if let Some(k) = &self.single_pk0
-                && !f.reader.meta.may_contain_partition_key(k)
-            {
-                continue;
+            match reached.len() {
+                0 => {}
+                1 => {
+                    if let Some((r, flo, fhi)) = reached.pop() {
+                        sources.push(Box::new(SstIter::new(r, self.forward, flo, Some(fhi))?));
+                    }
+                }
+                _ => sources.push(Box::new(LevelSource::new(reached, self.forward)?)),
             }
-            sources.push(Box::new(SstIter::new(f.reader.clone(), self.forward, flo, Some(fhi))?));
         }
         Ok(RowGrouper::new(MergeIter::new(sources, self.forward), self.forward, self.snap.seqno))
     }
