@@ -164,6 +164,9 @@ pub struct SstIter {
     hi: Option<Vec<u8>>,
     block_idx: usize,
     it: Option<BlockIter>,
+    /// False when the index proves every key of the loaded block inside the bounds, so the
+    /// per-entry bound check (a key comparison per row of a scan) is skipped.
+    check_bound: bool,
 }
 
 impl SstIter {
@@ -173,7 +176,7 @@ impl SstIter {
     /// # Errors
     /// I/O errors or `Corruption`.
     pub fn new(reader: Arc<SstReader>, forward: bool, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Result<SstIter> {
-        let mut s = SstIter { reader, forward, lo, hi, block_idx: 0, it: None };
+        let mut s = SstIter { reader, forward, lo, hi, block_idx: 0, it: None, check_bound: true };
         if s.reader.block_count() == 0 {
             return Ok(s);
         }
@@ -218,6 +221,21 @@ impl SstIter {
 
     fn load(&mut self, i: usize) -> Result<()> {
         self.block_idx = i;
+        let index = &self.reader.meta.index;
+        self.check_bound = if self.forward {
+            // Every key of block i is <= its last key.
+            match (&self.hi, index.get(i)) {
+                (Some(h), Some(e)) => e.last_key.as_slice() >= h.as_slice(),
+                (None, _) => false,
+                (Some(_), None) => true,
+            }
+        } else {
+            // Every key of block i is > the last key of block i - 1.
+            match i.checked_sub(1).and_then(|p| index.get(p)) {
+                Some(prev) => prev.last_key.as_slice() < self.lo.as_slice(),
+                None => true,
+            }
+        };
         self.it = Some(self.reader.block(i)?.iter());
         Ok(())
     }
@@ -252,6 +270,7 @@ impl SstIter {
             }
         }
         let out_of_bounds = match &self.it {
+            Some(_) if !self.check_bound => false,
             Some(it) if self.forward => self.hi.as_ref().is_some_and(|h| it.key() >= h.as_slice()),
             Some(it) => it.key() < self.lo.as_slice(),
             None => false,
