@@ -469,13 +469,7 @@ impl Db {
                 id,
                 schema: schema.clone(),
                 created_ms: now,
-                partitions: vec![Arc::new(Partition {
-                    id: pid,
-                    start: None,
-                    end: None,
-                    levels: Vec::new(),
-                    load: Default::default(),
-                })],
+                partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new(), Default::default()))],
             });
             Ok(v)
         })

@@ -140,10 +140,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
                     level.push(Arc::new(FileEntry { reader, rec: f.clone() }));
                 }
             }
-            let mut part =
-                Partition { id: p.id, start: p.start.clone(), end: p.end.clone(), levels, load: Default::default() };
-            part.normalize();
-            partitions.push(Arc::new(part));
+            partitions.push(Arc::new(Partition::new(p.id, p.start.clone(), p.end.clone(), levels, Default::default())));
         }
         stamps.insert(t.id, t.last_stamp_ms);
         version.put_table(Table { id: t.id, schema: schema_of(t), created_ms: t.created_ms, partitions });

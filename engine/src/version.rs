@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use strata_format::keysearch::KeyWindows;
+
 use strata_format::key::{partition_key, user_key};
 use strata_format::manifest::{FileRecord, PartitionRecord, TableRecord};
 
@@ -66,6 +68,10 @@ pub struct Partition {
     pub levels: Vec<Vec<Arc<FileEntry>>>,
     /// Read and write counters (shared by the versions of one partition).
     pub load: Arc<crate::stats::PartitionLoad>,
+    /// Per level deeper than 0 (index = level), the files' lower keys as flat search windows,
+    /// so a point read's search of a level does not chase a pointer per step. Built by
+    /// [`Partition::normalize`], which every change of `levels` ends with.
+    pub level_search: Vec<KeyWindows>,
 }
 
 impl Partition {
@@ -84,7 +90,21 @@ impl Partition {
         self.files().map(|f| f.rec.size).sum()
     }
 
-    /// Sorts level 0 newest first and deeper levels by key; assigns each file its level.
+    /// A partition of `levels`, normalized.
+    pub fn new(
+        id: u64,
+        start: Option<Vec<u8>>,
+        end: Option<Vec<u8>>,
+        levels: Vec<Vec<Arc<FileEntry>>>,
+        load: Arc<crate::stats::PartitionLoad>,
+    ) -> Partition {
+        let mut p = Partition { id, start, end, levels, load, level_search: Vec::new() };
+        p.normalize();
+        p
+    }
+
+    /// Sorts level 0 newest first and deeper levels by key, and rebuilds the level search
+    /// windows. Must end every change of `levels`.
     pub fn normalize(&mut self) {
         for (i, level) in self.levels.iter_mut().enumerate() {
             if i == 0 {
@@ -93,12 +113,31 @@ impl Partition {
                 level.sort_by(|a, b| a.effective_lo().cmp(b.effective_lo()));
             }
         }
+        self.level_search = self
+            .levels
+            .iter()
+            .enumerate()
+            .map(
+                |(i, l)| {
+                    if i == 0 { KeyWindows::default() } else { KeyWindows::new(l.iter().map(|f| f.effective_lo())) }
+                },
+            )
+            .collect();
     }
 
     /// The file of level `level >= 1` that may hold `pk`.
     pub fn find_in_level(&self, level: usize, pk: &[u8]) -> Option<&Arc<FileEntry>> {
         let files = self.levels.get(level)?;
-        let i = files.partition_point(|f| f.effective_lo() <= pk);
+        let lo_at = |i: usize| files.get(i).map_or(&[][..], |f| f.effective_lo());
+        // The number of files whose lower key is <= pk (lower keys in a level are distinct).
+        let i = match self.level_search.get(level).filter(|w| w.len() == files.len()) {
+            Some(w) => {
+                let lb = w.lower_bound(pk, lo_at);
+                lb + usize::from(lb < files.len() && lo_at(lb) == pk)
+            }
+            None => files.partition_point(|f| f.effective_lo() <= pk),
+        };
+        debug_assert_eq!(i, files.partition_point(|f| f.effective_lo() <= pk), "stale level search of level {level}");
         let f = files.get(i.checked_sub(1)?)?;
         f.may_hold(pk).then_some(f)
     }

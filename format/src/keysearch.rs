@@ -36,6 +36,16 @@ impl KeyWindows {
         KeyWindows { common, windows }
     }
 
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        self.windows.len()
+    }
+
+    /// True when built over no keys.
+    pub fn is_empty(&self) -> bool {
+        self.windows.is_empty()
+    }
+
     /// Bytes held in memory.
     pub fn resident_bytes(&self) -> usize {
         self.common.capacity() + self.windows.capacity() * 8

@@ -205,9 +205,7 @@ impl Inner {
                     .collect();
                 // The children inherit the load of their key ranges, so a hot range stays hot.
                 let load = Arc::new(p.load.inherit(start.as_deref(), end.as_deref()));
-                let mut c = Partition { id: cid, start, end, levels, load };
-                c.normalize();
-                Arc::new(c)
+                Arc::new(Partition::new(cid, start, end, levels, load))
             };
             let l = child(lid, p.start.clone(), Some(split_key.to_vec()));
             let r = child(rid, Some(split_key.to_vec()), p.end.clone());
@@ -279,9 +277,7 @@ impl Inner {
                 }
                 levels.push(by_id.into_values().collect());
             }
-            let mut m =
-                Partition { id, start: pa.start.clone(), end: pb.end.clone(), levels, load: Default::default() };
-            m.normalize();
+            let m = Partition::new(id, pa.start.clone(), pb.end.clone(), levels, Default::default());
             t.partitions.splice(pos..=pos + 1, [Arc::new(m)]);
             v.put_table(t);
             merged = Some(id);
