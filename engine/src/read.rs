@@ -122,11 +122,10 @@ impl Inner {
         let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let enc = crate::validate::encode_row_key(table, pk)?;
         let recs = self.row_records(snap, table, &enc)?;
-        let now = self.clock.now_ms();
         let pk0 = partition_key(&enc);
         if let Some(p) = table.partition_for(pk0) {
             let sample = self.opts.load_split.map(|_| pk0);
-            p.load.record_read(now, sample, recs.iter().map(|r| r.cell_count() as u64).sum());
+            p.load.record_read(self.clock.now_ms_coarse(), sample, recs.iter().map(|r| r.cell_count() as u64).sum());
         }
         if recs.is_empty() {
             return Ok(None);
@@ -137,6 +136,8 @@ impl Inner {
         {
             return Ok(select_single_put(pk.clone(), rec, table.max_versions(), opts));
         }
+        // Only now is the exact time needed (TTL); the common case above never reads it.
+        let now = self.clock.now_ms();
         let st = resolve(recs, table.max_versions(), &mut DropCounts::default());
         Ok(visible(st, table.max_versions(), table.ttl(), now).and_then(|st| select(pk, st, opts)))
     }
