@@ -271,6 +271,8 @@ impl Block {
             key: Vec::new(),
             val: (0, 0),
             err: None,
+            behind: Vec::new(),
+            behind_keys: Vec::new(),
         }
     }
 
@@ -300,6 +302,22 @@ pub struct BlockIter {
     key: Vec<u8>,
     val: (usize, usize),
     err: Option<DecodeError>,
+    /// Entries before the current one within its restart interval, decoded on the way to it by
+    /// a backward step, nearest last: `prev` pops one instead of re-decoding the interval from
+    /// its restart point (which made every backward step decode 8 entries on average).
+    behind: Vec<BehindEntry>,
+    /// The full keys of `behind`, concatenated.
+    behind_keys: Vec<u8>,
+}
+
+/// A decoded entry kept by [`BlockIter`] for backward steps.
+#[derive(Debug, Clone, Copy)]
+struct BehindEntry {
+    pos: usize,
+    next: usize,
+    val: (usize, usize),
+    /// Start of the key in `behind_keys` (it ends where the next one starts).
+    key_start: usize,
 }
 
 impl BlockIter {
@@ -331,6 +349,30 @@ impl BlockIter {
         self.next = self.block.restarts_at;
         self.key.clear();
         self.val = (0, 0);
+        self.forget_behind();
+    }
+
+    fn forget_behind(&mut self) {
+        self.behind.clear();
+        self.behind_keys.clear();
+    }
+
+    /// Decodes forward from the current entry while the next one starts before `until`,
+    /// remembering each entry stepped over in `behind`.
+    fn decode_forward_remembering(&mut self, until: usize) {
+        self.forget_behind();
+        while self.next < until {
+            self.behind.push(BehindEntry {
+                pos: self.pos,
+                next: self.next,
+                val: self.val,
+                key_start: self.behind_keys.len(),
+            });
+            self.behind_keys.extend_from_slice(&self.key);
+            if !self.decode_at(self.next) {
+                return;
+            }
+        }
     }
 
     fn fail(&mut self, e: DecodeError) {
@@ -388,6 +430,7 @@ impl BlockIter {
     /// Positions at the first entry.
     pub fn seek_to_first(&mut self) {
         if self.err.is_none() {
+            self.forget_behind();
             self.seek_to_restart(0);
         }
     }
@@ -397,11 +440,8 @@ impl BlockIter {
         if self.err.is_some() || !self.seek_to_restart(self.block.num_restarts - 1) {
             return;
         }
-        while self.next < self.block.restarts_at {
-            if !self.decode_at(self.next) {
-                return;
-            }
-        }
+        // Reverse scans start every block here: remember the interval for the prev steps.
+        self.decode_forward_remembering(self.block.restarts_at);
     }
 
     /// Moves to the next entry.
@@ -418,6 +458,20 @@ impl BlockIter {
             return;
         }
         let target = self.pos;
+        // The entry ending where the current one starts is its predecessor, whenever it was
+        // remembered (offsets identify entries of this block, so the check is exact).
+        if let Some(e) = self.behind.last().copied()
+            && e.next == target
+        {
+            self.behind.pop();
+            self.key.clear();
+            self.key.extend_from_slice(self.behind_keys.get(e.key_start..).unwrap_or(&[]));
+            self.behind_keys.truncate(e.key_start);
+            self.pos = e.pos;
+            self.next = e.next;
+            self.val = e.val;
+            return;
+        }
         // Last restart point strictly before the current entry.
         let mut lo = 0usize;
         let mut hi = self.block.num_restarts;
@@ -436,11 +490,7 @@ impl BlockIter {
         if !self.seek_to_restart(lo - 1) {
             return;
         }
-        while self.next < target {
-            if !self.decode_at(self.next) {
-                return;
-            }
-        }
+        self.decode_forward_remembering(target);
     }
 
     /// Positions at the first entry whose key is >= `target` (invalid if none).
@@ -448,6 +498,7 @@ impl BlockIter {
         if self.err.is_some() {
             return;
         }
+        self.forget_behind();
         // Binary search for the last restart whose key is < target.
         let mut lo = 0usize;
         let mut hi = self.block.num_restarts;
@@ -519,13 +570,39 @@ mod tests {
                 let want = keys.iter().rev().find(|k| k.as_slice() <= t.as_slice());
                 prop_assert_eq!(it.valid().then(|| it.key().to_vec()), want.cloned());
             }
-            // Full backward walk equals the reversed keys.
+            // Full backward walk equals the reversed keys, values included.
             it.seek_to_last();
             let mut back = Vec::new();
-            while it.valid() { back.push(it.key().to_vec()); it.prev(); }
+            while it.valid() {
+                prop_assert_eq!(it.value(), &[it.key().len() as u8][..]);
+                back.push(it.key().to_vec());
+                it.prev();
+            }
             back.reverse();
             prop_assert_eq!(back, keys.clone());
             prop_assert_eq!(block.entries().unwrap().len(), keys.len());
+        }
+
+        #[test]
+        fn mixed_next_and_prev_steps_agree_with_an_index(
+            n in 1usize..70,
+            start in 0usize..70,
+            steps in proptest::collection::vec(any::<bool>(), 0..120),
+        ) {
+            let keys: Vec<Vec<u8>> = (0..n as u32).map(|i| format!("k{:04}", i * 7).into_bytes()).collect();
+            let block = build(&keys);
+            let mut it = block.iter();
+            let start = start % n;
+            it.seek(&keys[start]);
+            let mut at = Some(start);
+            for forward in steps {
+                let Some(i) = at else { break };
+                if forward { it.next(); at = (i + 1 < n).then_some(i + 1); } else { it.prev(); at = i.checked_sub(1); }
+                prop_assert_eq!(it.valid().then(|| it.key().to_vec()), at.map(|i| keys[i].clone()));
+                if it.valid() {
+                    prop_assert_eq!(it.value(), &[it.key().len() as u8][..]);
+                }
+            }
         }
 
         #[test]
