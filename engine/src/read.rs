@@ -45,8 +45,12 @@ fn decode_records(bufs: Vec<Vec<u8>>, path: &std::path::Path) -> Result<Vec<RowR
 impl Inner {
     /// A snapshot at the published sequence number.
     pub(crate) fn snapshot(&self) -> Snapshot {
+        // The seqno is read under the lock that installs versions, so every entry of every
+        // file in the view is at or below it: bottommost compaction writes sequence number 0
+        // for rows older than any such snapshot, which must not make a newer write visible.
+        let st = self.state.read();
         let seqno = self.visible_seqno.load(Ordering::Acquire);
-        self.snapshot_at(seqno)
+        Snapshot { view: st.view().clone(), seqno }
     }
 
     /// A snapshot at `seqno` (the write leader reads its own unpublished entries this way).

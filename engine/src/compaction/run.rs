@@ -6,6 +6,7 @@
 //! 2. Group entries by primary key (newest first). For each row:
 //!    - bottommost: fold every record into the row's state, trim to max_versions, drop expired
 //!      cells; write one put record if the row still exists, nothing otherwise (tombstones go);
+//!      the put's sequence number is 0 (older than every snapshot; it compresses away);
 //!    - otherwise: fold the records from the newest down to the first put or delete into one
 //!      record (a put, or a delete if the row is gone, since older levels may still hold it);
 //!      older records are dropped; a row with no put or delete among the inputs keeps its
@@ -177,7 +178,13 @@ impl Inner {
                     st.trim(max_versions, &mut drops);
                     st.expire(ttl, now, &mut drops);
                     if st.exists() {
-                        out.add(&internal_key(&pk, newest), &st.to_record().to_bytes())?;
+                        // At the bottom the folded row is the only entry of its key in the
+                        // partition and older than every snapshot that can read the output
+                        // (snapshots read the published seqno under the lock that installs
+                        // versions), so its sequence number is written as 0, as RocksDB does:
+                        // eight incompressible bytes per row less on disk.
+                        let seq = if task.bottommost && task.output_level > 0 { 0 } else { newest };
+                        out.add(&internal_key(&pk, seq), &st.to_record().to_bytes())?;
                     } else if !task.bottommost {
                         out.add(&internal_key(&pk, newest), &RowRecord::Delete.to_bytes())?;
                     }
