@@ -27,7 +27,8 @@ struct Args {
     /// Rounds; engines alternate within each round.
     #[arg(long, default_value_t = 1)]
     rounds: usize,
-    /// Engines to run (strata, fjall, rocksdb); default: every one compiled in.
+    /// Engines to run (strata, fjall, rocksdb, and the opt-in fjall-killsafe); default: strata,
+    /// fjall and rocksdb, as compiled in.
     #[arg(long, value_delimiter = ',')]
     engines: Option<Vec<String>>,
 }
@@ -37,6 +38,7 @@ fn main() {
     let mut factories: Vec<Box<dyn EngineFactory>> = vec![Box::new(StrataFactory)];
     factories.extend(peers::factories());
     if let Some(names) = &a.engines {
+        factories.extend(peers::optional_factories());
         factories.retain(|f| names.iter().any(|n| n == f.name()));
     }
     let root: PathBuf =

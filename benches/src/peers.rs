@@ -4,14 +4,26 @@
 #[allow(unused_imports)]
 use strata_tools::bench::{BenchEngine, BenchResult, EngineFactory};
 
-/// Every peer compiled in.
+/// Every peer compiled in that runs by default.
 pub fn factories() -> Vec<Box<dyn EngineFactory>> {
     #[allow(unused_mut)]
     let mut v: Vec<Box<dyn EngineFactory>> = Vec::new();
     #[cfg(feature = "fjall")]
-    v.push(Box::new(fjall_peer::FjallFactory));
+    v.push(Box::new(fjall_peer::FjallFactory { kill_safe: false }));
     #[cfg(feature = "rocksdb")]
     v.push(Box::new(rocksdb_peer::RocksFactory));
+    v
+}
+
+/// Peers that run only when named in `--engines`: `fjall-killsafe`, fjall with its journal
+/// pushed to the OS after every write (`persist(PersistMode::Buffer)`), the guarantee strata's
+/// and RocksDB's defaults give (an acknowledged write survives a process kill). fjall's default
+/// keeps up to 8 KiB of acknowledged writes in a user-space buffer.
+pub fn optional_factories() -> Vec<Box<dyn EngineFactory>> {
+    #[allow(unused_mut)]
+    let mut v: Vec<Box<dyn EngineFactory>> = Vec::new();
+    #[cfg(feature = "fjall")]
+    v.push(Box::new(fjall_peer::FjallFactory { kill_safe: true }));
     v
 }
 
@@ -24,42 +36,56 @@ mod fjall_peer {
 
     use super::*;
 
-    pub struct FjallFactory;
+    pub struct FjallFactory {
+        /// Push the journal to the OS after every write (see `optional_factories`).
+        pub kill_safe: bool,
+    }
 
     pub struct FjallEngine {
         db: Database,
         ks: Keyspace,
         sync: bool,
+        kill_safe: bool,
         dir: std::path::PathBuf,
+    }
+
+    impl FjallEngine {
+        /// After an acknowledged write: fsync for fillsync, or hand the buffer to the OS.
+        fn persist_write(&self) -> BenchResult<()> {
+            if self.sync {
+                self.db.persist(PersistMode::SyncData).map_err(|e| e.to_string())?;
+            } else if self.kill_safe {
+                self.db.persist(PersistMode::Buffer).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
     }
 
     impl EngineFactory for FjallFactory {
         fn name(&self) -> &'static str {
-            "fjall"
+            if self.kill_safe { "fjall-killsafe" } else { "fjall" }
         }
         fn open(&self, dir: &Path, sync: bool) -> BenchResult<Box<dyn BenchEngine>> {
             // fjall's defaults (as the issue asks: each engine's default durability), and the
             // same 64 MiB block cache as strata's default.
             let db = Database::builder(dir).cache_size(64 << 20).open().map_err(|e| e.to_string())?;
             let ks = db.keyspace("bench", KeyspaceCreateOptions::default).map_err(|e| e.to_string())?;
-            Ok(Box::new(FjallEngine { db, ks, sync, dir: dir.to_path_buf() }))
+            Ok(Box::new(FjallEngine { db, ks, sync, kill_safe: self.kill_safe, dir: dir.to_path_buf() }))
         }
     }
 
     impl BenchEngine for FjallEngine {
         fn put(&self, key: &[u8], value: &[u8]) -> BenchResult<()> {
             self.ks.insert(key, value).map_err(|e| e.to_string())?;
-            if self.sync {
-                self.db.persist(PersistMode::SyncData).map_err(|e| e.to_string())?;
-            }
-            Ok(())
+            self.persist_write()
         }
         fn put_batch(&self, kvs: &[(Vec<u8>, Vec<u8>)]) -> BenchResult<()> {
             let mut b = self.db.batch();
             for (k, v) in kvs {
                 b.insert(&self.ks, k.as_slice(), v.as_slice());
             }
-            b.commit().map_err(|e| e.to_string())
+            b.commit().map_err(|e| e.to_string())?;
+            self.persist_write()
         }
         fn get(&self, key: &[u8]) -> BenchResult<bool> {
             self.ks.get(key).map(|v| v.is_some()).map_err(|e| e.to_string())
