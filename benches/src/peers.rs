@@ -6,13 +6,17 @@ use strata_tools::bench::{BenchEngine, BenchResult, EngineFactory};
 
 /// Every peer compiled in that runs by default.
 pub fn factories() -> Vec<Box<dyn EngineFactory>> {
-    #[allow(unused_mut)]
-    let mut v: Vec<Box<dyn EngineFactory>> = Vec::new();
-    #[cfg(feature = "fjall")]
-    v.push(Box::new(fjall_peer::FjallFactory { kill_safe: false }));
-    #[cfg(feature = "rocksdb")]
-    v.push(Box::new(rocksdb_peer::RocksFactory));
-    v
+    let peers: [Option<Box<dyn EngineFactory>>; 2] = [
+        #[cfg(feature = "fjall")]
+        Some(Box::new(fjall_peer::FjallFactory { kill_safe: false })),
+        #[cfg(not(feature = "fjall"))]
+        None,
+        #[cfg(feature = "rocksdb")]
+        Some(Box::new(rocksdb_peer::RocksFactory)),
+        #[cfg(not(feature = "rocksdb"))]
+        None,
+    ];
+    peers.into_iter().flatten().collect()
 }
 
 /// Peers that run only when named in `--engines`: `fjall-killsafe`, fjall with its journal
@@ -20,10 +24,10 @@ pub fn factories() -> Vec<Box<dyn EngineFactory>> {
 /// and RocksDB's defaults give (an acknowledged write survives a process kill). fjall's default
 /// keeps up to 8 KiB of acknowledged writes in a user-space buffer.
 pub fn optional_factories() -> Vec<Box<dyn EngineFactory>> {
-    #[allow(unused_mut)]
-    let mut v: Vec<Box<dyn EngineFactory>> = Vec::new();
     #[cfg(feature = "fjall")]
-    v.push(Box::new(fjall_peer::FjallFactory { kill_safe: true }));
+    let v: Vec<Box<dyn EngineFactory>> = vec![Box::new(fjall_peer::FjallFactory { kill_safe: true })];
+    #[cfg(not(feature = "fjall"))]
+    let v: Vec<Box<dyn EngineFactory>> = Vec::new();
     v
 }
 
