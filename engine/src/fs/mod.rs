@@ -6,6 +6,8 @@
 //! is what lets the crash tests model exactly the guarantees a POSIX disk gives.
 
 mod fault;
+#[cfg(target_os = "linux")]
+mod mapped;
 mod mem;
 mod os;
 

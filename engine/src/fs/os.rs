@@ -1,7 +1,7 @@
 //! The real file system: std::fs with positioned reads, fdatasync and `flock`-style locking.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -16,11 +16,61 @@ pub struct OsFs;
 struct OsWritable {
     file: File,
     len: u64,
+    /// Set once `preallocate` reserved blocks: appends below the reservation are copies into a
+    /// shared mapping instead of `write` calls (see `mapped.rs`).
+    #[cfg(target_os = "linux")]
+    mapped: Option<super::mapped::MappedAppender>,
+}
+
+impl OsWritable {
+    fn new(file: File) -> OsWritable {
+        OsWritable {
+            file,
+            len: 0,
+            #[cfg(target_os = "linux")]
+            mapped: None,
+        }
+    }
+
+    /// Appends through the mapping; false when there is none or the bytes do not fit in it.
+    #[cfg(target_os = "linux")]
+    fn append_mapped(&mut self, data: &[u8]) -> io::Result<bool> {
+        match &mut self.mapped {
+            Some(m) => m.write_at(&self.file, self.len, data),
+            None => Ok(false),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn append_mapped(&mut self, _data: &[u8]) -> io::Result<bool> {
+        Ok(false)
+    }
+
+    /// Reserves blocks up to `len` for mapped appends; false when the file system cannot.
+    #[cfg(target_os = "linux")]
+    fn reserve_mapped(&mut self, len: u64) -> io::Result<bool> {
+        match super::mapped::MappedAppender::reserve(&self.file, len) {
+            Ok(m) => {
+                self.mapped = Some(m);
+                Ok(true)
+            }
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::OPNOTSUPP.raw_os_error()) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn reserve_mapped(&mut self, _len: u64) -> io::Result<bool> {
+        Ok(false)
+    }
 }
 
 impl WritableFile for OsWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        self.file.write_all(data)?;
+        if !self.append_mapped(data)? {
+            // Positioned: mapped appends do not move the file cursor.
+            self.file.write_all_at(data, self.len)?;
+        }
         self.len += data.len() as u64;
         Ok(())
     }
@@ -31,15 +81,13 @@ impl WritableFile for OsWritable {
         self.len
     }
     fn preallocate(&mut self, len: u64) -> io::Result<()> {
-        // Sparse extension, not fallocate: with the size set once, an append followed by
-        // fdatasync has no size change to commit to the journal, and a block is allocated only
-        // once per 4 KiB of appends. (fallocate(KEEP_SIZE) still grows the size on every
-        // append; plain fallocate leaves unwritten extents that every sync must convert.)
-        // Appends go on at the write cursor, which set_len leaves where it is.
-        if len > self.len {
-            self.file.set_len(len)?;
+        if len <= self.len || self.reserve_mapped(len)? {
+            return Ok(());
         }
-        Ok(())
+        // Without mapped appends (a file system without fallocate, or not Linux): sized
+        // sparsely all the same, so an append followed by fdatasync has no size change to
+        // journal (fallocate(KEEP_SIZE) would still grow the size on every append).
+        self.file.set_len(len)
     }
 }
 
@@ -70,8 +118,9 @@ impl FileSystem for OsFs {
         fs::create_dir_all(path)
     }
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
-        Ok(Box::new(OsWritable { file, len: 0 }))
+        // Read access too: a shared writable mapping needs it.
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
+        Ok(Box::new(OsWritable::new(file)))
     }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path)?;

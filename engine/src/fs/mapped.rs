@@ -1,0 +1,144 @@
+//! Appends through a shared memory mapping (Linux): the WAL's hot path without a system call.
+//!
+//! A store into a `MAP_SHARED` file mapping lands in the kernel's page cache, the same pages a
+//! `write` would have filled, so an appended record survives a process kill as soon as the copy
+//! finishes, exactly as after `write`. It reaches the disk at writeback or at the next
+//! fdatasync: on Linux, fsync and fdatasync write back every dirty page of the file, including
+//! pages dirtied through a mapping (the first store to a clean page faults and marks the page
+//! dirty before it lands). What the mapping saves is the `write` system call per acknowledged
+//! put: half of a put's time (docs/PERFORMANCE.md). LevelDB's early POSIX log and RocksDB's
+//! `allow_mmap_writes` append the same way.
+//!
+//! The file is sized up front sparsely (as before mapping: an append then never changes the
+//! size, so an fdatasync has no size update to journal), and each window's blocks are
+//! allocated with `fallocate` before the window is mapped. A store into a hole of a sparse file
+//! would make the kernel allocate on the page fault, and on a full disk that fault is a SIGBUS,
+//! not an error; with the window's blocks reserved first, a full disk is an ordinary error of
+//! the append that opens the window (the database is then poisoned, as after a failed
+//! `write`). One window ([`WINDOW`] bytes) is mapped and reserved ahead at a time, so the log
+//! uses the disk it has written plus at most one window, and the process maps one window of
+//! the log, not the whole log (RSS stays small).
+//!
+//! What could still fault: another process truncating a WAL file of an open database (the
+//! folder lock keeps strata processes out) or a media error on the page fault of a reserved
+//! block, which reads no data (reserved blocks read as zeros without I/O).
+
+use std::fs::File;
+use std::io;
+
+use memmap2::{MmapMut, MmapOptions};
+use rustix::fs::{FallocateFlags, fallocate};
+
+/// Bytes mapped and reserved at a time (a multiple of the page size, as mmap offsets must be).
+pub(super) const WINDOW: u64 = 1 << 20;
+
+/// Writes into `[0, limit)` of a file through a window mapping.
+#[derive(Debug)]
+pub(super) struct MappedAppender {
+    /// Bytes allocated in the file and writable through the mapping.
+    limit: u64,
+    /// The current window: its file offset and mapping.
+    window: Option<(u64, MmapMut)>,
+}
+
+impl MappedAppender {
+    /// Sizes the file to `len` (sparsely; bytes already written stay) and maps its first
+    /// window, so that `[0, len)` can be written through the mapping.
+    ///
+    /// # Errors
+    /// `fallocate` errors: `ENOSPC` on a full disk, `EOPNOTSUPP` on a file system that cannot
+    /// reserve blocks (the caller then appends with `write`).
+    pub(super) fn reserve(file: &File, len: u64) -> io::Result<MappedAppender> {
+        if len > file.metadata()?.len() {
+            file.set_len(len)?;
+        }
+        let mut m = MappedAppender { limit: len, window: None };
+        m.window_at(file, 0)?;
+        Ok(m)
+    }
+
+    /// Copies `data` to `offset` through the mapping. Returns false, writing nothing, when the
+    /// bytes do not fit below the reserved limit (the caller writes them with `pwrite`).
+    ///
+    /// # Errors
+    /// `mmap` errors.
+    pub(super) fn write_at(&mut self, file: &File, mut offset: u64, mut data: &[u8]) -> io::Result<bool> {
+        if offset.checked_add(data.len() as u64).is_none_or(|end| end > self.limit) {
+            return Ok(false);
+        }
+        while !data.is_empty() {
+            let start = offset - offset % WINDOW;
+            let map = self.window_at(file, start)?;
+            let at = usize::try_from(offset - start).map_err(io::Error::other)?;
+            let n = data.len().min(map.len().saturating_sub(at));
+            let dst = map.get_mut(at..at + n).filter(|d| !d.is_empty()).ok_or_else(|| {
+                io::Error::other(format!("mapped append at {offset} falls outside its window at {start}"))
+            })?;
+            let (now, rest) = data.split_at(n);
+            dst.copy_from_slice(now);
+            offset += n as u64;
+            data = rest;
+        }
+        Ok(true)
+    }
+
+    /// The window starting at `start`, mapping it (and unmapping the previous one) if needed.
+    fn window_at(&mut self, file: &File, start: u64) -> io::Result<&mut MmapMut> {
+        if self.window.as_ref().is_none_or(|(s, _)| *s != start) {
+            // Unmap first: at most one window is mapped at any time.
+            self.window = None;
+            let len = (self.limit - start).min(WINDOW);
+            fallocate(file, FallocateFlags::empty(), start, len)?;
+            let len = usize::try_from(len).map_err(io::Error::other)?;
+            self.window = Some((start, map_window(file, start, len)?));
+        }
+        match self.window.as_mut() {
+            Some((_, map)) => Ok(map),
+            None => Err(io::Error::other("mapped append window missing")),
+        }
+    }
+}
+
+#[allow(unsafe_code)]
+fn map_window(file: &File, start: u64, len: usize) -> io::Result<MmapMut> {
+    // SAFETY: memmap2 requires that nothing else changes the mapped bytes while the mapping
+    // lives. The file is a WAL of this process's open database: the folder lock keeps other
+    // strata processes out, this process writes the file only through this appender (`pwrite`
+    // goes only beyond `limit`, outside every window), and the mapped range `[start, start +
+    // len)` lies inside blocks `window_at` has just allocated, so no store faults on a hole. The
+    // mapping is only written, never read back.
+    unsafe { MmapOptions::new().offset(start).len(len).map_mut(file) }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::FileExt;
+
+    use super::*;
+
+    #[test]
+    fn writes_across_windows_and_refuses_past_the_limit() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("f");
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
+        file.write_all_at(b"head", 0)?;
+        let limit = 2 * WINDOW + 100;
+        let mut m = MappedAppender::reserve(&file, limit)?;
+        assert_eq!(file.metadata()?.len(), limit);
+        // Blocks are reserved one window ahead, not for the whole file.
+        let allocated = |f: &File| f.metadata().map(|m| std::os::unix::fs::MetadataExt::blocks(&m) * 512);
+        assert!(allocated(&file)? <= WINDOW, "reserved {} bytes up front", allocated(&file)?);
+        // A run that straddles the first window boundary, then one that ends exactly at the limit.
+        let a: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8 + 1).collect();
+        assert!(m.write_at(&file, WINDOW - 500, &a)?);
+        assert!(m.write_at(&file, limit - 10, &[7; 10])?);
+        assert!(!m.write_at(&file, limit - 10, &[7; 11])?, "a write past the limit must be refused");
+        drop(m);
+        let bytes = std::fs::read(&path)?;
+        assert_eq!(bytes.get(..4), Some(b"head".as_slice()));
+        assert_eq!(bytes.get((WINDOW - 500) as usize..(WINDOW + 500) as usize), Some(a.as_slice()));
+        assert_eq!(bytes.get((limit - 10) as usize..), Some([7u8; 10].as_slice()));
+        assert!(bytes.get(4..(WINDOW - 500) as usize).is_some_and(|z| z.iter().all(|b| *b == 0)));
+        Ok(())
+    }
+}
