@@ -84,6 +84,7 @@ fn ratios(all: &[(usize, WorkloadResult)], factories: &[Box<dyn EngineFactory>],
         for w in workloads {
             let mut rs = Vec::new();
             let mut settled = Vec::new();
+            let mut writes = Vec::new();
             let rounds = all.iter().map(|(r, _)| *r).max().unwrap_or(0);
             for round in 0..=rounds {
                 let s = all.iter().find(|(r, x)| *r == round && x.engine == "strata" && x.workload == w);
@@ -92,6 +93,9 @@ fn ratios(all: &[(usize, WorkloadResult)], factories: &[Box<dyn EngineFactory>],
                     rs.push(s.ops_per_sec() / p.ops_per_sec());
                     if let (Some(a), Some(b)) = (s.seconds_settled, p.seconds_settled) {
                         settled.push(b / a);
+                    }
+                    if let (Some(a), Some(b)) = (s.background_writes, p.background_writes) {
+                        writes.push((a as f64 / s.seconds.max(1e-9)) / (b as f64 / p.seconds.max(1e-9)).max(1e-9));
                     }
                 }
             }
@@ -102,7 +106,11 @@ fn ratios(all: &[(usize, WorkloadResult)], factories: &[Box<dyn EngineFactory>],
                 v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
                 format!("{:.2} / {:.2} / {:.2}", v[0], v[v.len() / 2], v[v.len() - 1])
             };
-            let _ = writeln!(out, "  {w:<17} {:<22} settled {}", stat(&mut rs), stat(&mut settled));
+            if writes.is_empty() {
+                let _ = writeln!(out, "  {w:<17} {:<22} settled {}", stat(&mut rs), stat(&mut settled));
+            } else {
+                let _ = writeln!(out, "  {w:<17} {:<22} writes  {}", stat(&mut rs), stat(&mut writes));
+            }
         }
     }
 }

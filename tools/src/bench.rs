@@ -133,11 +133,40 @@ pub struct BenchConfig {
     pub batch: usize,
     /// Seed of key orders and values.
     pub seed: u64,
+    /// readwhilewriting: writes per second the writer thread is held to (0: as fast as it
+    /// can, the default, as in RocksDB's db_bench without `--benchmark_write_rate_limit`).
+    pub write_rate: u64,
 }
 
 impl Default for BenchConfig {
     fn default() -> Self {
-        BenchConfig { num: 1_000_000, value_size: 100, threads: 1, sync_num: 2000, batch: 1000, seed: 301 }
+        BenchConfig {
+            num: 1_000_000,
+            value_size: 100,
+            threads: 1,
+            sync_num: 2000,
+            batch: 1000,
+            seed: 301,
+            write_rate: 0,
+        }
+    }
+}
+
+/// Holds a loop to `rate` iterations per second (0: no limit): call `pace(done)` after each.
+struct Pacer {
+    start: Instant,
+    rate: u64,
+}
+
+impl Pacer {
+    fn pace(&self, done: u64) {
+        if self.rate == 0 || done % 64 != 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(done as f64 / self.rate as f64);
+        if let Some(wait) = due.checked_sub(self.start.elapsed()) {
+            std::thread::sleep(wait);
+        }
     }
 }
 
@@ -190,6 +219,11 @@ pub struct WorkloadResult {
     pub seconds_settled: Option<f64>,
     /// Peak resident set during the workload, bytes (Linux).
     pub peak_rss_bytes: Option<u64>,
+    /// readwhilewriting: the writes the writer thread completed while the reads ran. The
+    /// writer is not rate-limited (as in RocksDB's db_bench), so an engine that writes faster
+    /// also makes more flush and compaction work for the readers to share the cores with:
+    /// read rates compare only beside this.
+    pub background_writes: Option<u64>,
 }
 
 impl WorkloadResult {
@@ -212,6 +246,9 @@ impl WorkloadResult {
         if let (Some(o), Some(r)) = (j.as_object_mut(), self.peak_rss_bytes) {
             o.insert("peak_rss_bytes".into(), json!(r));
         }
+        if let (Some(o), Some(w)) = (j.as_object_mut(), self.background_writes) {
+            o.insert("writes_per_sec".into(), json!((w as f64 / self.seconds.max(1e-9)).round()));
+        }
         j
     }
 }
@@ -221,8 +258,9 @@ fn round3(x: f64) -> f64 {
 }
 
 /// Bytes of a file that hold data: its size, but no more than its allocated blocks. Space an
-/// engine reserves for its log counts neither way: RocksDB's `fallocate(KEEP_SIZE)` is beyond
-/// the size, strata's and fjall's sparse sizing is not allocated.
+/// engine reserves for its log counts only where it is allocated inside the size: RocksDB's
+/// `fallocate(KEEP_SIZE)` is beyond the size, strata's and fjall's sparse sizing is not
+/// allocated, but the 1 MiB window strata reserves ahead of its WAL appends is counted.
 fn file_bytes(m: &std::fs::Metadata) -> u64 {
     use std::os::unix::fs::MetadataExt;
     m.len().min(m.blocks() * 512)
@@ -340,6 +378,7 @@ pub fn run_workloads(
         let num = cfg.num;
         reset_peak_rss();
         let seed = cfg.seed.wrapping_add(wi as u64);
+        let mut background_writes = None;
         let (ops, secs, lats, write) = match w.as_str() {
             "fillseq" => {
                 let (s, l) = parallel(threads, num, |lo, hi, lat| {
@@ -436,9 +475,10 @@ pub fn run_workloads(
                 let result = std::thread::scope(|sc| {
                     let writer = sc.spawn(|| -> BenchResult<()> {
                         let mut r = StdRng::seed_from_u64(seed ^ 0x5555);
+                        let pacer = Pacer { start: Instant::now(), rate: cfg.write_rate };
                         while !stop.load(Ordering::Relaxed) {
                             engine.put(&key(r.gen_range(0..num)), &vals[r.gen_range(0..1024)])?;
-                            writes.fetch_add(1, Ordering::Relaxed);
+                            pacer.pace(writes.fetch_add(1, Ordering::Relaxed) + 1);
                         }
                         Ok(())
                     });
@@ -450,6 +490,7 @@ pub fn run_workloads(
                     let w = writer.join().unwrap_or_else(|_| Err("writer panicked".into()));
                     r.and_then(|x| w.map(|_| x))
                 })?;
+                background_writes = Some(writes.load(Ordering::Relaxed));
                 (reads, result.0, result.1, false)
             }
             other => return Err(format!("unknown workload {other:?} (known: {})", DEFAULT_WORKLOADS.join(", "))),
@@ -472,6 +513,7 @@ pub fn run_workloads(
             disk_bytes: dir_bytes(dir),
             seconds_settled,
             peak_rss_bytes: peak_rss(),
+            background_writes,
         };
         on_result(&r);
         out.push(r);
@@ -487,14 +529,16 @@ pub fn run_workloads(
 pub fn print_table(out: &mut dyn Write, results: &[WorkloadResult]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<8} {:<17} {:>10} {:>9} {:>12} {:>9} {:>9} {:>12} {:>12}",
-        "engine", "workload", "ops", "seconds", "ops/s", "p50 µs", "p99 µs", "disk MB", "ops/s settled"
+        "{:<8} {:<17} {:>10} {:>9} {:>12} {:>9} {:>9} {:>12} {:>13} {:>10}",
+        "engine", "workload", "ops", "seconds", "ops/s", "p50 µs", "p99 µs", "disk MB", "ops/s settled", "writes/s"
     )?;
     for r in results {
         let settled = r.seconds_settled.map_or(String::from("-"), |s| format!("{:.0}", r.ops as f64 / s.max(1e-9)));
+        let writes =
+            r.background_writes.map_or(String::from("-"), |w| format!("{:.0}", w as f64 / r.seconds.max(1e-9)));
         writeln!(
             out,
-            "{:<8} {:<17} {:>10} {:>9.3} {:>12.0} {:>9.2} {:>9.2} {:>12.1} {:>12}",
+            "{:<8} {:<17} {:>10} {:>9.3} {:>12.0} {:>9.2} {:>9.2} {:>12.1} {:>13} {:>10}",
             r.engine,
             r.workload,
             r.ops,
@@ -503,7 +547,8 @@ pub fn print_table(out: &mut dyn Write, results: &[WorkloadResult]) -> std::io::
             r.p50_us,
             r.p99_us,
             r.disk_bytes as f64 / 1e6,
-            settled
+            settled,
+            writes
         )?;
     }
     Ok(())
@@ -527,6 +572,10 @@ pub struct BenchArgs {
     /// Writes of fillsync.
     #[arg(long, default_value_t = 2000)]
     pub sync_num: u64,
+    /// readwhilewriting: hold the writer to this many writes per second (0: unlimited), so
+    /// engines read under the same write load.
+    #[arg(long, default_value_t = 0)]
+    pub write_rate: u64,
     /// Folder for the databases (default: the system temp dir).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -543,6 +592,7 @@ impl BenchArgs {
             value_size: self.value_size,
             threads: self.threads,
             sync_num: self.sync_num,
+            write_rate: self.write_rate,
             ..BenchConfig::default()
         }
     }
