@@ -160,7 +160,7 @@ struct Pacer {
 
 impl Pacer {
     fn pace(&self, done: u64) {
-        if self.rate == 0 || done % 64 != 0 {
+        if self.rate == 0 || !done.is_multiple_of(64) {
             return;
         }
         let due = Duration::from_secs_f64(done as f64 / self.rate as f64);
