@@ -8,7 +8,7 @@
 //! The map is a lock-free skip list (crossbeam-skiplist): readers never wait for the write
 //! leader. (A `RwLock<BTreeMap>` inserted faster, but under a steady stream of writes readers
 //! were parked for milliseconds behind the writer; see docs/PERFORMANCE.md.) Each key keeps
-//! its first 16 bytes inline ([`MemKey`]), so most comparisons of a skip-list search are
+//! its first 32 bytes inline ([`MemKey`]), so most comparisons of a skip-list search are
 //! decided without following a pointer to the heap.
 
 use std::cmp::Ordering as CmpOrdering;
@@ -25,54 +25,79 @@ const ENTRY_OVERHEAD: usize = 64;
 /// A key/value pair as stored: internal key (without the table id) and record bytes.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
-/// A memtable key: the table id, then the internal key split into an inline 16-byte head and
+/// Bytes of a memtable key kept inline in the skip-list node.
+const INLINE: usize = 32;
+
+/// A memtable key: the table id, then the internal key split into an inline 32-byte head and
 /// the rest. Ordered exactly as `table id (BE) ++ internal key` compared byte by byte.
+///
+/// 32 bytes hold the whole internal key of most rows (a primary key of up to 24 encoded bytes
+/// plus the 8-byte sequence suffix), so a skip-list search compares keys without following a
+/// pointer, and the insert allocates nothing for the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemKey {
     table: u64,
-    /// The first 16 bytes, big-endian, zero-padded.
-    head: u128,
+    /// The first 32 bytes, big-endian, zero-padded, as two halves.
+    head: [u128; 2],
     /// How many bytes of `head` are real (a shorter key sorts before its zero-extension).
     head_len: u8,
     rest: Box<[u8]>,
 }
 
+/// `bytes` zero-padded to 32 and read as two big-endian halves.
+fn pack_head(bytes: &[u8]) -> [u128; 2] {
+    let mut h = [0u8; INLINE];
+    if let Some(dst) = h.get_mut(..bytes.len()) {
+        dst.copy_from_slice(bytes);
+    }
+    let (a, b) = h.split_at(16);
+    let half = |x: &[u8]| u128::from_be_bytes(x.try_into().unwrap_or([0; 16]));
+    [half(a), half(b)]
+}
+
 impl MemKey {
     /// The key of `ikey` in table `table`.
     pub fn new(table: u64, ikey: &[u8]) -> MemKey {
-        let n = ikey.len().min(16);
-        let mut h = [0u8; 16];
-        if let (Some(dst), Some(src)) = (h.get_mut(..n), ikey.get(..n)) {
-            dst.copy_from_slice(src);
-        }
-        MemKey { table, head: u128::from_be_bytes(h), head_len: n as u8, rest: ikey.get(n..).unwrap_or(&[]).into() }
+        let (head, rest) = ikey.split_at(ikey.len().min(INLINE));
+        MemKey { table, head: pack_head(head), head_len: head.len() as u8, rest: rest.into() }
     }
 
     /// The key of row `pk` at `seqno` in table `table`: as `new(table, ikey)` without building
-    /// the internal key first (the write path inserts thousands of these per batch).
+    /// the internal key on the heap first (the write path inserts thousands of these per batch).
     pub fn for_row(table: u64, pk: &[u8], seqno: u64) -> MemKey {
         let suffix = (!seqno).to_be_bytes();
-        let n = (pk.len() + SEQNO_SUFFIX_LEN).min(16);
-        let mut h = [0u8; 16];
-        let (pk_head, pk_rest) = pk.split_at(pk.len().min(16));
-        let (suffix_head, suffix_rest) = suffix.split_at((16 - pk_head.len()).min(SEQNO_SUFFIX_LEN));
-        if let Some(d) = h.get_mut(..pk_head.len()) {
-            d.copy_from_slice(pk_head);
+        if pk.len() + SEQNO_SUFFIX_LEN <= INLINE {
+            let mut k = [0u8; INLINE];
+            let n = pk.len() + SEQNO_SUFFIX_LEN;
+            let (pk_part, suffix_part) = k.split_at_mut(pk.len());
+            pk_part.copy_from_slice(pk);
+            if let Some(d) = suffix_part.get_mut(..SEQNO_SUFFIX_LEN) {
+                d.copy_from_slice(&suffix);
+            }
+            // The padding after `n` is zero either way, so packing all 32 bytes is the same.
+            return MemKey { table, head: pack_head(&k), head_len: n as u8, rest: Box::default() };
         }
-        if let Some(d) = h.get_mut(pk_head.len()..pk_head.len() + suffix_head.len()) {
-            d.copy_from_slice(suffix_head);
-        }
-        let mut rest = Vec::with_capacity(pk_rest.len() + suffix_rest.len());
-        rest.extend_from_slice(pk_rest);
-        rest.extend_from_slice(suffix_rest);
-        MemKey { table, head: u128::from_be_bytes(h), head_len: n as u8, rest: rest.into_boxed_slice() }
+        let mut ikey = Vec::with_capacity(pk.len() + SEQNO_SUFFIX_LEN);
+        ikey.extend_from_slice(pk);
+        ikey.extend_from_slice(&suffix);
+        MemKey::new(table, &ikey)
+    }
+
+    /// Appends the internal key's bytes to `out`.
+    fn write_ikey(&self, out: &mut Vec<u8>) {
+        let [a, b] = self.head;
+        let mut h = [0u8; INLINE];
+        let (ha, hb) = h.split_at_mut(16);
+        ha.copy_from_slice(&a.to_be_bytes());
+        hb.copy_from_slice(&b.to_be_bytes());
+        out.extend_from_slice(h.get(..self.head_len as usize).unwrap_or(&[]));
+        out.extend_from_slice(&self.rest);
     }
 
     /// The internal key's bytes.
     pub fn ikey(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.head_len as usize + self.rest.len());
-        out.extend_from_slice(self.head.to_be_bytes().get(..self.head_len as usize).unwrap_or(&[]));
-        out.extend_from_slice(&self.rest);
+        let mut out = Vec::with_capacity(self.len());
+        self.write_ikey(&mut out);
         out
     }
 
@@ -250,10 +275,8 @@ impl Memtable {
         };
         let mut buf = Vec::new();
         for e in self.map.range((Bound::Included(table_start(table_id)), hi)) {
-            let k = e.key();
             buf.clear();
-            buf.extend_from_slice(k.head.to_be_bytes().get(..k.head_len as usize).unwrap_or(&[]));
-            buf.extend_from_slice(&k.rest);
+            e.key().write_ikey(&mut buf);
             f(&buf, e.value())?;
         }
         Ok(())
@@ -290,7 +313,7 @@ mod tests {
 
     #[test]
     fn for_row_equals_new_of_the_internal_key() {
-        for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 30] {
+        for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 30, 40] {
             let pk: Vec<u8> = (0..len as u8).map(|b| b.wrapping_mul(37)).collect();
             for seq in [0u64, 1, 0x0102_0304_0506_0708, u64::MAX] {
                 assert_eq!(MemKey::for_row(3, &pk, seq), MemKey::new(3, &ikey_of(&pk, seq)), "len {len} seq {seq}");
@@ -324,13 +347,27 @@ mod tests {
         /// MemKey orders exactly as the concatenated bytes.
         #[test]
         fn mem_keys_order_like_their_bytes(
-            a in (0u64..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..40)),
-            b in (0u64..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..40)),
+            a in (0u64..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..72)),
+            b in (0u64..3, proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..72)),
         ) {
             let (ka, kb) = (MemKey::new(a.0, &a.1), MemKey::new(b.0, &b.1));
             let bytes = |t: u64, k: &[u8]| { let mut v = t.to_be_bytes().to_vec(); v.extend_from_slice(k); v };
             prop_assert_eq!(ka.cmp(&kb), bytes(a.0, &a.1).cmp(&bytes(b.0, &b.1)));
             prop_assert_eq!(ka.ikey(), a.1.clone());
+        }
+
+        /// Keys sharing a long prefix (so the comparison reaches every part: both inline
+        /// halves, the inline length and the heap rest) order as their bytes.
+        #[test]
+        fn mem_keys_with_a_shared_prefix_order_like_their_bytes(
+            prefix in proptest::collection::vec(any::<u8>(), 0..48),
+            a in proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..6),
+            b in proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..6),
+        ) {
+            let ka: Vec<u8> = prefix.iter().chain(&a).copied().collect();
+            let kb: Vec<u8> = prefix.iter().chain(&b).copied().collect();
+            prop_assert_eq!(MemKey::new(1, &ka).cmp(&MemKey::new(1, &kb)), ka.cmp(&kb));
+            prop_assert_eq!(MemKey::new(1, &ka) == MemKey::new(1, &kb), ka == kb);
         }
     }
 }
