@@ -132,6 +132,13 @@ impl<'a> Cursor<'a> {
 
     /// Reads an unsigned LEB128 varint of at most 10 bytes.
     pub fn varint(&mut self) -> Result<u64, DecodeError> {
+        // Counts, lengths and kinds are almost always one byte.
+        if let Some(&b) = self.buf.get(self.pos)
+            && b < 0x80
+        {
+            self.pos += 1;
+            return Ok(u64::from(b));
+        }
         let start = self.pos;
         let mut v: u64 = 0;
         for i in 0..10u32 {
