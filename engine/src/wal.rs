@@ -103,8 +103,9 @@ mod tests {
         WalBatch { first_seqno: i + 1, entries: vec![entry] }
     }
 
-    /// On the real file system appends go through a window mapping of the reserved blocks,
-    /// then past the reservation with `pwrite`. A reader opening the file while the writer
+    /// On the real file system small appends go through a window mapping of the reserved
+    /// blocks and large ones (over 16 KiB) through `pwrite`, interleaved here, then everything
+    /// past the reservation through `pwrite`. A reader opening the file while the writer
     /// still lives sees what a killed writer leaves behind: every appended record, in order,
     /// across window boundaries and past the reservation, then zeros.
     #[test]

@@ -6,7 +6,8 @@
 //! fdatasync: on Linux, fsync and fdatasync write back every dirty page of the file, including
 //! pages dirtied through a mapping (the first store to a clean page faults and marks the page
 //! dirty before it lands). What the mapping saves is the `write` system call per acknowledged
-//! put: half of a put's time (docs/PERFORMANCE.md). LevelDB's early POSIX log and RocksDB's
+//! put: half of a put's time (docs/PERFORMANCE.md). Appends over 16 KiB still use `pwrite`
+//! (see `os.rs`): spread over many pages, a system call is cheaper than a fault per page. LevelDB's early POSIX log and RocksDB's
 //! `allow_mmap_writes` append the same way.
 //!
 //! The file is sized up front sparsely (as before mapping: an append then never changes the
@@ -101,12 +102,14 @@ impl MappedAppender {
 
 #[allow(unsafe_code)]
 fn map_window(file: &File, start: u64, len: usize) -> io::Result<MmapMut> {
-    // SAFETY: memmap2 requires that nothing else changes the mapped bytes while the mapping
-    // lives. The file is a WAL of this process's open database: the folder lock keeps other
-    // strata processes out, this process writes the file only through this appender (`pwrite`
-    // goes only beyond `limit`, outside every window), and the mapped range `[start, start +
-    // len)` lies inside blocks `window_at` has just allocated, so no store faults on a hole. The
-    // mapping is only written, never read back.
+    // SAFETY: memmap2 requires that nothing changes the mapped bytes while a reference into
+    // the mapping is alive. The file is a WAL of this process's open database (the folder lock
+    // keeps other strata processes out); the mapping is only written, by `write_at`, whose
+    // slice lives for one copy on the write leader; the only other writer is the same
+    // `OsWritable` appending a large record with `pwrite` (possibly into this window), which
+    // happens between copies, never during one, and lands in the same page-cache pages the
+    // mapping shows. The range `[start, start + len)` lies inside blocks `window_at` has just
+    // allocated, so no store faults on a hole.
     unsafe { MmapOptions::new().offset(start).len(len).map_mut(file) }
 }
 

@@ -12,6 +12,9 @@ use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OsFs;
 
+/// Largest append copied through the WAL mapping; larger ones are written with `pwrite`.
+const MAPPED_APPEND_MAX: usize = 16 << 10;
+
 #[derive(Debug)]
 struct OsWritable {
     file: File,
@@ -67,7 +70,10 @@ impl OsWritable {
 
 impl WritableFile for OsWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        if !self.append_mapped(data)? {
+        // Large appends (a big batch, a large group) go through `write`: per 4 KiB page a
+        // mapped store costs a page fault and ext4's page_mkwrite, dearer than `write`'s
+        // per-page work once a single system call is spread over many pages (fillbatch).
+        if data.len() > MAPPED_APPEND_MAX || !self.append_mapped(data)? {
             // Positioned: mapped appends do not move the file cursor.
             self.file.write_all_at(data, self.len)?;
         }
