@@ -106,7 +106,7 @@ impl Default for LoadSplit {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            fs: Arc::new(OsFs),
+            fs: Arc::new(OsFs::default()),
             clock: Arc::new(SystemClock),
             sync_mode: SyncMode::Buffered,
             wal_recovery: WalRecovery::Strict,

@@ -111,7 +111,7 @@ mod tests {
     #[test]
     fn every_append_is_visible_to_a_reader_across_windows_and_past_the_reservation() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", Path::new("."), e))?;
-        let fs = OsFs;
+        let fs = OsFs::default();
         fs.create_dir_all(&paths::wal_dir(dir.path())).map_err(|e| Error::io("mkdir", dir.path(), e))?;
         let reserved = 9 << 20; // a little over two 4 MiB windows
         let mut w = WalWriter::create(&fs, dir.path(), 7, reserved)?;
