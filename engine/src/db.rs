@@ -251,8 +251,13 @@ impl Inner {
         // or a power cut could keep later writes and lose earlier ones.
         wal.sync()?;
         let number = self.next_wal_number.fetch_add(1, Ordering::AcqRel);
-        let new_wal =
-            WalWriter::create(self.fs.as_ref(), &self.path, number, crate::recovery::wal_preallocation(&self.opts))?;
+        let new_wal = WalWriter::create(
+            self.fs.as_ref(),
+            &self.path,
+            number,
+            crate::recovery::wal_preallocation(&self.opts),
+            crate::recovery::wal_mapped(&self.opts),
+        )?;
         *wal = new_wal;
         drop(wal);
         {

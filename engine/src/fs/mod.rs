@@ -34,6 +34,13 @@ pub trait WritableFile: Send + Sync + Debug {
     fn preallocate(&mut self, _len: u64) -> io::Result<()> {
         Ok(())
     }
+    /// As [`WritableFile::preallocate`], and small appends below `len` may then be copies into
+    /// a shared memory mapping of the file instead of `write` calls (the real file system on
+    /// Linux; see `mapped.rs`). For files that are not synced after every append: a sync would
+    /// make the next store into the same page fault again.
+    fn preallocate_mapped(&mut self, len: u64) -> io::Result<()> {
+        self.preallocate(len)
+    }
     /// True when nothing was appended.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -115,13 +115,19 @@ impl WritableFile for OsWritable {
         self.len
     }
     fn preallocate(&mut self, len: u64) -> io::Result<()> {
+        // Sparse: with the size set once, an append followed by fdatasync has no size change to
+        // journal (fallocate(KEEP_SIZE) would still grow the size on every append).
+        if len > self.len {
+            self.file.set_len(len)?;
+        }
+        Ok(())
+    }
+    fn preallocate_mapped(&mut self, len: u64) -> io::Result<()> {
         if len <= self.len || self.reserve_mapped(len)? {
             return Ok(());
         }
-        // Without mapped appends (a file system without fallocate, or not Linux): sized
-        // sparsely all the same, so an append followed by fdatasync has no size change to
-        // journal (fallocate(KEEP_SIZE) would still grow the size on every append).
-        self.file.set_len(len)
+        // No mapped appends here (a file system without fallocate, or not Linux).
+        self.preallocate(len)
     }
 }
 
