@@ -1,4 +1,5 @@
-//! The real file system: std::fs with positioned reads, fdatasync and `flock`-style locking.
+//! The real file system: std::fs with mapped (or positioned) reads, WAL appends through a
+//! mapping (`mapped.rs`), fdatasync and `flock`-style locking.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -47,7 +48,7 @@ const MAPPED_APPEND_MAX: usize = 16 << 10;
 struct OsWritable {
     file: File,
     len: u64,
-    /// Set once `preallocate` reserved blocks: appends below the reservation are copies into a
+    /// Set by `preallocate_mapped`: small appends below the reservation are copies into a
     /// shared mapping instead of `write` calls (see `mapped.rs`).
     #[cfg(target_os = "linux")]
     mapped: Option<super::mapped::MappedAppender>,
