@@ -66,16 +66,16 @@ impl MemKey {
     /// the internal key on the heap first (the write path inserts thousands of these per batch).
     pub fn for_row(table: u64, pk: &[u8], seqno: u64) -> MemKey {
         let suffix = (!seqno).to_be_bytes();
-        if pk.len() + SEQNO_SUFFIX_LEN <= INLINE {
+        let n = pk.len() + SEQNO_SUFFIX_LEN;
+        if n <= INLINE {
+            // Built on the stack; `new` of a key this short allocates nothing.
             let mut k = [0u8; INLINE];
-            let n = pk.len() + SEQNO_SUFFIX_LEN;
             let (pk_part, suffix_part) = k.split_at_mut(pk.len());
             pk_part.copy_from_slice(pk);
             if let Some(d) = suffix_part.get_mut(..SEQNO_SUFFIX_LEN) {
                 d.copy_from_slice(&suffix);
             }
-            // The padding after `n` is zero either way, so packing all 32 bytes is the same.
-            return MemKey { table, head: pack_head(&k), head_len: n as u8, rest: Box::default() };
+            return MemKey::new(table, k.get(..n).unwrap_or(&[]));
         }
         let mut ikey = Vec::with_capacity(pk.len() + SEQNO_SUFFIX_LEN);
         ikey.extend_from_slice(pk);

@@ -99,8 +99,8 @@ impl OsWritable {
 
 impl WritableFile for OsWritable {
     fn append(&mut self, data: &[u8]) -> io::Result<()> {
-        // Large appends (a big batch, a large group) go through `write`: per 4 KiB page a
-        // mapped store costs a page fault and ext4's page_mkwrite, dearer than `write`'s
+        // Large appends (a big batch, a large group) go through `pwrite`: per 4 KiB page a
+        // mapped store costs a page fault and ext4's page_mkwrite, dearer than `pwrite`'s
         // per-page work once a single system call is spread over many pages (fillbatch).
         if data.len() > MAPPED_APPEND_MAX || !self.append_mapped(data)? {
             // Positioned: mapped appends do not move the file cursor.
