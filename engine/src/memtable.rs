@@ -171,6 +171,10 @@ impl Memtable {
     pub fn insert_batch<'a>(&self, entries: impl IntoIterator<Item = (u64, &'a [u8], u64, Vec<u8>)>) {
         let mut added = 0;
         let mut max_seq = 0;
+        // One epoch pin for the whole batch: the skip list pins on every insert and again to
+        // release the entry it returns, and a nested pin is a counter increment where an
+        // outermost one is a fence.
+        let _pin = crossbeam_epoch::pin();
         for (table, pk, seqno, record) in entries {
             let k = MemKey::for_row(table, pk, seqno);
             added += 8 + k.len() + record.len() + ENTRY_OVERHEAD;
@@ -201,6 +205,8 @@ impl Memtable {
     pub fn get(&self, table_id: u64, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> bool {
         let lo = MemKey::new(table_id, &ikey_of(pk, snapshot));
         let hi = MemKey::new(table_id, &ikey_of(pk, 0));
+        // One outer pin makes the per-step pins of the range cheap (see `insert_batch`).
+        let _pin = crossbeam_epoch::pin();
         for e in self.map.range((Bound::Included(lo), Bound::Included(hi))) {
             let v = e.value();
             out.push(v.clone());
@@ -233,6 +239,8 @@ impl Memtable {
             Bound::Unbounded => Bound::Unbounded,
         };
         let strip = |e: crossbeam_skiplist::map::Entry<'_, MemKey, Vec<u8>>| (e.key().ikey(), e.value().clone());
+        // One outer pin makes the per-step pins of the range cheap (see `insert_batch`).
+        let _pin = crossbeam_epoch::pin();
         if forward {
             let start = match from_k {
                 Bound::Unbounded => Bound::Included(lo_k),
