@@ -297,6 +297,27 @@ impl Harness {
             let all: Vec<Row> = self.db().range(table, &a, &b, &opts).unwrap().map(|r| r.unwrap()).collect();
             assert_eq!(all, expected, "step {}: iterator {table} {a}..{b}", self.step);
         }
+        if self.rng.gen_bool(0.3) {
+            // The borrowing cursor answers exactly as the owned rows do.
+            let mut it = self.db().range(table, &a, &b, &opts).unwrap();
+            let mut n = 0;
+            while let Some(r) = it.next_ref().unwrap() {
+                let e = expected.get(n).unwrap_or_else(|| panic!("step {}: next_ref returned an extra row", self.step));
+                assert_eq!(&r.to_row().unwrap(), e, "step {}: next_ref {table} {a}..{b} {opts:?}", self.step);
+                assert_eq!(&r.primary_key().unwrap(), &e.primary_key);
+                assert_eq!(r.encoded_key(), strata_format::key::encode_pk(&e.primary_key.0).as_slice());
+                for c in COLS {
+                    assert_eq!(
+                        r.value(c).map(|v| v.to_value()),
+                        e.get(c).cloned(),
+                        "step {}: next_ref value of {c} in {e:?} {opts:?}",
+                        self.step
+                    );
+                }
+                n += 1;
+            }
+            assert_eq!(n, expected.len(), "step {}: next_ref row count {table} {a}..{b}", self.step);
+        }
     }
 
     /// Counts the background events seen so far (the event log restarts at every open).

@@ -225,41 +225,41 @@ impl MergeIter {
     }
 }
 
-fn decode(v: &[u8]) -> Result<RowRecord> {
-    RowRecord::decode(v).map_err(|e| Error::corruption("<range read>", e))
-}
-
-/// Groups a merged stream into rows: `(encoded pk, records newest first up to the first base)`,
-/// ignoring entries newer than the snapshot. The key and record buffers are reused from row to
-/// row, so a scan allocates only what the records themselves own.
+/// Groups a merged stream into rows: the encoded primary key and the row's record bytes,
+/// newest first up to the first base, ignoring entries newer than the snapshot. The records
+/// are copied into one buffer reused from row to row (a source's bytes do not outlive its next
+/// step), so grouping allocates nothing per row; callers decode them, or read a single put in
+/// place ([`strata_format::record::PutRef`]).
 pub struct RowGrouper {
     merge: MergeIter,
     forward: bool,
     snapshot: u64,
     pk: Vec<u8>,
-    records: Vec<RowRecord>,
+    /// The current row's records, back to back.
+    raw: Vec<u8>,
+    /// `[start, end)` of each record in `raw`, newest first once the row is complete.
+    spans: Vec<(usize, usize)>,
 }
 
 impl RowGrouper {
     /// Groups `merge` at `snapshot`.
     pub fn new(merge: MergeIter, forward: bool, snapshot: u64) -> Self {
-        RowGrouper { merge, forward, snapshot, pk: Vec::new(), records: Vec::new() }
+        RowGrouper { merge, forward, snapshot, pk: Vec::new(), raw: Vec::new(), spans: Vec::new() }
     }
 
-    /// The next row, or `None` at the end: its encoded primary key and its records, newest
-    /// first. Both borrow the grouper's buffers; the caller may take the records out.
+    /// Moves to the next row with at least one visible record; false at the end.
     ///
     /// # Errors
     /// I/O or corruption errors.
-    pub fn next_row(&mut self) -> Result<Option<(&[u8], &mut Vec<RowRecord>)>> {
+    pub fn next_row(&mut self) -> Result<bool> {
         loop {
             if !self.merge.valid() {
-                return Ok(None);
+                return Ok(false);
             }
             self.pk.clear();
             self.pk.extend_from_slice(user_key(self.merge.key()));
-            // Records are decoded straight from the source's buffer (no copy of the bytes).
-            self.records.clear();
+            self.raw.clear();
+            self.spans.clear();
             let mut base_found = false;
             while self.merge.valid() && user_key(self.merge.key()) == self.pk.as_slice() {
                 let (_, seq) = split_internal_key(self.merge.key()).map_err(|e| Error::Corruption {
@@ -269,29 +269,56 @@ impl RowGrouper {
                 })?;
                 if seq <= self.snapshot {
                     let v = self.merge.value();
-                    if self.forward {
-                        // Newest first: keep records until the first base.
-                        if !base_found {
-                            self.records.push(decode(v)?);
-                            base_found = is_base_record(v);
-                        }
-                    } else {
-                        // Oldest first: a base makes everything before it irrelevant.
-                        if is_base_record(v) {
-                            self.records.clear();
-                        }
-                        self.records.push(decode(v)?);
+                    // Forward: newest first, keep records until the first base. Backward:
+                    // oldest first, a base makes everything before it irrelevant.
+                    let keep = if self.forward { !base_found } else { true };
+                    if !self.forward && is_base_record(v) {
+                        self.raw.clear();
+                        self.spans.clear();
+                    }
+                    if keep {
+                        let start = self.raw.len();
+                        self.raw.extend_from_slice(v);
+                        self.spans.push((start, self.raw.len()));
+                        base_found |= is_base_record(v);
                     }
                 }
                 self.merge.advance()?;
             }
-            if self.records.is_empty() {
+            if self.spans.is_empty() {
                 continue;
             }
             if !self.forward {
-                self.records.reverse();
+                self.spans.reverse();
             }
-            return Ok(Some((self.pk.as_slice(), &mut self.records)));
+            return Ok(true);
         }
+    }
+
+    /// The current row's encoded primary key.
+    pub fn pk(&self) -> &[u8] {
+        &self.pk
+    }
+
+    /// The current row's records, newest first.
+    pub fn records(&self) -> impl Iterator<Item = &[u8]> {
+        self.spans.iter().map(|&(s, e)| self.raw.get(s..e).unwrap_or(&[]))
+    }
+
+    /// Number of records of the current row.
+    pub fn record_count(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Decodes the current row's records, newest first, into `out` (cleared first).
+    ///
+    /// # Errors
+    /// Corrupt record bytes.
+    pub fn decode_records(&self, out: &mut Vec<RowRecord>) -> Result<()> {
+        out.clear();
+        for r in self.records() {
+            out.push(RowRecord::decode(r).map_err(|e| Error::corruption("<range read>", e))?);
+        }
+        Ok(())
     }
 }

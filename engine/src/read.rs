@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use strata_format::key::{decode_pk, partition_key};
-use strata_format::record::RowRecord;
+use strata_format::record::{PutRef, RowRecord};
 
 use crate::db::{Inner, ReadView};
 use crate::error::{Error, Result};
 use crate::iter::{EntrySource, LevelFile, LevelSource, MemSource, MergeIter, RowGrouper, after_all_versions};
+use crate::rowref::RowRef;
 use crate::rowstate::{DropCounts, RowState, resolve, select, select_single_put, single_put_applies, visible};
 use crate::sst::SstIter;
 use crate::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
@@ -276,6 +277,10 @@ pub struct RangeIter {
     now: u64,
     /// The one partition-key value the range covers, when it covers only one.
     single_pk0: Option<Vec<u8>>,
+    /// Decoded records of the current row, reused from row to row.
+    recs: Vec<RowRecord>,
+    /// The current row of [`RangeIter::next_ref`] when it had to be materialised.
+    owned: Option<Row>,
 }
 
 impl RangeIter {
@@ -302,7 +307,21 @@ impl RangeIter {
             parts.reverse();
         }
         let single_pk0 = single_partition_key(&lo, &hi);
-        RangeIter { snap, table, forward, lo, hi, parts, next_part: 0, grouper: None, read, now, single_pk0 }
+        RangeIter {
+            snap,
+            table,
+            forward,
+            lo,
+            hi,
+            parts,
+            next_part: 0,
+            grouper: None,
+            read,
+            now,
+            single_pk0,
+            recs: Vec::new(),
+            owned: None,
+        }
     }
 
     fn open_partition(&self, p: &Partition) -> Result<RowGrouper> {
@@ -367,45 +386,113 @@ impl RangeIter {
         Ok(RowGrouper::new(MergeIter::new(sources, self.forward), self.forward, self.snap.seqno))
     }
 
+    /// Moves the grouper to the next row with a visible record, opening partitions in range
+    /// order; false at the end of the range.
+    fn next_grouped_row(&mut self) -> Result<bool> {
+        loop {
+            match &mut self.grouper {
+                Some(g) => {
+                    if g.next_row()? {
+                        return Ok(true);
+                    }
+                    self.grouper = None;
+                }
+                None => {
+                    let Some(&pi) = self.parts.get(self.next_part) else {
+                        return Ok(false);
+                    };
+                    self.next_part += 1;
+                    let part = self.table.partitions.get(pi).cloned();
+                    if let Some(part) = part {
+                        self.grouper = Some(self.open_partition(&part)?);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolves and selects the grouper's current row (the owned path).
+    fn examine_current(&mut self) -> Result<Option<Examined>> {
+        let Some(g) = self.grouper.as_ref() else { return Ok(None) };
+        let key = PrimaryKey(decode_pk(g.pk()).map_err(|e| Error::corruption("<range read>", e))?);
+        g.decode_records(&mut self.recs)?;
+        let recs = &mut self.recs;
+        let (mv, ttl) = (self.table.max_versions(), self.table.ttl());
+        if single_put_applies(recs, ttl, &self.read) {
+            return Ok(recs.pop().and_then(|rec| select_single_put(key, rec, mv, &self.read)).map(Examined::Visible));
+        }
+        let st = resolve(std::mem::take(recs), mv, &mut DropCounts::default());
+        let Some(st) = visible(st, mv, ttl, self.now) else { return Ok(None) };
+        Ok(Some(match select(&key, st, &self.read) {
+            Some(row) => Examined::Visible(row),
+            None => Examined::Filtered(key),
+        }))
+    }
+
+    /// True when the grouper's current row can be read in place: its only record is a put with
+    /// a cell or a marker, and neither a TTL nor a filter needs the resolved row. Rows whose
+    /// records are all empty do not exist, as on the owned path.
+    fn current_is_plain_put(&self) -> Result<bool> {
+        let Some(g) = self.grouper.as_ref() else { return Ok(false) };
+        if g.record_count() != 1 || self.table.ttl() != crate::schema::Ttl::Forever || self.read.filter.is_some() {
+            return Ok(false);
+        }
+        let Some(rec) = g.records().next() else { return Ok(false) };
+        match PutRef::parse(rec).map_err(|e| Error::corruption("<range read>", e))? {
+            Some(p) => Ok(!p.is_empty()),
+            None => Ok(false),
+        }
+    }
+
     /// The next row that exists: the selected row, or only its key when the filter rejected it.
     ///
     /// # Errors
     /// I/O or corruption errors.
     pub fn next_examined(&mut self) -> Result<Option<Examined>> {
-        loop {
-            if self.grouper.is_none() {
-                let Some(&pi) = self.parts.get(self.next_part) else {
-                    return Ok(None);
-                };
-                self.next_part += 1;
-                let part = self.table.partitions.get(pi).cloned();
-                if let Some(part) = part {
-                    self.grouper = Some(self.open_partition(&part)?);
-                }
-                continue;
+        while self.next_grouped_row()? {
+            if let Some(e) = self.examine_current()? {
+                return Ok(Some(e));
             }
-            let next = match &mut self.grouper {
-                Some(g) => g.next_row()?,
-                None => None,
-            };
-            let Some((pk, recs)) = next else {
-                self.grouper = None;
-                continue;
-            };
-            let key = PrimaryKey(decode_pk(pk).map_err(|e| Error::corruption("<range read>", e))?);
-            let (mv, ttl) = (self.table.max_versions(), self.table.ttl());
-            if single_put_applies(recs, ttl, &self.read) {
-                match recs.pop().and_then(|rec| select_single_put(key, rec, mv, &self.read)) {
-                    Some(row) => return Ok(Some(Examined::Visible(row))),
-                    None => continue,
-                }
+        }
+        Ok(None)
+    }
+
+    /// The next selected row, borrowed until the next call: the scan path without allocation.
+    /// A row whose only record is a whole-row put (the common case) is read in place from the
+    /// stored bytes; any other row is resolved as by `next` and viewed through the same
+    /// [`RowRef`]. Rows the filter rejects are skipped, as by `next`.
+    ///
+    /// # Errors
+    /// I/O or corruption errors.
+    pub fn next_ref(&mut self) -> Result<Option<RowRef<'_>>> {
+        // Finds the row first and borrows it after: a borrow returned from inside the loop
+        // would hold `self` across the loop's next step.
+        let in_place = loop {
+            if !self.next_grouped_row()? {
+                return Ok(None);
             }
-            let st = resolve(std::mem::take(recs), mv, &mut DropCounts::default());
-            let Some(st) = visible(st, mv, ttl, self.now) else { continue };
-            return Ok(Some(match select(&key, st, &self.read) {
-                Some(row) => Examined::Visible(row),
-                None => Examined::Filtered(key),
-            }));
+            if self.current_is_plain_put()? {
+                break true;
+            }
+            if let Some(Examined::Visible(row)) = self.examine_current()? {
+                self.owned = Some(row);
+                break false;
+            }
+        };
+        let Some(g) = self.grouper.as_ref() else { return Ok(None) };
+        if in_place {
+            // `current_is_plain_put` checked these very bytes.
+            let rec = g.records().next().unwrap_or(&[]);
+            let put = PutRef::parse_trusted(rec).ok_or_else(|| Error::Corruption {
+                path: "<range read>".into(),
+                offset: 0,
+                detail: "row record changed kind".into(),
+            })?;
+            return Ok(Some(RowRef::put(g.pk(), put, &self.read, self.table.max_versions())));
+        }
+        match &self.owned {
+            Some(row) => Ok(Some(RowRef::owned(g.pk(), row))),
+            None => Ok(None),
         }
     }
 }

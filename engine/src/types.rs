@@ -4,7 +4,7 @@ use std::fmt;
 
 pub use strata_format::key::{KeyType, PkValue};
 pub use strata_format::record::Cell;
-pub use strata_format::value::{ColumnType, Value};
+pub use strata_format::value::{ColumnType, Value, ValueRef};
 
 use crate::error::Error;
 

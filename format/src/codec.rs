@@ -131,14 +131,20 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads an unsigned LEB128 varint of at most 10 bytes.
+    #[inline]
     pub fn varint(&mut self) -> Result<u64, DecodeError> {
-        // Counts, lengths and kinds are almost always one byte.
+        // Counts, lengths and kinds are almost always one byte: that case is inlined into the
+        // decoders, the rest is a call.
         if let Some(&b) = self.buf.get(self.pos)
             && b < 0x80
         {
             self.pos += 1;
             return Ok(u64::from(b));
         }
+        self.varint_long()
+    }
+
+    fn varint_long(&mut self) -> Result<u64, DecodeError> {
         let start = self.pos;
         let mut v: u64 = 0;
         for i in 0..10u32 {

@@ -4,7 +4,7 @@
 
 use crate::codec::{Cursor, put_bytes, put_varint};
 use crate::error::DecodeError;
-use crate::value::Value;
+use crate::value::{Value, ValueRef};
 
 /// Largest encoded row record the engine accepts (a documented strata limit: the data model
 /// allows any number of 2 MiB attribute values, but one row mutation must fit one record).
@@ -395,6 +395,88 @@ mod tests {
         };
         assert_eq!(hex(&r.to_bytes()), "01000101410101010200000000000000");
     }
+
+    /// The owned record a [`PutRef`] describes, rebuilt through its iterators.
+    fn owned(p: &PutRef<'_>) -> RowRecord {
+        RowRecord::Put {
+            marker: p.marker(),
+            columns: p
+                .columns()
+                .map(|c| ColumnCells {
+                    name: c.name.to_owned(),
+                    cells: c.cells().map(|(version, v)| Cell { version, value: v.to_value() }).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn put_ref_reads_what_decode_reads_and_rejects_what_it_rejects() {
+        for r in sample() {
+            let b = r.to_bytes();
+            match PutRef::parse(&b).unwrap() {
+                Some(p) => {
+                    assert_eq!(owned(&p), r);
+                    assert_eq!(p.column_count(), p.columns().count());
+                }
+                None => assert!(!matches!(r, RowRecord::Put { .. })),
+            }
+            for n in 0..b.len() {
+                if matches!(r, RowRecord::Put { .. }) {
+                    assert!(PutRef::parse(&b[..n]).is_err(), "prefix {n} of {r:?}");
+                }
+            }
+        }
+    }
+
+    use proptest::prelude::*;
+
+    fn arb_value() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<i64>().prop_map(Value::Integer),
+            any::<bool>().prop_map(Value::Boolean),
+            any::<f64>().prop_filter("NaN is not equal to itself", |d| !d.is_nan()).prop_map(Value::Double),
+            "[a-z\\x{e9}]{0,6}".prop_map(Value::String),
+            proptest::collection::vec(any::<u8>(), 0..9).prop_map(Value::Binary),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn put_ref_agrees_with_decode(
+            marker in proptest::option::of(any::<u64>()),
+            columns in proptest::collection::btree_map(
+                "[a-c]{1,3}",
+                proptest::collection::vec((any::<u64>(), arb_value()), 0..4),
+                0..4,
+            ),
+        ) {
+            let r = RowRecord::Put {
+                marker,
+                columns: columns
+                    .into_iter()
+                    .map(|(name, cells)| ColumnCells {
+                        name,
+                        cells: cells.into_iter().map(|(version, value)| Cell { version, value }).collect(),
+                    })
+                    .collect(),
+            };
+            let b = r.to_bytes();
+            let p = PutRef::parse(&b).unwrap().unwrap();
+            prop_assert_eq!(owned(&p), r);
+        }
+
+        #[test]
+        fn put_ref_fails_exactly_when_decode_fails(b in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let mut put = vec![RecordKind::Put as u8];
+            put.extend_from_slice(&b);
+            match (PutRef::parse(&put), RowRecord::decode(&put)) {
+                (Ok(Some(p)), Ok(r)) => prop_assert_eq!(owned(&p), r),
+                (Err(_), Err(_)) => {}
+                (a, d) => prop_assert!(false, "parse {:?} but decode {:?}", a.map(|p| p.map(|p| owned(&p))), d),
+            }
+        }
+    }
 }
 
 /// Encodes a put record from borrowed cells `(column, version, value)`, which must be sorted
@@ -422,6 +504,159 @@ pub fn encode_put(marker: Option<u64>, cells: &[(&str, u64, &Value)], out: &mut 
             value.encode(out);
         }
         i += n;
+    }
+}
+
+/// A whole-row put record read in place: columns, cells and values borrow the encoded bytes,
+/// so a scan can hand out a row without allocating (the read path's borrowing cursor).
+/// [`PutRef::parse`] checks the whole record once, exactly as [`RowRecord::decode`] would, so
+/// the iterators that follow cannot meet malformed bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct PutRef<'a> {
+    marker: Option<u64>,
+    columns: usize,
+    /// A marker or at least one cell: a put without either describes no row.
+    has_content: bool,
+    /// The encoded columns, from the first column's name to the end of the record.
+    body: &'a [u8],
+}
+
+impl<'a> PutRef<'a> {
+    /// Reads `bytes` as a put record: `Ok(None)` when it is another kind of record.
+    ///
+    /// # Errors
+    /// Malformed bytes (the same checks as [`RowRecord::decode`]).
+    pub fn parse(bytes: &'a [u8]) -> Result<Option<PutRef<'a>>, DecodeError> {
+        let mut c = Cursor::new(bytes, "row record", 0);
+        let at = c.offset();
+        let kind = c.u8()?;
+        match RecordKind::from_u8(kind) {
+            Some(RecordKind::Put) => {}
+            Some(_) => return Ok(None),
+            None => return Err(DecodeError::invalid("row record", at, format!("unknown record kind {kind}"))),
+        }
+        let marker = match c.u8()? {
+            0 => None,
+            1 => Some(c.varint()?),
+            x => return Err(c.invalid(format!("marker flag {x} is neither 0 nor 1"))),
+        };
+        let columns = c.count(3, "column count")?;
+        let body = c.rest();
+        let mut has_content = marker.is_some();
+        for _ in 0..columns {
+            c.string()?;
+            let cells = c.count(3, "cell count")?;
+            has_content |= cells > 0;
+            for _ in 0..cells {
+                c.varint()?;
+                Value::decode_ref(&mut c)?;
+            }
+        }
+        c.finish()?;
+        Ok(Some(PutRef { marker, columns, has_content, body }))
+    }
+
+    /// Reads the header of a record [`PutRef::parse`] has already accepted, without checking
+    /// the rest again (a scan classifies a row, then hands it out). `None` when the bytes are
+    /// not a put. Bytes that were never checked cannot produce a panic or invented data: the
+    /// iterators end at the first malformed byte.
+    pub fn parse_trusted(bytes: &'a [u8]) -> Option<PutRef<'a>> {
+        let mut c = Cursor::new(bytes, "row record", 0);
+        if RecordKind::from_u8(c.u8().ok()?)? != RecordKind::Put {
+            return None;
+        }
+        let marker = match c.u8().ok()? {
+            0 => None,
+            _ => Some(c.varint().ok()?),
+        };
+        let columns = c.count(3, "column count").ok()?;
+        Some(PutRef { marker, columns, has_content: true, body: c.rest() })
+    }
+
+    /// True when the record holds neither a marker nor a cell (such a put describes no row).
+    /// Only meaningful on a record read with [`PutRef::parse`].
+    pub fn is_empty(&self) -> bool {
+        !self.has_content
+    }
+
+    /// Version of the primary-key-only row marker, if any.
+    pub fn marker(&self) -> Option<u64> {
+        self.marker
+    }
+
+    /// Number of columns.
+    pub fn column_count(&self) -> usize {
+        self.columns
+    }
+
+    /// The columns, in ascending name order.
+    pub fn columns(&self) -> ColumnRefs<'a> {
+        ColumnRefs { c: Cursor::new(self.body, "row record", 0), left: self.columns }
+    }
+}
+
+/// The columns of a [`PutRef`].
+#[derive(Debug, Clone)]
+pub struct ColumnRefs<'a> {
+    c: Cursor<'a>,
+    left: usize,
+}
+
+impl<'a> Iterator for ColumnRefs<'a> {
+    type Item = ColumnRef<'a>;
+
+    fn next(&mut self) -> Option<ColumnRef<'a>> {
+        // `PutRef::parse` checked these bytes, so a decode error cannot happen here; if one
+        // did, the iteration ends rather than invent data.
+        self.left = self.left.checked_sub(1)?;
+        let name = self.c.string().ok()?;
+        let cells = self.c.count(3, "cell count").ok()?;
+        let start = self.c.rest();
+        for _ in 0..cells {
+            self.c.varint().ok()?;
+            Value::decode_ref(&mut self.c).ok()?;
+        }
+        let used = start.len() - self.c.rest().len();
+        Some(ColumnRef { name, cells, bytes: start.get(..used)? })
+    }
+}
+
+/// One column of a [`PutRef`]: its name and its cells, newest version first.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnRef<'a> {
+    /// Column name.
+    pub name: &'a str,
+    cells: usize,
+    bytes: &'a [u8],
+}
+
+impl<'a> ColumnRef<'a> {
+    /// Number of cells.
+    pub fn cell_count(&self) -> usize {
+        self.cells
+    }
+
+    /// The cells as `(version, value)`, newest first.
+    pub fn cells(&self) -> CellRefs<'a> {
+        CellRefs { c: Cursor::new(self.bytes, "row record", 0), left: self.cells }
+    }
+}
+
+/// The cells of a [`ColumnRef`].
+#[derive(Debug, Clone)]
+pub struct CellRefs<'a> {
+    c: Cursor<'a>,
+    left: usize,
+}
+
+impl<'a> Iterator for CellRefs<'a> {
+    type Item = (u64, ValueRef<'a>);
+
+    fn next(&mut self) -> Option<(u64, ValueRef<'a>)> {
+        // Checked by `PutRef::parse`, as in `ColumnRefs::next`.
+        self.left = self.left.checked_sub(1)?;
+        let version = self.c.varint().ok()?;
+        Some((version, Value::decode_ref(&mut self.c).ok()?))
     }
 }
 

@@ -105,23 +105,76 @@ impl Value {
         }
     }
 
-    /// Decodes one value.
+    /// Decodes one value from the cursor.
+    ///
+    /// # Errors
+    /// Truncated bytes, an unknown type byte, a boolean byte other than 0 or 1, or a string
+    /// that is not UTF-8.
     pub fn decode(c: &mut Cursor<'_>) -> Result<Value, DecodeError> {
+        Value::decode_ref(c).map(|v| v.to_value())
+    }
+
+    /// Decodes one value from the cursor without copying it: strings and binaries borrow the
+    /// encoded bytes (the read path's borrowing cursor, [`ValueRef`]).
+    ///
+    /// # Errors
+    /// As [`Value::decode`].
+    pub fn decode_ref<'a>(c: &mut Cursor<'a>) -> Result<ValueRef<'a>, DecodeError> {
         let at = c.offset();
         let t = c.u8()?;
         let t = ColumnType::from_u8(t)
             .ok_or_else(|| DecodeError::invalid("value", at, format!("unknown value type {t}")))?;
         Ok(match t {
-            ColumnType::Integer => Value::Integer(i64::from_le_bytes(c.array()?)),
-            ColumnType::Double => Value::Double(f64::from_bits(u64::from_le_bytes(c.array()?))),
+            ColumnType::Integer => ValueRef::Integer(i64::from_le_bytes(c.array()?)),
+            ColumnType::Double => ValueRef::Double(f64::from_bits(u64::from_le_bytes(c.array()?))),
             ColumnType::Boolean => match c.u8()? {
-                0 => Value::Boolean(false),
-                1 => Value::Boolean(true),
+                0 => ValueRef::Boolean(false),
+                1 => ValueRef::Boolean(true),
                 x => return Err(c.invalid(format!("boolean byte {x} is neither 0 nor 1"))),
             },
-            ColumnType::String => Value::String(c.string()?.to_owned()),
-            ColumnType::Binary => Value::Binary(c.bytes()?.to_vec()),
+            ColumnType::String => ValueRef::String(c.string()?),
+            ColumnType::Binary => ValueRef::Binary(c.bytes()?),
         })
+    }
+
+    /// The value as a [`ValueRef`] borrowing this one.
+    pub fn borrowed(&self) -> ValueRef<'_> {
+        match self {
+            Value::Integer(i) => ValueRef::Integer(*i),
+            Value::Double(d) => ValueRef::Double(*d),
+            Value::Boolean(b) => ValueRef::Boolean(*b),
+            Value::String(s) => ValueRef::String(s),
+            Value::Binary(b) => ValueRef::Binary(b),
+        }
+    }
+}
+
+/// An attribute value borrowed from where it is stored (an SSTable block, a row): what a
+/// scan hands out without allocating. [`ValueRef::to_value`] makes an owned [`Value`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueRef<'a> {
+    /// 64-bit signed integer.
+    Integer(i64),
+    /// UTF-8 string.
+    String(&'a str),
+    /// Byte string.
+    Binary(&'a [u8]),
+    /// 64-bit float.
+    Double(f64),
+    /// Boolean.
+    Boolean(bool),
+}
+
+impl ValueRef<'_> {
+    /// An owned copy.
+    pub fn to_value(&self) -> Value {
+        match *self {
+            ValueRef::Integer(i) => Value::Integer(i),
+            ValueRef::Double(d) => Value::Double(d),
+            ValueRef::Boolean(b) => Value::Boolean(b),
+            ValueRef::String(s) => Value::String(s.to_owned()),
+            ValueRef::Binary(b) => Value::Binary(b.to_vec()),
+        }
     }
 }
 
