@@ -239,7 +239,11 @@ impl Inner {
         first_seq: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
-        if ops.len() > 1 {
+        // A batch in strictly increasing (table, key) order cannot repeat a row: one comparison
+        // per row instead of a hash insert (bulk loads arrive sorted).
+        let strictly_increasing =
+            ops.windows(2).all(|w| matches!(w, [a, b] if (a.table(), a.pk()) < (b.table(), b.pk())));
+        if ops.len() > 1 && !strictly_increasing {
             // xxh3 rather than SipHash: this runs for every row of every batch.
             let mut seen = HashSet::with_capacity_and_hasher(ops.len(), xxhash_rust::xxh3::Xxh3Builder::new());
             for op in ops {
@@ -288,6 +292,18 @@ impl Inner {
         let mut used_stamp = false;
         let opts = &table.schema.options;
         let record = match op {
+            WriteOp::Put(p) if p.columns.len() == 1 && table.max_versions() >= 1 => {
+                // One cell (the common row): nothing to sort, merge or trim, so no vectors.
+                let (name, value, ver) = p.columns.first().ok_or_else(|| Error::invalid("put-empty", "no column"))?;
+                check_column_name(table, name)?;
+                check_value(name, value)?;
+                let v = ver.unwrap_or(stamp);
+                used_stamp |= ver.is_none();
+                check_version(opts, name, v, now)?;
+                let mut bytes = Vec::with_capacity(16 + name.len() + 12 + value.size_bytes());
+                encode_put(None, &[(name.as_str(), v, value)], &mut bytes);
+                bytes
+            }
             WriteOp::Put(p) => {
                 // (column, version, value, position): the later of two equal versions wins.
                 let mut cells: Vec<(&str, u64, &Value, usize)> = Vec::with_capacity(p.columns.len());
