@@ -256,6 +256,17 @@ impl Harness {
             self.step,
             self.history(&key.to_string())
         );
+        // The borrowed read answers the same, row and values.
+        let (row, values) = self
+            .db()
+            .with_row(table, &key, &opts, |r| {
+                (r.map(|r| r.to_row().unwrap()), r.map(|r| COLS.map(|c| r.value(c).map(|v| v.to_value()))))
+            })
+            .unwrap();
+        assert_eq!(row, expected, "step {}: with_row {table} {key} {opts:?}", self.step);
+        if let Some(e) = &expected {
+            assert_eq!(values, Some(COLS.map(|c| e.get(c).cloned())), "step {}: with_row values", self.step);
+        }
     }
 
     fn check_range(&mut self) {

@@ -601,6 +601,25 @@ impl Db {
         self.inner.get_row_at(&snap, table, pk, opts)
     }
 
+    /// GetRow without copying: `f` receives the row as a [`RowRef`](crate::RowRef) borrowed
+    /// from the stored bytes (or `None` when the row does not exist) and its result is
+    /// returned. The same row, options and errors as [`Db::get_row`]; a row whose only
+    /// visible record is a whole-row put is read in place, without decoding or allocating
+    /// its columns (RocksDB's `GetPinned`).
+    ///
+    /// # Errors
+    /// As [`Db::get_row`].
+    pub fn with_row<R>(
+        &self,
+        table: &str,
+        pk: &PrimaryKey,
+        opts: &ReadOptions,
+        f: impl FnOnce(Option<crate::RowRef<'_>>) -> R,
+    ) -> Result<R> {
+        let snap = self.inner.snapshot();
+        self.inner.with_row_at(&snap, table, pk, opts, f)
+    }
+
     /// BatchGet: many rows read on one snapshot; one result per key.
     pub fn batch_get(&self, keys: &[(String, PrimaryKey)], opts: &ReadOptions) -> Vec<Result<Option<Row>>> {
         let snap = self.inner.snapshot();

@@ -6,6 +6,7 @@
 //! first), then level 0 newest first, then one file per deeper level, stopping at the first
 //! record that hides everything older (a put or a delete).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -39,10 +40,6 @@ impl std::ops::Deref for Snapshot {
     }
 }
 
-fn decode_records(bufs: Vec<Vec<u8>>, path: &std::path::Path) -> Result<Vec<RowRecord>> {
-    bufs.iter().map(|b| RowRecord::decode(b).map_err(|e| Error::corruption(path, e))).collect()
-}
-
 impl Inner {
     /// A snapshot at the published sequence number.
     pub(crate) fn snapshot(&self) -> Snapshot {
@@ -59,28 +56,37 @@ impl Inner {
         Snapshot { view: self.state.read().view().clone(), seqno }
     }
 
-    /// The records of one row, newest first up to the first base record.
-    pub(crate) fn row_records(&self, snap: &Snapshot, table: &Table, pk: &[u8]) -> Result<Vec<RowRecord>> {
+    /// The stored records of one row, newest first up to the first base record, each with the
+    /// file it came from (named in corruption errors).
+    pub(crate) fn row_record_bytes<'s>(
+        &'s self,
+        snap: &'s Snapshot,
+        table: &'s Table,
+        pk: &[u8],
+    ) -> Result<Vec<(Vec<u8>, &'s Path)>> {
         let mut out = Vec::new();
         for m in snap.mems.iter().filter(|m| !m.is_empty()) {
             if m.get(table.id, pk, snap.seqno, &mut out) {
-                return decode_records(out, &self.path);
+                break;
             }
         }
+        let base_in_memory = out.last().is_some_and(|r| crate::memtable::is_base_record(r));
+        let mut recs: Vec<(Vec<u8>, &Path)> = out.into_iter().map(|r| (r, self.path.as_path())).collect();
+        if base_in_memory {
+            return Ok(recs);
+        }
         let Some(part) = table.partition_for(partition_key(pk)) else {
-            return decode_records(out, &self.path);
+            return Ok(recs);
         };
-        let decode_from = |out: Vec<Vec<u8>>, f: &crate::version::FileEntry| decode_records(out, &f.reader.path);
-        let mut file_records: Vec<RowRecord> = Vec::new();
+        let mut buf = Vec::new();
         let mut found = false;
         if let Some(l0) = part.levels.first() {
             for f in l0 {
                 if !f.may_hold(pk) {
                     continue;
                 }
-                let mut buf = Vec::new();
                 let base = f.reader.get(pk, snap.seqno, &mut buf)?;
-                file_records.extend(decode_from(buf, f)?);
+                recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
                 if base {
                     found = true;
                     break;
@@ -90,18 +96,23 @@ impl Inner {
         if !found {
             for level in 1..part.levels.len() {
                 if let Some(f) = part.find_in_level(level, pk) {
-                    let mut buf = Vec::new();
                     let base = f.reader.get(pk, snap.seqno, &mut buf)?;
-                    file_records.extend(decode_from(buf, f)?);
+                    recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
                     if base {
                         break;
                     }
                 }
             }
         }
-        let mut recs = decode_records(out, &self.path)?;
-        recs.extend(file_records);
         Ok(recs)
+    }
+
+    /// The records of one row, newest first up to the first base record.
+    pub(crate) fn row_records(&self, snap: &Snapshot, table: &Table, pk: &[u8]) -> Result<Vec<RowRecord>> {
+        self.row_record_bytes(snap, table, pk)?
+            .iter()
+            .map(|(b, path)| RowRecord::decode(b).map_err(|e| Error::corruption(*path, e)))
+            .collect()
     }
 
     /// The row as reads see it now (`None` when it does not exist).
@@ -132,19 +143,63 @@ impl Inner {
             let sample = self.opts.load_split.map(|_| pk0);
             p.load.record_read(self.clock.now_ms_coarse(), sample, recs.iter().map(|r| r.cell_count() as u64).sum());
         }
+        Ok(self.select_row(table, pk, recs, opts))
+    }
+
+    /// Folds a row's records (newest first) and applies the read's selection.
+    fn select_row(&self, table: &Table, pk: &PrimaryKey, mut recs: Vec<RowRecord>, opts: &ReadOptions) -> Option<Row> {
         if recs.is_empty() {
-            return Ok(None);
+            return None;
         }
-        let mut recs = recs;
         if single_put_applies(&recs, table.ttl(), opts)
             && let Some(rec) = recs.pop()
         {
-            return Ok(select_single_put(pk.clone(), rec, table.max_versions(), opts));
+            return select_single_put(pk.clone(), rec, table.max_versions(), opts);
         }
         // Only now is the exact time needed (TTL); the common case above never reads it.
         let now = self.clock.now_ms();
         let st = resolve(recs, table.max_versions(), &mut DropCounts::default());
-        Ok(visible(st, table.max_versions(), table.ttl(), now).and_then(|st| select(pk, st, opts)))
+        visible(st, table.max_versions(), table.ttl(), now).and_then(|st| select(pk, st, opts))
+    }
+
+    /// GetRow, handing the row to `f` as a [`RowRef`]: a row whose only visible record is a
+    /// whole-row put (no TTL, no filter) is read in place from the stored bytes; any other row
+    /// is resolved as by [`Inner::get_row_at`] first.
+    pub(crate) fn with_row_at<R>(
+        &self,
+        snap: &Snapshot,
+        table_name: &str,
+        pk: &PrimaryKey,
+        opts: &ReadOptions,
+        f: impl FnOnce(Option<RowRef<'_>>) -> R,
+    ) -> Result<R> {
+        validate_read_options(opts)?;
+        let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+        let enc = crate::validate::encode_row_key(table, pk)?;
+        let raw = self.row_record_bytes(snap, table, &enc)?;
+        let record_load = |cells: usize| {
+            let pk0 = partition_key(&enc);
+            if let Some(p) = table.partition_for(pk0) {
+                let sample = self.opts.load_split.map(|_| pk0);
+                p.load.record_read(self.clock.now_ms_coarse(), sample, cells as u64);
+            }
+        };
+        if let [(rec, path)] = raw.as_slice()
+            && table.ttl() == crate::schema::Ttl::Forever
+            && opts.filter.is_none()
+            && let Some(put) = PutRef::parse(rec).map_err(|e| Error::corruption(*path, e))?
+        {
+            record_load(put.cell_count());
+            let row = (!put.is_empty()).then(|| RowRef::put(&enc, put, opts, table.max_versions()));
+            return Ok(f(row));
+        }
+        let recs: Vec<RowRecord> = raw
+            .iter()
+            .map(|(b, path)| RowRecord::decode(b).map_err(|e| Error::corruption(*path, e)))
+            .collect::<Result<_>>()?;
+        record_load(recs.iter().map(|r| r.cell_count()).sum());
+        let row = self.select_row(table, pk, recs, opts);
+        Ok(f(row.as_ref().map(|r| RowRef::owned(&enc, r))))
     }
 
     /// Opens a range iterator.

@@ -418,6 +418,7 @@ mod tests {
                 Some(p) => {
                     assert_eq!(owned(&p), r);
                     assert_eq!(p.column_count(), p.columns().count());
+                    assert_eq!(p.cell_count(), r.cell_count());
                 }
                 None => assert!(!matches!(r, RowRecord::Put { .. })),
             }
@@ -517,6 +518,8 @@ pub struct PutRef<'a> {
     columns: usize,
     /// A marker or at least one cell: a put without either describes no row.
     has_content: bool,
+    /// Cells of all columns (counted by `parse`; 0 after `parse_trusted`).
+    cells: usize,
     /// The encoded columns, from the first column's name to the end of the record.
     body: &'a [u8],
 }
@@ -543,17 +546,19 @@ impl<'a> PutRef<'a> {
         let columns = c.count(3, "column count")?;
         let body = c.rest();
         let mut has_content = marker.is_some();
+        let mut total_cells = 0;
         for _ in 0..columns {
             c.string()?;
             let cells = c.count(3, "cell count")?;
             has_content |= cells > 0;
+            total_cells += cells;
             for _ in 0..cells {
                 c.varint()?;
                 Value::decode_ref(&mut c)?;
             }
         }
         c.finish()?;
-        Ok(Some(PutRef { marker, columns, has_content, body }))
+        Ok(Some(PutRef { marker, columns, has_content, cells: total_cells, body }))
     }
 
     /// Reads the header of a record [`PutRef::parse`] has already accepted, without checking
@@ -570,7 +575,7 @@ impl<'a> PutRef<'a> {
             _ => Some(c.varint().ok()?),
         };
         let columns = c.count(3, "column count").ok()?;
-        Some(PutRef { marker, columns, has_content: true, body: c.rest() })
+        Some(PutRef { marker, columns, has_content: true, cells: 0, body: c.rest() })
     }
 
     /// True when the record holds neither a marker nor a cell (such a put describes no row).
@@ -582,6 +587,11 @@ impl<'a> PutRef<'a> {
     /// Version of the primary-key-only row marker, if any.
     pub fn marker(&self) -> Option<u64> {
         self.marker
+    }
+
+    /// Number of cells of all columns, as counted by [`PutRef::parse`].
+    pub fn cell_count(&self) -> usize {
+        self.cells
     }
 
     /// Number of columns.

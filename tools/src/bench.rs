@@ -81,7 +81,13 @@ impl BenchEngine for StrataEngine {
             .map_err(|e| e.to_string())
     }
     fn get(&self, key: &[u8]) -> BenchResult<bool> {
-        self.db.get_row(TABLE, &pk(key), &ReadOptions::default()).map(|r| r.is_some()).map_err(|e| e.to_string())
+        // Borrowed, as RocksDB's `get_pinned` and fjall's `get` hand out the stored value.
+        self.db
+            .with_row(TABLE, &pk(key), &ReadOptions::default(), |r| {
+                std::hint::black_box(r.map(|r| r.value("v")));
+                r.is_some()
+            })
+            .map_err(|e| e.to_string())
     }
     fn scan(&self, start: Option<&[u8]>, n: usize, reverse: bool) -> BenchResult<usize> {
         let (s, e, o) = match (start, reverse) {
