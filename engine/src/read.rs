@@ -75,17 +75,20 @@ impl Inner {
         if base_in_memory {
             return Ok(recs);
         }
-        let Some(part) = table.partition_for(partition_key(pk)) else {
+        let pk0 = partition_key(pk);
+        let Some(part) = table.partition_for(pk0) else {
             return Ok(recs);
         };
+        // Parsed and hashed once for every file asked.
+        let hash = strata_format::bloom::key_hash(pk);
         let mut buf = Vec::new();
         let mut found = false;
         if let Some(l0) = part.levels.first() {
             for f in l0 {
-                if !f.may_hold(pk) {
+                if !f.may_hold_in(pk, pk0) {
                     continue;
                 }
-                let base = f.reader.get(pk, snap.seqno, &mut buf)?;
+                let base = f.reader.get_hashed(pk, hash, snap.seqno, &mut buf)?;
                 recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
                 if base {
                     found = true;
@@ -95,8 +98,8 @@ impl Inner {
         }
         if !found {
             for level in 1..part.levels.len() {
-                if let Some(f) = part.find_in_level(level, pk) {
-                    let base = f.reader.get(pk, snap.seqno, &mut buf)?;
+                if let Some(f) = part.find_in_level_of(level, pk, pk0) {
+                    let base = f.reader.get_hashed(pk, hash, snap.seqno, &mut buf)?;
                     recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
                     if base {
                         break;

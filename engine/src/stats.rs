@@ -143,10 +143,13 @@ impl PartitionLoad {
             self.sample_key(pk0);
         }
         self.reads.fetch_add(1, Ordering::Relaxed);
-        self.read_bytes.fetch_add(bytes, Ordering::Relaxed);
         let w = self.window(now_ms);
         w.reads.fetch_add(1, Ordering::Relaxed);
-        w.read_bytes.fetch_add(bytes, Ordering::Relaxed);
+        // A read of a missing row adds no bytes: two atomic adds fewer on that path.
+        if bytes > 0 {
+            self.read_bytes.fetch_add(bytes, Ordering::Relaxed);
+            w.read_bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Totals since the partition was created (or the database opened).

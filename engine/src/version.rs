@@ -31,7 +31,13 @@ impl FileEntry {
 
     /// True when the file may hold records of `pk` that this partition reads.
     pub fn may_hold(&self, pk: &[u8]) -> bool {
-        pk >= user_key(&self.rec.smallest) && pk <= user_key(&self.rec.largest) && self.clip_contains(partition_key(pk))
+        self.may_hold_in(pk, partition_key(pk))
+    }
+
+    /// [`FileEntry::may_hold`] with the key's partition-key prefix `pk0` already parsed (a point
+    /// read asks every level-0 file and one file per level about the same key).
+    pub fn may_hold_in(&self, pk: &[u8], pk0: &[u8]) -> bool {
+        pk >= user_key(&self.rec.smallest) && pk <= user_key(&self.rec.largest) && self.clip_contains(pk0)
     }
 
     /// Smallest user key this partition reads from the file.
@@ -127,6 +133,11 @@ impl Partition {
 
     /// The file of level `level >= 1` that may hold `pk`.
     pub fn find_in_level(&self, level: usize, pk: &[u8]) -> Option<&Arc<FileEntry>> {
+        self.find_in_level_of(level, pk, partition_key(pk))
+    }
+
+    /// [`Partition::find_in_level`] with `pk`'s partition-key prefix `pk0` already parsed.
+    pub fn find_in_level_of(&self, level: usize, pk: &[u8], pk0: &[u8]) -> Option<&Arc<FileEntry>> {
         let files = self.levels.get(level)?;
         let lo_at = |i: usize| files.get(i).map_or(&[][..], |f| f.effective_lo());
         // The number of files whose lower key is <= pk (lower keys in a level are distinct).
@@ -139,7 +150,7 @@ impl Partition {
         };
         debug_assert_eq!(i, files.partition_point(|f| f.effective_lo() <= pk), "stale level search of level {level}");
         let f = files.get(i.checked_sub(1)?)?;
-        f.may_hold(pk).then_some(f)
+        f.may_hold_in(pk, pk0).then_some(f)
     }
 }
 

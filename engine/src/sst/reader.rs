@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use strata_format::block::{Block, BlockIter, unframe_block};
+use strata_format::bloom::key_hash;
 use strata_format::key::{internal_key, split_internal_key};
 use strata_format::sst::SstMeta;
 
@@ -119,7 +120,16 @@ impl SstReader {
     /// # Errors
     /// I/O errors or `Corruption`.
     pub fn get(&self, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> Result<bool> {
-        if !self.meta.may_contain_key(pk) {
+        self.get_hashed(pk, key_hash(pk), snapshot, out)
+    }
+
+    /// [`SstReader::get`] with the key's filter hash (`strata_format::bloom::key_hash`) already
+    /// computed: a point read probes the filters of several files with the same key.
+    ///
+    /// # Errors
+    /// I/O errors or `Corruption`.
+    pub fn get_hashed(&self, pk: &[u8], hash: u64, snapshot: u64, out: &mut Vec<Vec<u8>>) -> Result<bool> {
+        if !self.meta.filter.may_contain(hash) {
             return Ok(false);
         }
         let target = internal_key(pk, snapshot);
