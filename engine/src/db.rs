@@ -262,7 +262,8 @@ impl Inner {
         drop(wal);
         {
             let mut st = self.state.write();
-            let old = std::mem::replace(&mut st.active, Arc::new(Memtable::new(number)));
+            let old =
+                std::mem::replace(&mut st.active, Arc::new(Memtable::for_buffer(number, self.opts.write_buffer_bytes)));
             st.sealed.push(old);
             st.refresh_view();
         }

@@ -34,6 +34,7 @@ pub mod fs;
 pub mod info;
 pub mod iter;
 pub mod keydesign;
+pub mod membloom;
 pub mod memtable;
 pub mod options;
 pub mod paths;

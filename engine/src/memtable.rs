@@ -16,8 +16,14 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_skiplist::SkipMap;
+
+use crate::membloom::{MemBloom, row_hash};
 use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key};
 use strata_format::record::RecordKind;
+
+/// The flush threshold a memtable's row filter is sized for when none is given
+/// (`Options::default().write_buffer_bytes`).
+const DEFAULT_BUFFER_BYTES: usize = 64 << 20;
 
 /// Fixed per-entry overhead counted toward the memtable size (skip-list node, allocations).
 const ENTRY_OVERHEAD: usize = 64;
@@ -132,6 +138,8 @@ impl PartialOrd for MemKey {
 #[derive(Debug)]
 pub struct Memtable {
     map: SkipMap<MemKey, Vec<u8>>,
+    /// The rows present, so point reads of other rows skip the skip-list search.
+    bloom: MemBloom,
     size: AtomicUsize,
     max_seqno: AtomicU64,
     /// Number of the WAL file holding this memtable's first entry.
@@ -158,7 +166,15 @@ fn ikey_of(pk: &[u8], seqno: u64) -> Vec<u8> {
 impl Memtable {
     /// An empty memtable whose entries go to WAL `first_wal` onward.
     pub fn new(first_wal: u64) -> Self {
-        Memtable { map: SkipMap::new(), size: AtomicUsize::new(0), max_seqno: AtomicU64::new(0), first_wal }
+        Memtable::for_buffer(first_wal, DEFAULT_BUFFER_BYTES)
+    }
+
+    /// A memtable whose row filter is sized for `buffer_bytes` (the flush threshold).
+    pub fn for_buffer(first_wal: u64, buffer_bytes: usize) -> Self {
+        let bloom = MemBloom::for_buffer(buffer_bytes);
+        // The filter counts toward the memtable's size, so the memory budget includes it.
+        let size = AtomicUsize::new(bloom.size_bytes());
+        Memtable { map: SkipMap::new(), bloom, size, max_seqno: AtomicU64::new(0), first_wal }
     }
 
     /// The same memtable, recorded as starting in WAL `first_wal` (recovery learns it late).
@@ -176,6 +192,7 @@ impl Memtable {
         // outermost one is a fence.
         let _pin = crossbeam_epoch::pin();
         for (table, pk, seqno, record) in entries {
+            self.bloom.insert(row_hash(table, pk));
             let k = MemKey::for_row(table, pk, seqno);
             added += 8 + k.len() + record.len() + ENTRY_OVERHEAD;
             max_seq = max_seq.max(seqno);
@@ -203,6 +220,9 @@ impl Memtable {
     /// Appends the records of `pk` visible at `snapshot` to `out`, newest first, stopping after
     /// the first base record. Returns true when a base record was found.
     pub fn get(&self, table_id: u64, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> bool {
+        if !self.bloom.may_contain(row_hash(table_id, pk)) {
+            return false;
+        }
         let lo = MemKey::new(table_id, &ikey_of(pk, snapshot));
         let hi = MemKey::new(table_id, &ikey_of(pk, 0));
         // One outer pin makes the per-step pins of the range cheap (see `insert_batch`).

@@ -157,7 +157,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         fs.list(&wal_dir).map_err(io("list", &wal_dir))?.iter().filter_map(|n| paths::parse_wal_name(n)).collect();
     wal_numbers.sort_unstable();
     let mut first_wal = None;
-    let mem = Memtable::new(0);
+    let mem = Memtable::for_buffer(0, opts.write_buffer_bytes);
     let mut last_seqno = data.flushed_seqno;
     let mut replayed = 0u64;
     let mut stop = false;
