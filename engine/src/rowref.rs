@@ -5,7 +5,7 @@
 //! two cases answer identically.
 
 use strata_format::key::decode_pk;
-use strata_format::record::{PutRef, RowRecord};
+use strata_format::record::PutRef;
 
 use crate::error::{Error, Result};
 use crate::rowstate::select_single_put;
@@ -79,33 +79,15 @@ impl<'a> RowRef<'a> {
     pub fn to_row(&self) -> Result<Row> {
         match self.body {
             Body::Owned(row) => Ok(row.clone()),
-            Body::Put { put: _, read, max_versions } => {
+            Body::Put { put, read, max_versions } => {
                 let key = self.primary_key()?;
-                let rec = self.decode_put()?;
-                select_single_put(key, rec, max_versions, read).ok_or_else(|| Error::Corruption {
+                select_single_put(key, put.to_record(), max_versions, read).ok_or_else(|| Error::Corruption {
                     path: Default::default(),
                     offset: 0,
                     detail: "a row read in place has no cell".into(),
                 })
             }
         }
-    }
-
-    /// The put record decoded into its owned form.
-    fn decode_put(&self) -> Result<RowRecord> {
-        let Body::Put { put, .. } = self.body else {
-            return Err(Error::Corruption { path: Default::default(), offset: 0, detail: "not a put".into() });
-        };
-        Ok(RowRecord::Put {
-            marker: put.marker(),
-            columns: put
-                .columns()
-                .map(|c| strata_format::record::ColumnCells {
-                    name: c.name.to_owned(),
-                    cells: c.cells().map(|(version, v)| crate::types::Cell { version, value: v.to_value() }).collect(),
-                })
-                .collect(),
-        })
     }
 }
 

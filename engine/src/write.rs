@@ -292,19 +292,20 @@ impl Inner {
         let mut used_stamp = false;
         let opts = &table.schema.options;
         let record = match op {
-            WriteOp::Put(p) if p.columns.len() == 1 && table.max_versions() >= 1 => {
+            WriteOp::Put(p) => 'put: {
                 // One cell (the common row): nothing to sort, merge or trim, so no vectors.
-                let (name, value, ver) = p.columns.first().ok_or_else(|| Error::invalid("put-empty", "no column"))?;
-                check_column_name(table, name)?;
-                check_value(name, value)?;
-                let v = ver.unwrap_or(stamp);
-                used_stamp |= ver.is_none();
-                check_version(opts, name, v, now)?;
-                let mut bytes = Vec::with_capacity(16 + name.len() + 12 + value.size_bytes());
-                encode_put(None, &[(name.as_str(), v, value)], &mut bytes);
-                bytes
-            }
-            WriteOp::Put(p) => {
+                if let [(name, value, ver)] = p.columns.as_slice()
+                    && table.max_versions() >= 1
+                {
+                    check_column_name(table, name)?;
+                    check_value(name, value)?;
+                    let v = ver.unwrap_or(stamp);
+                    used_stamp |= ver.is_none();
+                    check_version(opts, name, v, now)?;
+                    let mut bytes = Vec::with_capacity(16 + name.len() + 12 + value.size_bytes());
+                    encode_put(None, &[(name.as_str(), v, value)], &mut bytes);
+                    break 'put bytes;
+                }
                 // (column, version, value, position): the later of two equal versions wins.
                 let mut cells: Vec<(&str, u64, &Value, usize)> = Vec::with_capacity(p.columns.len());
                 for (i, (name, value, ver)) in p.columns.iter().enumerate() {

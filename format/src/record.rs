@@ -396,18 +396,8 @@ mod tests {
         assert_eq!(hex(&r.to_bytes()), "01000101410101010200000000000000");
     }
 
-    /// The owned record a [`PutRef`] describes, rebuilt through its iterators.
     fn owned(p: &PutRef<'_>) -> RowRecord {
-        RowRecord::Put {
-            marker: p.marker(),
-            columns: p
-                .columns()
-                .map(|c| ColumnCells {
-                    name: c.name.to_owned(),
-                    cells: c.cells().map(|(version, v)| Cell { version, value: v.to_value() }).collect(),
-                })
-                .collect(),
-        }
+        p.to_record()
     }
 
     #[test]
@@ -597,6 +587,20 @@ impl<'a> PutRef<'a> {
     /// Number of columns.
     pub fn column_count(&self) -> usize {
         self.columns
+    }
+
+    /// The record in its owned form, as [`RowRecord::decode`] returns it.
+    pub fn to_record(&self) -> RowRecord {
+        RowRecord::Put {
+            marker: self.marker,
+            columns: self
+                .columns()
+                .map(|c| ColumnCells {
+                    name: c.name.to_owned(),
+                    cells: c.cells().map(|(version, v)| Cell { version, value: v.to_value() }).collect(),
+                })
+                .collect(),
+        }
     }
 
     /// The columns, in ascending name order.
