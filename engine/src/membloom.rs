@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const PROBES: u32 = 6;
 /// Bits of a block: one 64-byte cache line.
 const BLOCK_BITS: u64 = 512;
-/// Filter bits per expected row (about 1.5 % false positives for a blocked filter).
+/// Filter bits per expected row (the test bounds the false positives of a full filter
+/// below 4 %).
 const BITS_PER_ROW: usize = 10;
 /// Memtable bytes per row the filter is sized for: smaller than a typical row's share (key,
 /// record and node overhead), so a memtable of small rows stays within the sizing.

@@ -9,7 +9,8 @@
 //! leader. (A `RwLock<BTreeMap>` inserted faster, but under a steady stream of writes readers
 //! were parked for milliseconds behind the writer; see docs/PERFORMANCE.md.) Each key keeps
 //! its first 32 bytes inline ([`MemKey`]), so most comparisons of a skip-list search are
-//! decided without following a pointer to the heap.
+//! decided without following a pointer to the heap. A bloom filter over the rows
+//! (`membloom.rs`) lets a point read skip the search of a memtable that lacks the row.
 
 use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;

@@ -396,17 +396,13 @@ mod tests {
         assert_eq!(hex(&r.to_bytes()), "01000101410101010200000000000000");
     }
 
-    fn owned(p: &PutRef<'_>) -> RowRecord {
-        p.to_record()
-    }
-
     #[test]
     fn put_ref_reads_what_decode_reads_and_rejects_what_it_rejects() {
         for r in sample() {
             let b = r.to_bytes();
             match PutRef::parse(&b).unwrap() {
                 Some(p) => {
-                    assert_eq!(owned(&p), r);
+                    assert_eq!(p.to_record(), r);
                     assert_eq!(p.column_count(), p.columns().count());
                     assert_eq!(p.cell_count(), r.cell_count());
                 }
@@ -454,7 +450,7 @@ mod tests {
             };
             let b = r.to_bytes();
             let p = PutRef::parse(&b).unwrap().unwrap();
-            prop_assert_eq!(owned(&p), r);
+            prop_assert_eq!(p.to_record(), r);
         }
 
         #[test]
@@ -462,9 +458,9 @@ mod tests {
             let mut put = vec![RecordKind::Put as u8];
             put.extend_from_slice(&b);
             match (PutRef::parse(&put), RowRecord::decode(&put)) {
-                (Ok(Some(p)), Ok(r)) => prop_assert_eq!(owned(&p), r),
+                (Ok(Some(p)), Ok(r)) => prop_assert_eq!(p.to_record(), r),
                 (Err(_), Err(_)) => {}
-                (a, d) => prop_assert!(false, "parse {:?} but decode {:?}", a.map(|p| p.map(|p| owned(&p))), d),
+                (a, d) => prop_assert!(false, "parse {:?} but decode {:?}", a.map(|p| p.map(|p| p.to_record())), d),
             }
         }
     }
