@@ -27,7 +27,7 @@
 use std::fs::File;
 use std::io;
 
-use memmap2::{MmapMut, MmapOptions};
+use memmap2::{Advice, MmapMut, MmapOptions};
 use rustix::fs::{FallocateFlags, fallocate};
 
 /// Bytes mapped and reserved at a time (a multiple of the page size, as mmap offsets must be).
@@ -91,7 +91,14 @@ impl MappedAppender {
             let len = (self.limit - start).min(WINDOW);
             fallocate(file, FallocateFlags::empty(), start, len)?;
             let len = usize::try_from(len).map_err(io::Error::other)?;
-            self.window = Some((start, map_window(file, start, len)?));
+            let map = map_window(file, start, len)?;
+            // No readahead on the window's faults: the bytes are about to be overwritten, and
+            // with readahead each first store zero-filled a large folio of the unwritten
+            // extent. Measured on this VM (128 MiB of 140-byte stores, 1 MiB windows): 11.3 µs
+            // per 4 KiB page with the default advice, 3.1 µs with `Random`
+            // (docs/PERFORMANCE.md). Advice only: if the kernel refuses it, appends still work.
+            let _ = map.advise(Advice::Random);
+            self.window = Some((start, map));
         }
         match self.window.as_mut() {
             Some((_, map)) => Ok(map),
