@@ -200,7 +200,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
                     let s = stamps.entry(e.table_id).or_insert(0);
                     *s = (*s).max(e.stamp);
                 }
-                mem.insert_batch(vec![(e.table_id, e.pk.as_slice(), seqno, e.record.clone())]);
+                mem.insert_batch(vec![(e.table_id, e.pk.as_slice(), seqno, e.record.as_slice().into())]);
                 replayed += 1;
             }
         }

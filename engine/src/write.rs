@@ -105,7 +105,9 @@ struct PreparedRow {
     table_id: u64,
     pk: Vec<u8>,
     stamp: u64,
-    record: Vec<u8>,
+    /// Boxed at its exact length: the memtable keeps it as is (a vector's spare capacity
+    /// would stay allocated until the memtable is flushed).
+    record: Box<[u8]>,
     receipt: WriteReceipt,
 }
 
@@ -160,8 +162,10 @@ impl Inner {
             (st.active.clone(), st.version.clone())
         };
         let mut written_bytes = 0u64;
+        // Records are encoded here, then copied into exact-length boxes.
+        let mut scratch = Vec::new();
         for (ticket, ops) in group {
-            match self.prepare_batch(&version, &ops, now, next_seq, &stamps) {
+            match self.prepare_batch(&version, &ops, now, next_seq, &stamps, &mut scratch) {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
                 Ok(Ok(mut rows)) => {
@@ -238,6 +242,7 @@ impl Inner {
         now: u64,
         first_seq: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
+        scratch: &mut Vec<u8>,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
         // A batch in strictly increasing (table, key) order cannot repeat a row: one comparison
         // per row instead of a hash insert (bulk loads arrive sorted).
@@ -258,7 +263,7 @@ impl Inner {
         // Every row is checked against the state before the batch.
         let snapshot = first_seq - 1;
         let prepared: Vec<Result<PreparedRow>> =
-            ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps)).collect();
+            ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps, scratch)).collect();
         if prepared.iter().all(|r| r.is_ok()) {
             return Ok(Ok(prepared.into_iter().filter_map(|r| r.ok()).collect()));
         }
@@ -278,6 +283,7 @@ impl Inner {
         now: u64,
         snapshot: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
+        scratch: &mut Vec<u8>,
     ) -> Result<PreparedRow> {
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
         let pk = encode_row_key(table, op.pk())?;
@@ -302,9 +308,9 @@ impl Inner {
                     let v = ver.unwrap_or(stamp);
                     used_stamp |= ver.is_none();
                     check_version(opts, name, v, now)?;
-                    let mut bytes = Vec::with_capacity(16 + name.len() + 12 + value.size_bytes());
-                    encode_put(None, &[(name.as_str(), v, value)], &mut bytes);
-                    break 'put bytes;
+                    scratch.clear();
+                    encode_put(None, &[(name.as_str(), v, value)], scratch);
+                    break 'put Box::from(scratch.as_slice());
                 }
                 // (column, version, value, position): the later of two equal versions wins.
                 let mut cells: Vec<(&str, u64, &Value, usize)> = Vec::with_capacity(p.columns.len());
@@ -335,10 +341,9 @@ impl Inner {
                 } else {
                     None
                 };
-                let mut bytes =
-                    Vec::with_capacity(16 + kept.iter().map(|c| c.0.len() + 12 + c.2.size_bytes()).sum::<usize>());
-                encode_put(marker, &kept, &mut bytes);
-                bytes
+                scratch.clear();
+                encode_put(marker, &kept, scratch);
+                Box::from(scratch.as_slice())
             }
             WriteOp::Update(u) => {
                 if u.ops.is_empty() {
@@ -404,9 +409,9 @@ impl Inner {
                 if cond.needs_read() {
                     check_condition(cond, state.as_ref(), op)?;
                 }
-                RowRecord::Update { max_versions: opts.max_versions, ops: out }.to_bytes()
+                RowRecord::Update { max_versions: opts.max_versions, ops: out }.to_bytes().into_boxed_slice()
             }
-            WriteOp::Delete(_) => RowRecord::Delete.to_bytes(),
+            WriteOp::Delete(_) => RowRecord::Delete.to_bytes().into_boxed_slice(),
         };
         if !matches!(op, WriteOp::Update(_)) && cond.needs_read() {
             let state = self.visible_state(table, &pk, snapshot, now)?;
