@@ -79,7 +79,7 @@ fn memtable(c: &mut Criterion) {
     let mut g = c.benchmark_group("memtable");
     // One iteration inserts 1,000 rows.
     g.throughput(Throughput::Elements(1000));
-    let recs: Vec<Vec<u8>> = (0..1024).map(record).collect();
+    let recs: Vec<Box<[u8]>> = (0..1024).map(|i| record(i).into_boxed_slice()).collect();
     g.bench_function("insert 1000 into 100k", |b| {
         b.iter_batched(
             || {
