@@ -46,13 +46,23 @@ struct QueueState {
 pub struct WriteQueue {
     state: Mutex<QueueState>,
     cv: Condvar,
-    /// The leader's WAL encoding buffer, kept across groups: a fresh buffer grown to a large
-    /// batch's size page-faults its way up every time (the kernel zeroing new pages was a
-    /// fifth of `fillbatch`'s writer). Only the leader takes it, so the lock is uncontended.
-    wal_buf: Mutex<Vec<u8>>,
+    /// The leader's encoding buffers, kept across groups. Only the leader takes them, so the
+    /// lock is uncontended.
+    bufs: Mutex<LeaderBufs>,
 }
 
-/// Capacity of the WAL encoding buffer kept after a group: one huge batch should not pin its
+/// Buffers the write leader reuses from group to group.
+#[derive(Default)]
+struct LeaderBufs {
+    /// The WAL record being encoded: a fresh buffer grown to a large batch's size page-faulted
+    /// its way up every time (the kernel zeroing new pages was a fifth of `fillbatch`'s writer).
+    wal: Vec<u8>,
+    /// One row's record, encoded here and then copied into an exact-length box: a fresh
+    /// vector per group would grow through five allocations for a 113-byte record.
+    record: Vec<u8>,
+}
+
+/// Capacity of an encoding buffer kept after a group: one huge batch or row should not pin its
 /// memory for the life of the database.
 const WAL_BUF_KEEP: usize = 4 << 20;
 
@@ -135,10 +145,19 @@ impl Inner {
                 st = q.state.lock();
                 guard.armed = false;
                 st.leader = false;
+                // The leader keeps its own result (a lone writer never touches `done`).
+                let mut mine = None;
                 for (t, r) in results {
-                    st.done.insert(t, r);
+                    if t == ticket {
+                        mine = Some(r);
+                    } else {
+                        st.done.insert(t, r);
+                    }
                 }
                 q.cv.notify_all();
+                if let Some(r) = mine {
+                    return r;
+                }
                 continue;
             }
             q.cv.wait(&mut st);
@@ -152,8 +171,8 @@ impl Inner {
         }
         let now = self.clock.now_ms();
         let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;
-        let mut wal_buf_guard = self.queue.wal_buf.lock();
-        let wal_buf = &mut *wal_buf_guard;
+        let mut bufs_guard = self.queue.bufs.lock();
+        let LeaderBufs { wal: wal_buf, record: scratch } = &mut *bufs_guard;
         wal_buf.clear();
         let mut results = Vec::with_capacity(group.len());
         let mut stamps = self.stamps.lock();
@@ -162,10 +181,8 @@ impl Inner {
             (st.active.clone(), st.version.clone())
         };
         let mut written_bytes = 0u64;
-        // Records are encoded here, then copied into exact-length boxes.
-        let mut scratch = Vec::new();
         for (ticket, ops) in group {
-            match self.prepare_batch(&version, &ops, now, next_seq, &stamps, &mut scratch) {
+            match self.prepare_batch(&version, &ops, now, next_seq, &stamps, scratch) {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
                 Ok(Ok(mut rows)) => {
@@ -222,7 +239,10 @@ impl Inner {
         if wal_buf.capacity() > WAL_BUF_KEEP {
             *wal_buf = Vec::new();
         }
-        drop(wal_buf_guard);
+        if scratch.capacity() > WAL_BUF_KEEP {
+            *scratch = Vec::new();
+        }
+        drop(bufs_guard);
         self.last_seqno.store(next_seq - 1, Ordering::Release);
         self.visible_seqno.store(next_seq - 1, Ordering::Release);
         if active.size() >= self.opts.write_buffer_bytes
