@@ -179,6 +179,83 @@ fn every_write_rule_has_its_error() {
     assert!(db.batch_write(vec![row("d"), row("e"), row("f")]).unwrap().into_result().is_ok());
 }
 
+/// `Db::put_batch` checks rows by the rules of `PutRow` (same error codes), and what it
+/// writes reads back as written, with one receipt per row.
+#[test]
+fn put_batch_follows_the_put_rules() {
+    let (db, clock) = db_with(
+        TableSchema::new("t")
+            .pk("s", KeyType::String)
+            .pk("b", KeyType::Binary)
+            .max_versions(3)
+            .ttl(Ttl::Seconds(60))
+            .max_version_offset_secs(3600),
+    );
+    let now = clock.now_ms();
+    let one = |pk: &[PkRef<'_>], cells: &[(&str, ValueRef<'_>, Option<u64>)]| {
+        let mut b = PutBatch::new("t");
+        b.put_cells(pk, cells);
+        db.put_batch(b).and_then(|r| r.into_result())
+    };
+    let k = [PkRef::String("a"), PkRef::Binary(&[1])];
+    let v = |x: i64| ValueRef::Integer(x);
+    assert_eq!(rule(one(&[PkRef::String("x")], &[])), "pk-column-count-mismatch");
+    assert_eq!(rule(one(&[PkRef::Integer(1), PkRef::Binary(&[1])], &[])), "pk-type");
+    let long = "x".repeat(1025);
+    assert_eq!(rule(one(&[PkRef::String(&long), PkRef::Binary(&[])], &[])), "pk-value-too-long");
+    assert_eq!(rule(one(&k, &[("s", v(1), None)])), "column-is-primary-key");
+    assert_eq!(rule(one(&k, &[("a b", v(1), None)])), "name");
+    let big = vec![0u8; (2 << 20) + 1];
+    assert_eq!(rule(one(&k, &[("v", ValueRef::Binary(&big), None)])), "value-too-large");
+    assert_eq!(rule(one(&k, &[("v", ValueRef::Double(f64::NAN), None)])), "double-not-finite");
+    assert_eq!(rule(one(&k, &[("v", v(1), Some(now + 3_600_000))])), "version-out-of-range");
+    assert_eq!(rule(one(&k, &[("v", v(1), Some(now - 60_000))])), "version-expired");
+    let names: Vec<String> = (0..33).map(|i| format!("c{i}")).collect();
+    let full = vec![0u8; 2 << 20];
+    let huge: Vec<_> = names.iter().map(|n| (n.as_str(), ValueRef::Binary(&full), None)).collect();
+    assert_eq!(rule(one(&k, &huge)), "row-too-large");
+    let mut missing = PutBatch::new("nope");
+    missing.put(&k, &[]);
+    assert!(matches!(db.put_batch(missing).and_then(|r| r.into_result()), Err(Error::TableNotFound(_))));
+    // A row failing fails the batch: the good row next to it is not applied.
+    let mut mixed = PutBatch::new("t");
+    mixed.put(&[PkRef::String("ok"), PkRef::Binary(&[])], &[("v", v(1))]);
+    mixed.put(&k, &[("v", ValueRef::Double(f64::INFINITY))]);
+    let res = db.put_batch(mixed).unwrap();
+    assert!(matches!(res.rows.first(), Some(Err(Error::NotApplied))), "{:?}", res.rows);
+    assert!(db.get_row("t", &pk!["ok", Vec::<u8>::new()], &ReadOptions::default()).unwrap().is_none());
+    // A repeat is refused whether the rows are sorted (no hash) or not.
+    let rows = |keys: &[&str]| {
+        let mut b = PutBatch::new("t");
+        for s in keys {
+            b.put(&[PkRef::String(s), PkRef::Binary(&[1])], &[("v", v(1))]);
+        }
+        db.put_batch(b).and_then(|r| r.into_result())
+    };
+    assert_eq!(rule(rows(&["a", "b", "b", "c"])), "batch-duplicate-row");
+    assert_eq!(rule(rows(&["c", "a", "c"])), "batch-duplicate-row");
+    assert_eq!(rows(&["c", "a", "b"]).unwrap().len(), 3);
+    // What was written reads back; receipts carry consecutive sequence numbers and the stamp.
+    let mut b = PutBatch::with_capacity("t", 2, 16);
+    b.put(&[PkRef::String("p"), PkRef::Binary(&[0, 1])], &[("n", v(7)), ("t", ValueRef::String("x"))]);
+    b.put_cells(&[PkRef::String("q"), PkRef::Binary(&[])], &[("n", v(8), Some(now - 5)), ("n", v(9), None)]);
+    let receipts = db.put_batch(b).unwrap().into_result().unwrap();
+    assert_eq!(receipts.len(), 2);
+    assert_eq!(receipts[1].seqno, receipts[0].seqno + 1);
+    assert_eq!(receipts[0].stamp_ms, now);
+    let p = db.get_row("t", &pk!["p", vec![0u8, 1]], &ReadOptions::default()).unwrap().unwrap();
+    assert_eq!(p.get("n"), Some(&Value::Integer(7)));
+    assert_eq!(p.get("t"), Some(&Value::String("x".into())));
+    let q = db.get_row("t", &pk!["q", Vec::<u8>::new()], &ReadOptions::default().max_versions(5)).unwrap().unwrap();
+    let versions: Vec<(u64, i64)> = q
+        .column("n")
+        .map_or(&[][..], |c| c.cells.as_slice())
+        .iter()
+        .map(|c| (c.version, if let Value::Integer(i) = c.value { i } else { -1 }))
+        .collect();
+    assert_eq!(versions, vec![(now, 9), (now - 5, 8)]);
+}
+
 #[test]
 fn every_read_rule_has_its_error() {
     let (db, _clock) = db_with(TableSchema::new("t").pk("k", KeyType::Integer));

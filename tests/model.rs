@@ -212,9 +212,21 @@ impl Harness {
     }
 
     fn check_write(&mut self, ops: Vec<WriteOp>) {
+        self.check_write_via(ops, false)
+    }
+
+    /// As `check_write`; with `put_batch`, the rows (unconditional puts into one table) go
+    /// through `Db::put_batch`, which must behave exactly as `batch_write`.
+    fn check_write_via(&mut self, ops: Vec<WriteOp>, put_batch: bool) {
         let now = self.now();
         let expected = self.model.batch(&ops, now);
-        let got = self.db().batch_write(ops.clone());
+        let got = if put_batch {
+            let batch = to_put_batch(&ops, self.rng.gen_bool(0.5));
+            assert_eq!(batch.len(), ops.len());
+            self.db().put_batch(batch)
+        } else {
+            self.db().batch_write(ops.clone())
+        };
         for op in &ops {
             self.log.push(format!(
                 "step {} now {now}: {} {} {op:?} -> model {:?}",
@@ -353,7 +365,29 @@ impl Harness {
                 let op = self.write_op(t, k);
                 self.check_write(vec![op]);
             }
-            45..=51 => {
+            49..=51 => {
+                // A PutBatch: unconditional puts into one table, sometimes a missing table or
+                // a key of the wrong type.
+                let t = match self.rng.gen_range(0..20) {
+                    0 => "nope",
+                    _ => self.table(),
+                };
+                let mut ops = Vec::new();
+                for _ in 0..self.rng.gen_range(0..6) {
+                    let k = match self.rng.gen_range(0..20) {
+                        0 => pk!["wrong"],
+                        _ => self.key(if t == "nope" { "t1" } else { t }),
+                    };
+                    let mut p = PutRow::new(t, k);
+                    for _ in 0..self.rng.gen_range(0..4) {
+                        let (c, v, ver) = (self.column(), self.value(), self.version());
+                        p.columns.push((c, v, ver));
+                    }
+                    ops.push(p.into());
+                }
+                self.check_write_via(ops, true);
+            }
+            45..=48 => {
                 let n = self.rng.gen_range(1..5);
                 let mut ops = Vec::new();
                 for _ in 0..n {
@@ -394,6 +428,26 @@ impl Harness {
             }
         }
     }
+}
+
+/// The same rows as a `PutBatch`; `stamped_only` uses `PutBatch::put` when no cell names a
+/// version (the other method, `put_cells`, otherwise).
+fn to_put_batch(ops: &[WriteOp], stamped_only: bool) -> PutBatch {
+    let mut batch = PutBatch::new(ops.first().map_or("t1", |o| o.table()));
+    for op in ops {
+        let WriteOp::Put(p) = op else { panic!("not a put: {op:?}") };
+        let pk: Vec<PkRef<'_>> = p.pk.0.iter().map(|v| v.as_row_value().expect("a row key")).collect();
+        if stamped_only && p.columns.iter().all(|c| c.2.is_none()) {
+            let cols: Vec<(&str, ValueRef<'_>)> =
+                p.columns.iter().map(|(n, v, _)| (n.as_str(), v.borrowed())).collect();
+            batch.put(&pk, &cols);
+        } else {
+            let cells: Vec<(&str, ValueRef<'_>, Option<u64>)> =
+                p.columns.iter().map(|(n, v, ver)| (n.as_str(), v.borrowed(), *ver)).collect();
+            batch.put_cells(&pk, &cells);
+        }
+    }
+    batch
 }
 
 #[test]

@@ -557,7 +557,7 @@ impl Db {
     }
 
     fn single(&self, op: WriteOp) -> Result<WriteReceipt> {
-        let mut out = self.inner.write_ops(vec![op])?;
+        let mut out = self.inner.write_ops(crate::write::Pending::Ops(vec![op]))?;
         out.pop().unwrap_or(Err(Error::NotApplied))
     }
 
@@ -590,7 +590,17 @@ impl Db {
     /// # Errors
     /// Whole-batch errors (a row named twice, poisoned, busy, I/O). Row errors are in the result.
     pub fn batch_write(&self, ops: Vec<WriteOp>) -> Result<BatchWriteResult> {
-        Ok(BatchWriteResult { rows: self.inner.write_ops(ops)? })
+        Ok(BatchWriteResult { rows: self.inner.write_ops(crate::write::Pending::Ops(ops))? })
+    }
+
+    /// Writes a [`PutBatch`](crate::PutBatch) atomically, exactly as [`Db::batch_write`]
+    /// would write the same rows as unconditional [`PutRow`]s (same checks, errors and
+    /// outcomes), without a `PutRow`'s allocations per row: for bulk loads.
+    ///
+    /// # Errors
+    /// As [`Db::batch_write`].
+    pub fn put_batch(&self, batch: crate::PutBatch) -> Result<BatchWriteResult> {
+        Ok(BatchWriteResult { rows: self.inner.write_ops(crate::write::Pending::Puts(batch))? })
     }
 
     /// GetRow: the row as of now, or `None`.

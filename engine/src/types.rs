@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-pub use strata_format::key::{KeyType, PkValue};
+pub use strata_format::key::{KeyType, PkRef, PkValue};
 pub use strata_format::record::Cell;
 pub use strata_format::value::{ColumnType, Value, ValueRef};
 
@@ -500,21 +500,24 @@ impl BatchWriteResult {
     /// The first failing row's error (not a `NotApplied`).
     pub fn into_result(self) -> std::result::Result<Vec<WriteReceipt>, Error> {
         let mut first_err = None;
-        let mut out = Vec::new();
-        for r in self.rows {
-            match r {
-                Ok(w) => out.push(w),
-                Err(Error::NotApplied) => {}
+        // Collected in place, into the outcomes' own allocation: growing a fresh vector to a
+        // 1,000-row batch's receipts page-faulted new memory on every batch (a sixth of
+        // `fillbatch`'s writer in perf).
+        let receipts: Vec<WriteReceipt> = self
+            .rows
+            .into_iter()
+            .filter_map(|r| match r {
+                Ok(w) => Some(w),
+                Err(Error::NotApplied) => None,
                 Err(e) => {
-                    if first_err.is_none() {
-                        first_err = Some(e);
-                    }
+                    first_err.get_or_insert(e);
+                    None
                 }
-            }
-        }
+            })
+            .collect();
         match first_err {
             Some(e) => Err(e),
-            None => Ok(out),
+            None => Ok(receipts),
         }
     }
 }

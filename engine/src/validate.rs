@@ -1,11 +1,11 @@
 //! Request validation: every rule of the data model, each with its own error code.
 
-use strata_format::key::{KeyType, MAX_PK_VALUE_BYTES, PkValue, encode_pk};
-use strata_format::value::MAX_VALUE_BYTES;
+use strata_format::key::{MAX_PK_VALUE_BYTES, PkRef, encode_pk, format_pk};
+use strata_format::value::{MAX_VALUE_BYTES, ValueRef};
 
 use crate::error::{Error, Result};
-use crate::schema::{TableOptions, validate_name};
-use crate::types::{PrimaryKey, Value};
+use crate::schema::{PkColumn, TableOptions, validate_name};
+use crate::types::PrimaryKey;
 use crate::version::Table;
 
 /// Encodes a full primary key after checking it against the table's schema.
@@ -27,21 +27,10 @@ pub fn encode_bound(table: &Table, pk: &PrimaryKey) -> Result<Vec<u8>> {
 }
 
 fn check_key(table: &Table, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {
-    let schema = &table.schema;
-    if pk.0.len() != schema.primary_key.len() {
-        return Err(Error::invalid(
-            "pk-column-count-mismatch",
-            format!(
-                "table {:?} has {} primary-key columns; the key {} has {}",
-                schema.name,
-                schema.primary_key.len(),
-                pk,
-                pk.0.len()
-            ),
-        ));
-    }
-    for (col, v) in schema.primary_key.iter().zip(&pk.0) {
-        match v.key_type() {
+    check_key_arity(table, pk.0.len(), || pk.to_string())?;
+    for (col, v) in table.schema.primary_key.iter().zip(&pk.0) {
+        match v.as_row_value() {
+            Some(r) => check_key_value(col, r)?,
             None if sentinels_ok => {}
             None => {
                 return Err(Error::invalid(
@@ -52,32 +41,59 @@ fn check_key(table: &Table, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {
                     ),
                 ));
             }
-            Some(t) if t != col.key_type => {
-                return Err(Error::invalid(
-                    "pk-type",
-                    format!("primary-key column {:?} is {}; the key gives a {} value", col.name, col.key_type, t),
-                ));
-            }
-            Some(_) => {}
-        }
-        let len = match v {
-            PkValue::String(s) => s.len(),
-            PkValue::Binary(b) => b.len(),
-            _ => 0,
-        };
-        if len > MAX_PK_VALUE_BYTES {
-            return Err(Error::invalid(
-                "pk-value-too-long",
-                format!(
-                    "primary-key column {:?} holds {len} bytes; at most {MAX_PK_VALUE_BYTES} are allowed",
-                    col.name
-                ),
-            ));
         }
     }
-    debug_assert!(
-        schema.primary_key.iter().all(|c| matches!(c.key_type, KeyType::Integer | KeyType::String | KeyType::Binary))
-    );
+    Ok(())
+}
+
+/// Appends the encoding of a row key given as borrowed values, after checking it against the
+/// table's schema (the rules of [`encode_row_key`]).
+///
+/// # Errors
+/// As [`encode_row_key`] (a borrowed key cannot hold a sentinel).
+pub fn encode_row_key_ref(table: &Table, pk: &[PkRef<'_>], out: &mut Vec<u8>) -> Result<()> {
+    check_key_arity(table, pk.len(), || format_pk(&pk.iter().map(PkRef::to_value).collect::<Vec<_>>()))?;
+    for (col, r) in table.schema.primary_key.iter().zip(pk) {
+        check_key_value(col, *r)?;
+    }
+    for r in pk {
+        r.encode(out);
+    }
+    Ok(())
+}
+
+fn check_key_arity(table: &Table, len: usize, key: impl FnOnce() -> String) -> Result<()> {
+    let schema = &table.schema;
+    if len != schema.primary_key.len() {
+        return Err(Error::invalid(
+            "pk-column-count-mismatch",
+            format!(
+                "table {:?} has {} primary-key columns; the key {} has {}",
+                schema.name,
+                schema.primary_key.len(),
+                key(),
+                len
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_key_value(col: &PkColumn, v: PkRef<'_>) -> Result<()> {
+    let t = v.key_type();
+    if t != col.key_type {
+        return Err(Error::invalid(
+            "pk-type",
+            format!("primary-key column {:?} is {}; the key gives a {} value", col.name, col.key_type, t),
+        ));
+    }
+    let len = v.payload_len();
+    if len > MAX_PK_VALUE_BYTES {
+        return Err(Error::invalid(
+            "pk-value-too-long",
+            format!("primary-key column {:?} holds {len} bytes; at most {MAX_PK_VALUE_BYTES} are allowed", col.name),
+        ));
+    }
     Ok(())
 }
 
@@ -103,14 +119,14 @@ pub fn check_column_name(table: &Table, name: &str) -> Result<()> {
 ///
 /// # Errors
 /// `Invalid` with rules `value-too-large` or `double-not-finite`.
-pub fn check_value(column: &str, v: &Value) -> Result<()> {
+pub fn check_value(column: &str, v: ValueRef<'_>) -> Result<()> {
     if v.size_bytes() > MAX_VALUE_BYTES {
         return Err(Error::invalid(
             "value-too-large",
             format!("column {column:?} holds {} bytes; at most {MAX_VALUE_BYTES} (2 MiB) are allowed", v.size_bytes()),
         ));
     }
-    if let Value::Double(d) = v
+    if let ValueRef::Double(d) = v
         && !d.is_finite()
     {
         return Err(Error::invalid(

@@ -19,24 +19,33 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 
 use parking_lot::{Condvar, Mutex};
-use strata_format::key::partition_key;
+use strata_format::key::{PkRef, PkValue, format_pk, partition_key};
 use strata_format::record::{CellOp, MAX_RECORD_BYTES, RowRecord, encode_put};
 use strata_format::wal::{begin_record, encode_batch_header, encode_entry, end_record};
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
 use crate::options::SyncMode;
+use crate::putbatch::PutBatch;
 use crate::rowstate::{RowState, eval_condition, validate_condition};
-use crate::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, WriteOp, WriteReceipt};
-use crate::validate::{check_column_name, check_value, check_version, encode_row_key};
-use crate::version::Version;
+use crate::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
+use crate::validate::{check_column_name, check_value, check_version, encode_row_key, encode_row_key_ref};
+use crate::version::{Table, Version};
 
 type GroupResult = Result<Vec<RowOutcome>>;
+
+/// One writer's request, as queued for the leader.
+pub(crate) enum Pending {
+    /// [`crate::Db::batch_write`] and the single-row calls.
+    Ops(Vec<WriteOp>),
+    /// [`crate::Db::put_batch`].
+    Puts(PutBatch),
+}
 
 #[derive(Default)]
 struct QueueState {
     next_ticket: u64,
-    pending: VecDeque<(u64, Vec<WriteOp>)>,
+    pending: VecDeque<(u64, Pending)>,
     leader: bool,
     done: HashMap<u64, GroupResult>,
 }
@@ -123,7 +132,7 @@ struct PreparedRow {
 
 impl Inner {
     /// Commits a batch through the group-commit queue; one outcome per operation.
-    pub(crate) fn write_ops(&self, ops: Vec<WriteOp>) -> Result<Vec<RowOutcome>> {
+    pub(crate) fn write_ops(&self, ops: Pending) -> Result<Vec<RowOutcome>> {
         self.check_writable()?;
         self.wait_for_room()?;
         let q = &self.queue;
@@ -164,7 +173,7 @@ impl Inner {
         }
     }
 
-    fn commit_group(&self, group: Vec<(u64, Vec<WriteOp>)>) -> Vec<(u64, GroupResult)> {
+    fn commit_group(&self, group: Vec<(u64, Pending)>) -> Vec<(u64, GroupResult)> {
         if let Err(e) = self.check_writable() {
             let msg = e.to_string();
             return group.into_iter().map(|(t, _)| (t, Err(Error::Poisoned(msg.clone())))).collect();
@@ -181,8 +190,12 @@ impl Inner {
             (st.active.clone(), st.version.clone())
         };
         let mut written_bytes = 0u64;
-        for (ticket, ops) in group {
-            match self.prepare_batch(&version, &ops, now, next_seq, &stamps, scratch) {
+        for (ticket, pending) in group {
+            let prepared = match &pending {
+                Pending::Ops(ops) => self.prepare_batch(&version, ops, now, next_seq, &stamps, scratch),
+                Pending::Puts(batch) => self.prepare_put_batch(&version, batch, now, &stamps, scratch),
+            };
+            match prepared {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
                 Ok(Ok(mut rows)) => {
@@ -318,52 +331,11 @@ impl Inner {
         let mut used_stamp = false;
         let opts = &table.schema.options;
         let record = match op {
-            WriteOp::Put(p) => 'put: {
-                // One cell (the common row): nothing to sort, merge or trim, so no vectors.
-                if let [(name, value, ver)] = p.columns.as_slice()
-                    && table.max_versions() >= 1
-                {
-                    check_column_name(table, name)?;
-                    check_value(name, value)?;
-                    let v = ver.unwrap_or(stamp);
-                    used_stamp |= ver.is_none();
-                    check_version(opts, name, v, now)?;
-                    scratch.clear();
-                    encode_put(None, &[(name.as_str(), v, value)], scratch);
-                    break 'put Box::from(scratch.as_slice());
-                }
-                // (column, version, value, position): the later of two equal versions wins.
-                let mut cells: Vec<(&str, u64, &Value, usize)> = Vec::with_capacity(p.columns.len());
-                for (i, (name, value, ver)) in p.columns.iter().enumerate() {
-                    check_column_name(table, name)?;
-                    check_value(name, value)?;
-                    let v = ver.unwrap_or(stamp);
-                    used_stamp |= ver.is_none();
-                    check_version(opts, name, v, now)?;
-                    cells.push((name.as_str(), v, value, i));
-                }
-                if cells.len() > 1 {
-                    cells.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)).then(b.3.cmp(&a.3)));
-                    cells.dedup_by(|later, earlier| later.0 == earlier.0 && later.1 == earlier.1);
-                }
-                let max = table.max_versions();
-                let mut kept: Vec<(&str, u64, &Value)> = Vec::with_capacity(cells.len());
-                let mut rank = 0;
-                for (i, c) in cells.iter().enumerate() {
-                    rank = if i > 0 && cells.get(i - 1).is_some_and(|p| p.0 == c.0) { rank + 1 } else { 0 };
-                    if rank < max {
-                        kept.push((c.0, c.1, c.2));
-                    }
-                }
-                let marker = if kept.is_empty() {
-                    used_stamp = true;
-                    Some(stamp)
-                } else {
-                    None
-                };
-                scratch.clear();
-                encode_put(marker, &kept, scratch);
-                Box::from(scratch.as_slice())
+            WriteOp::Put(p) => {
+                let cells = p.columns.iter().map(|(name, value, ver)| (name.as_str(), value.borrowed(), *ver));
+                let (record, stamped) = encode_put_cells(table, cells, stamp, now, scratch)?;
+                used_stamp |= stamped;
+                record
             }
             WriteOp::Update(u) => {
                 if u.ops.is_empty() {
@@ -398,7 +370,7 @@ impl Inner {
                 for o in &u.ops {
                     out.push(match o {
                         UpdateOp::Put { column, value, version } => {
-                            check_value(column, value)?;
+                            check_value(column, value.borrowed())?;
                             let v = version.unwrap_or(stamp);
                             used_stamp |= version.is_none();
                             check_version(opts, column, v, now)?;
@@ -437,22 +409,155 @@ impl Inner {
             let state = self.visible_state(table, &pk, snapshot, now)?;
             check_condition(cond, state.as_ref(), op)?;
         }
-        let bytes = record;
-        if bytes.len() > MAX_RECORD_BYTES {
-            return Err(Error::invalid(
-                "row-too-large",
-                format!(
-                    "row {} encodes to {} bytes; one row mutation may hold at most {MAX_RECORD_BYTES}",
-                    op.pk(),
-                    bytes.len()
-                ),
-            ));
-        }
+        check_record_size(&record, || op.pk().to_string())?;
         if used_stamp {
             receipt.stamp_ms = stamp;
         }
-        Ok(PreparedRow { table_id: table.id, pk, stamp: if used_stamp { stamp } else { 0 }, record: bytes, receipt })
+        Ok(PreparedRow { table_id: table.id, pk, stamp: if used_stamp { stamp } else { 0 }, record, receipt })
     }
+
+    /// Prepares a [`PutBatch`] as [`Inner::prepare_batch`] prepares the same rows given as
+    /// unconditional `PutRow`s: the same whole-batch and row errors, the same records.
+    fn prepare_put_batch(
+        &self,
+        version: &Version,
+        batch: &PutBatch,
+        now: u64,
+        stamps: &std::collections::BTreeMap<u64, u64>,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
+        let (mut pk, mut cells) = (Vec::new(), Vec::new());
+        // A repeated row is a whole-batch error, found before any row is checked (as in
+        // `prepare_batch`): rows in strictly increasing key order cannot repeat, others are
+        // hashed.
+        let mut prev_pk = Vec::new();
+        let mut increasing = true;
+        for i in 0..batch.len() {
+            batch.row_key(i, &mut pk);
+            increasing &= i == 0 || prev_pk < pk;
+            std::mem::swap(&mut prev_pk, &mut pk);
+        }
+        if batch.len() > 1 && !increasing {
+            let mut seen = HashSet::with_capacity_and_hasher(batch.len(), xxhash_rust::xxh3::Xxh3Builder::new());
+            for i in 0..batch.len() {
+                let mut key = Vec::new();
+                batch.row_key(i, &mut key);
+                if let Some(dup) = seen.replace(key) {
+                    let owned: Vec<PkValue> = dup.iter().map(PkRef::to_value).collect();
+                    return Err(Error::invalid(
+                        "batch-duplicate-row",
+                        format!("row {} of table {:?} appears twice in one batch", format_pk(&owned), batch.table()),
+                    ));
+                }
+            }
+        }
+        let Some(table) = version.table(batch.table()) else {
+            let missing = || Error::TableNotFound(batch.table().to_owned());
+            if batch.is_empty() {
+                return Ok(Ok(Vec::new()));
+            }
+            return Ok(Err((0..batch.len()).map(|_| Err(missing())).collect()));
+        };
+        let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
+        let mut prepared: Vec<Result<PreparedRow>> = Vec::with_capacity(batch.len());
+        for i in 0..batch.len() {
+            batch.row(i, &mut pk, &mut cells);
+            let row = (|| {
+                let mut key = Vec::new();
+                encode_row_key_ref(table, &pk, &mut key)?;
+                let (record, used_stamp) = encode_put_cells(table, cells.iter().copied(), stamp, now, scratch)?;
+                check_record_size(&record, || format_pk(&pk.iter().map(PkRef::to_value).collect::<Vec<_>>()))?;
+                let receipt = WriteReceipt { stamp_ms: if used_stamp { stamp } else { 0 }, ..WriteReceipt::default() };
+                Ok(PreparedRow {
+                    table_id: table.id,
+                    pk: key,
+                    stamp: if used_stamp { stamp } else { 0 },
+                    record,
+                    receipt,
+                })
+            })();
+            prepared.push(row);
+        }
+        if prepared.iter().all(|r| r.is_ok()) {
+            return Ok(Ok(prepared.into_iter().filter_map(|r| r.ok()).collect()));
+        }
+        Ok(Err(prepared
+            .into_iter()
+            .map(|r| match r {
+                Ok(_) => Err(Error::NotApplied),
+                Err(e) => Err(e),
+            })
+            .collect()))
+    }
+}
+
+/// Encodes a whole-row put from its cells `(column, value, explicit version)` after checking
+/// each cell; returns the record, boxed at its exact length, and whether a cell took the
+/// engine stamp. Equal versions of a column keep the later cell; a column keeps at most
+/// `max_versions` versions; a put left without cells writes an empty row (a stamped marker).
+fn encode_put_cells<'c>(
+    table: &Table,
+    cells: impl ExactSizeIterator<Item = (&'c str, ValueRef<'c>, Option<u64>)>,
+    stamp: u64,
+    now: u64,
+    scratch: &mut Vec<u8>,
+) -> Result<(Box<[u8]>, bool)> {
+    let opts = &table.schema.options;
+    let mut used_stamp = false;
+    let n = cells.len();
+    // (column, version, value, position): the later of two equal versions wins.
+    let mut list: Vec<(&str, u64, ValueRef<'_>, usize)> = Vec::new();
+    for (i, (name, value, ver)) in cells.enumerate() {
+        check_column_name(table, name)?;
+        check_value(name, value)?;
+        let v = ver.unwrap_or(stamp);
+        used_stamp |= ver.is_none();
+        check_version(opts, name, v, now)?;
+        if n == 1 && table.max_versions() >= 1 {
+            // One cell (the common row): nothing to sort, merge or trim, so no vectors.
+            scratch.clear();
+            encode_put(None, &[(name, v, value)], scratch);
+            return Ok((Box::from(scratch.as_slice()), used_stamp));
+        }
+        list.push((name, v, value, i));
+    }
+    if list.len() > 1 {
+        list.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)).then(b.3.cmp(&a.3)));
+        list.dedup_by(|later, earlier| later.0 == earlier.0 && later.1 == earlier.1);
+    }
+    let max = table.max_versions();
+    let mut kept: Vec<(&str, u64, ValueRef<'_>)> = Vec::with_capacity(list.len());
+    let mut rank = 0;
+    for (i, c) in list.iter().enumerate() {
+        rank = if i > 0 && list.get(i - 1).is_some_and(|p| p.0 == c.0) { rank + 1 } else { 0 };
+        if rank < max {
+            kept.push((c.0, c.1, c.2));
+        }
+    }
+    let marker = if kept.is_empty() {
+        used_stamp = true;
+        Some(stamp)
+    } else {
+        None
+    };
+    scratch.clear();
+    encode_put(marker, &kept, scratch);
+    Ok((Box::from(scratch.as_slice()), used_stamp))
+}
+
+/// Refuses a row record over [`MAX_RECORD_BYTES`] (`key` names the row in the error).
+fn check_record_size(record: &[u8], key: impl FnOnce() -> String) -> Result<()> {
+    if record.len() > MAX_RECORD_BYTES {
+        return Err(Error::invalid(
+            "row-too-large",
+            format!(
+                "row {} encodes to {} bytes; one row mutation may hold at most {MAX_RECORD_BYTES}",
+                key(),
+                record.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a write's condition against the row's visible state (`None`: the row is missing).

@@ -150,6 +150,80 @@ impl fmt::Display for PkValue {
     }
 }
 
+/// A primary-key value of a row, borrowed from the caller (no sentinels: those bound ranges,
+/// never name a row). What a [`PkValue`] holds, without owning it.
+// Ord is the derived one (type, then value), not the key order of [`PkValue`]: it only has
+// to be a total order consistent with equality (a batch in increasing order has no repeats).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PkRef<'a> {
+    /// A signed 64-bit integer.
+    Integer(i64),
+    /// A UTF-8 string.
+    String(&'a str),
+    /// Arbitrary bytes.
+    Binary(&'a [u8]),
+}
+
+impl PkRef<'_> {
+    /// The column type this value belongs to.
+    pub fn key_type(&self) -> KeyType {
+        match self {
+            PkRef::Integer(_) => KeyType::Integer,
+            PkRef::String(_) => KeyType::String,
+            PkRef::Binary(_) => KeyType::Binary,
+        }
+    }
+
+    /// Bytes of a string or binary value (0 for an integer), as limited by
+    /// [`MAX_PK_VALUE_BYTES`].
+    pub fn payload_len(&self) -> usize {
+        match self {
+            PkRef::Integer(_) => 0,
+            PkRef::String(s) => s.len(),
+            PkRef::Binary(b) => b.len(),
+        }
+    }
+
+    /// Appends the encoding (as [`encode_pk_value`]).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            PkRef::Integer(i) => {
+                out.push(TAG_INTEGER);
+                out.extend_from_slice(&((*i as u64) ^ (1 << 63)).to_be_bytes());
+            }
+            PkRef::String(s) => {
+                out.push(TAG_STRING);
+                put_escaped(out, s.as_bytes());
+            }
+            PkRef::Binary(b) => {
+                out.push(TAG_BINARY);
+                put_escaped(out, b);
+            }
+        }
+    }
+
+    /// An owned copy.
+    pub fn to_value(&self) -> PkValue {
+        match *self {
+            PkRef::Integer(i) => PkValue::Integer(i),
+            PkRef::String(s) => PkValue::String(s.to_owned()),
+            PkRef::Binary(b) => PkValue::Binary(b.to_vec()),
+        }
+    }
+}
+
+impl PkValue {
+    /// The value as a [`PkRef`] borrowing this one; `None` for a sentinel.
+    pub fn as_row_value(&self) -> Option<PkRef<'_>> {
+        match self {
+            PkValue::Integer(i) => Some(PkRef::Integer(*i)),
+            PkValue::String(s) => Some(PkRef::String(s)),
+            PkValue::Binary(b) => Some(PkRef::Binary(b)),
+            PkValue::InfMin | PkValue::InfMax => None,
+        }
+    }
+}
+
 /// Formats a whole primary key as `[v1, v2, ...]` in the notation of [`PkValue`]'s `Display`.
 pub fn format_pk(values: &[PkValue]) -> String {
     let parts: Vec<String> = values.iter().map(|v| v.to_string()).collect();
@@ -168,21 +242,10 @@ fn put_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
 
 /// Appends the encoding of one column value.
 pub fn encode_pk_value(v: &PkValue, out: &mut Vec<u8>) {
-    match v {
-        PkValue::InfMin => out.push(TAG_INF_MIN),
-        PkValue::InfMax => out.push(TAG_INF_MAX),
-        PkValue::Integer(i) => {
-            out.push(TAG_INTEGER);
-            out.extend_from_slice(&((*i as u64) ^ (1 << 63)).to_be_bytes());
-        }
-        PkValue::String(s) => {
-            out.push(TAG_STRING);
-            put_escaped(out, s.as_bytes());
-        }
-        PkValue::Binary(b) => {
-            out.push(TAG_BINARY);
-            put_escaped(out, b);
-        }
+    match v.as_row_value() {
+        Some(r) => r.encode(out),
+        None if matches!(v, PkValue::InfMin) => out.push(TAG_INF_MIN),
+        None => out.push(TAG_INF_MAX),
     }
 }
 

@@ -348,7 +348,7 @@ mod tests {
     #[test]
     fn borrowed_put_encoding_equals_the_record_encoding() {
         let (a, b) = (Value::Integer(1), Value::String("x".into()));
-        let cells = [("a", 9, &a), ("a", 3, &b), ("b", 5, &a)];
+        let cells = [("a", 9, a.borrowed()), ("a", 3, b.borrowed()), ("b", 5, a.borrowed())];
         let mut out = Vec::new();
         encode_put(None, &cells, &mut out);
         let rec = RowRecord::Put {
@@ -469,7 +469,7 @@ mod tests {
 /// Encodes a put record from borrowed cells `(column, version, value)`, which must be sorted
 /// by column name, then by strictly decreasing version within a column (the layout of
 /// [`RowRecord::Put`], without building it).
-pub fn encode_put(marker: Option<u64>, cells: &[(&str, u64, &Value)], out: &mut Vec<u8>) {
+pub fn encode_put(marker: Option<u64>, cells: &[(&str, u64, ValueRef<'_>)], out: &mut Vec<u8>) {
     out.push(RecordKind::Put as u8);
     match marker {
         None => out.push(0),

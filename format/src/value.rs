@@ -84,25 +84,13 @@ impl Value {
 
     /// Payload size in bytes as counted against the 2 MiB limit (8 for numbers, 1 for booleans).
     pub fn size_bytes(&self) -> usize {
-        match self {
-            Value::Integer(_) | Value::Double(_) => 8,
-            Value::Boolean(_) => 1,
-            Value::String(s) => s.len(),
-            Value::Binary(b) => b.len(),
-        }
+        self.borrowed().size_bytes()
     }
 
     /// Appends the encoding: type byte, then 8 bytes LE for Integer/Double, 1 byte for Boolean,
     /// varint length and bytes for String/Binary.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        out.push(self.column_type() as u8);
-        match self {
-            Value::Integer(i) => out.extend_from_slice(&i.to_le_bytes()),
-            Value::Double(d) => out.extend_from_slice(&d.to_bits().to_le_bytes()),
-            Value::Boolean(b) => out.push(u8::from(*b)),
-            Value::String(s) => put_bytes(out, s.as_bytes()),
-            Value::Binary(b) => put_bytes(out, b),
-        }
+        self.borrowed().encode(out)
     }
 
     /// Decodes one value from the cursor.
@@ -166,6 +154,39 @@ pub enum ValueRef<'a> {
 }
 
 impl ValueRef<'_> {
+    /// The value's type.
+    pub fn column_type(&self) -> ColumnType {
+        match self {
+            ValueRef::Integer(_) => ColumnType::Integer,
+            ValueRef::String(_) => ColumnType::String,
+            ValueRef::Binary(_) => ColumnType::Binary,
+            ValueRef::Double(_) => ColumnType::Double,
+            ValueRef::Boolean(_) => ColumnType::Boolean,
+        }
+    }
+
+    /// Payload size in bytes as counted against the 2 MiB limit (8 for numbers, 1 for booleans).
+    pub fn size_bytes(&self) -> usize {
+        match self {
+            ValueRef::Integer(_) | ValueRef::Double(_) => 8,
+            ValueRef::Boolean(_) => 1,
+            ValueRef::String(s) => s.len(),
+            ValueRef::Binary(b) => b.len(),
+        }
+    }
+
+    /// Appends the encoding (as [`Value::encode`]).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(self.column_type() as u8);
+        match self {
+            ValueRef::Integer(i) => out.extend_from_slice(&i.to_le_bytes()),
+            ValueRef::Double(d) => out.extend_from_slice(&d.to_bits().to_le_bytes()),
+            ValueRef::Boolean(b) => out.push(u8::from(*b)),
+            ValueRef::String(s) => put_bytes(out, s.as_bytes()),
+            ValueRef::Binary(b) => put_bytes(out, b),
+        }
+    }
+
     /// An owned copy.
     pub fn to_value(&self) -> Value {
         match *self {
