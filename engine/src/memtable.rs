@@ -190,18 +190,40 @@ impl Memtable {
 
     /// Inserts entries `(table id, encoded pk, seqno, record)`.
     pub fn insert_batch<'a>(&self, entries: impl IntoIterator<Item = (u64, &'a [u8], u64, Box<[u8]>)>) {
+        /// Entries taken from the iterator at a time.
+        const CHUNK: usize = 16;
         let mut added = 0;
         let mut max_seq = 0;
         // One epoch pin for the whole batch: the skip list pins on every insert and again to
         // release the entry it returns, and a nested pin is a counter increment where an
         // outermost one is a fence.
         let _pin = crossbeam_epoch::pin();
-        for (table, pk, seqno, record) in entries {
-            self.bloom.insert(row_hash(table, pk));
-            let k = MemKey::for_row(table, pk, seqno);
-            added += 8 + k.len() + record.len() + ENTRY_OVERHEAD;
-            max_seq = max_seq.max(seqno);
-            self.map.insert(k, record);
+        let mut entries = entries.into_iter();
+        let mut chunk: [Option<(u64, &'a [u8], u64, Box<[u8]>)>; CHUNK] = std::array::from_fn(|_| None);
+        loop {
+            let mut n = 0;
+            for slot in chunk.iter_mut() {
+                let Some(e) = entries.next() else { break };
+                *slot = Some(e);
+                n += 1;
+            }
+            if n == 0 {
+                break;
+            }
+            // The chunk's filter bits first, in a loop of their own: each row's bits sit in a
+            // random cache line of the filter, and with nothing in between the lines are
+            // fetched together instead of one miss per skip-list insert (fillbatch's writer
+            // spent 8 % in the filter insert).
+            for (table, pk, _, _) in chunk.iter().take(n).flatten() {
+                self.bloom.insert(row_hash(*table, pk));
+            }
+            for slot in chunk.iter_mut().take(n) {
+                let Some((table, pk, seqno, record)) = slot.take() else { continue };
+                let k = MemKey::for_row(table, pk, seqno);
+                added += 8 + k.len() + record.len() + ENTRY_OVERHEAD;
+                max_seq = max_seq.max(seqno);
+                self.map.insert(k, record);
+            }
         }
         self.size.fetch_add(added, Ordering::Relaxed);
         self.max_seqno.fetch_max(max_seq, Ordering::Relaxed);
