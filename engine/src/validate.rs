@@ -1,6 +1,6 @@
 //! Request validation: every rule of the data model, each with its own error code.
 
-use strata_format::key::{MAX_PK_VALUE_BYTES, PkRef, encode_pk, format_pk};
+use strata_format::key::{MAX_PK_VALUE_BYTES, PkRef, encode_pk, encode_pk_value, format_pk};
 use strata_format::value::{MAX_VALUE_BYTES, ValueRef};
 
 use crate::error::{Error, Result};
@@ -46,18 +46,28 @@ fn check_key(table: &Table, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {
     Ok(())
 }
 
-/// Appends the encoding of a row key given as borrowed values, after checking it against the
-/// table's schema (the rules of [`encode_row_key`]).
+/// Appends the encoding of a full primary key to `out` after checking it against the table's
+/// schema (the rules of [`encode_row_key`]).
 ///
 /// # Errors
-/// As [`encode_row_key`] (a borrowed key cannot hold a sentinel).
-pub fn encode_row_key_ref(table: &Table, pk: &[PkRef<'_>], out: &mut Vec<u8>) -> Result<()> {
+/// As [`encode_row_key`]; nothing is appended then.
+pub fn encode_row_key_into(table: &Table, pk: &PrimaryKey, out: &mut Vec<u8>) -> Result<()> {
+    check_key(table, pk, false)?;
+    for v in &pk.0 {
+        encode_pk_value(v, out);
+    }
+    Ok(())
+}
+
+/// Checks a row key given as borrowed values against the table's schema (the rules of
+/// [`encode_row_key`]; a borrowed key cannot hold a sentinel).
+///
+/// # Errors
+/// As [`encode_row_key`].
+pub fn check_row_key_ref(table: &Table, pk: &[PkRef<'_>]) -> Result<()> {
     check_key_arity(table, pk.len(), || format_pk(&pk.iter().map(PkRef::to_value).collect::<Vec<_>>()))?;
     for (col, r) in table.schema.primary_key.iter().zip(pk) {
         check_key_value(col, *r)?;
-    }
-    for r in pk {
-        r.encode(out);
     }
     Ok(())
 }

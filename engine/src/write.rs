@@ -29,7 +29,7 @@ use crate::options::SyncMode;
 use crate::putbatch::PutBatch;
 use crate::rowstate::{RowState, eval_condition, validate_condition};
 use crate::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
-use crate::validate::{check_column_name, check_value, check_version, encode_row_key, encode_row_key_ref};
+use crate::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
 use crate::version::{Table, Version};
 
 type GroupResult = Result<Vec<RowOutcome>>;
@@ -69,6 +69,8 @@ struct LeaderBufs {
     /// One row's record, encoded here and then copied into an exact-length box: a fresh
     /// vector per group would grow through five allocations for a 113-byte record.
     record: Vec<u8>,
+    /// The encoded keys of the group's rows, one after another (no allocation per row).
+    keys: Vec<u8>,
 }
 
 /// Capacity of an encoding buffer kept after a group: one huge batch or row should not pin its
@@ -122,7 +124,8 @@ impl Drop for LeaderGuard<'_> {
 
 struct PreparedRow {
     table_id: u64,
-    pk: Vec<u8>,
+    /// The encoded key, in the leader's key buffer (`LeaderBufs::keys`).
+    pk: std::ops::Range<usize>,
     stamp: u64,
     /// Boxed at its exact length: the memtable keeps it as is (a vector's spare capacity
     /// would stay allocated until the memtable is flushed).
@@ -181,8 +184,9 @@ impl Inner {
         let now = self.clock.now_ms();
         let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;
         let mut bufs_guard = self.queue.bufs.lock();
-        let LeaderBufs { wal: wal_buf, record: scratch } = &mut *bufs_guard;
+        let LeaderBufs { wal: wal_buf, record: scratch, keys } = &mut *bufs_guard;
         wal_buf.clear();
+        keys.clear();
         let mut results = Vec::with_capacity(group.len());
         let mut stamps = self.stamps.lock();
         let (active, version) = {
@@ -192,8 +196,8 @@ impl Inner {
         let mut written_bytes = 0u64;
         for (ticket, pending) in group {
             let prepared = match &pending {
-                Pending::Ops(ops) => self.prepare_batch(&version, ops, now, next_seq, &stamps, scratch),
-                Pending::Puts(batch) => self.prepare_put_batch(&version, batch, now, &stamps, scratch),
+                Pending::Ops(ops) => self.prepare_batch(&version, ops, now, next_seq, &stamps, scratch, keys),
+                Pending::Puts(batch) => self.prepare_put_batch(&version, batch, now, &stamps, scratch, keys),
             };
             match prepared {
                 Err(e) => results.push((ticket, Err(e))),
@@ -209,18 +213,20 @@ impl Inner {
                             let s = stamps.entry(r.table_id).or_insert(0);
                             *s = (*s).max(r.stamp);
                         }
-                        let bytes = (r.pk.len() + r.record.len()) as u64;
+                        let pk = keys.get(r.pk.clone()).unwrap_or_default();
+                        let bytes = (pk.len() + r.record.len()) as u64;
                         written_bytes += bytes;
-                        let pk0 = partition_key(&r.pk);
+                        let pk0 = partition_key(pk);
                         if let Some(p) = version.tables.get(&r.table_id).and_then(|t| t.partition_for(pk0)) {
                             p.load.record_write(now, self.opts.load_split.map(|_| pk0), bytes);
                         }
-                        encode_entry(r.table_id, &r.pk, r.stamp, &r.record, wal_buf);
+                        encode_entry(r.table_id, pk, r.stamp, &r.record, wal_buf);
                         receipts.push(Ok(WriteReceipt { seqno: first_seqno + i as u64, ..r.receipt.clone() }));
                     }
                     end_record(wal_buf, start);
                     active.insert_batch(rows.iter_mut().enumerate().map(|(i, r)| {
-                        (r.table_id, r.pk.as_slice(), first_seqno + i as u64, std::mem::take(&mut r.record))
+                        let pk = keys.get(r.pk.clone()).unwrap_or_default();
+                        (r.table_id, pk, first_seqno + i as u64, std::mem::take(&mut r.record))
                     }));
                     next_seq += receipts.len() as u64;
                     results.push((ticket, Ok(receipts)));
@@ -255,6 +261,9 @@ impl Inner {
         if scratch.capacity() > WAL_BUF_KEEP {
             *scratch = Vec::new();
         }
+        if keys.capacity() > WAL_BUF_KEEP {
+            *keys = Vec::new();
+        }
         drop(bufs_guard);
         self.last_seqno.store(next_seq - 1, Ordering::Release);
         self.visible_seqno.store(next_seq - 1, Ordering::Release);
@@ -276,6 +285,7 @@ impl Inner {
         first_seq: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
         scratch: &mut Vec<u8>,
+        keys: &mut Vec<u8>,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
         // A batch in strictly increasing (table, key) order cannot repeat a row: one comparison
         // per row instead of a hash insert (bulk loads arrive sorted).
@@ -296,7 +306,7 @@ impl Inner {
         // Every row is checked against the state before the batch.
         let snapshot = first_seq - 1;
         let prepared: Vec<Result<PreparedRow>> =
-            ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps, scratch)).collect();
+            ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps, scratch, keys)).collect();
         if prepared.iter().all(|r| r.is_ok()) {
             return Ok(Ok(prepared.into_iter().filter_map(|r| r.ok()).collect()));
         }
@@ -317,9 +327,13 @@ impl Inner {
         snapshot: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
         scratch: &mut Vec<u8>,
+        keys: &mut Vec<u8>,
     ) -> Result<PreparedRow> {
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
-        let pk = encode_row_key(table, op.pk())?;
+        let key_start = keys.len();
+        encode_row_key_into(table, op.pk(), keys)?;
+        let key_span = key_start..keys.len();
+        let pk = keys.get(key_span.clone()).unwrap_or_default();
         let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
         let cond = op.condition();
         if let Some(c) = &cond.column {
@@ -413,7 +427,7 @@ impl Inner {
         if used_stamp {
             receipt.stamp_ms = stamp;
         }
-        Ok(PreparedRow { table_id: table.id, pk, stamp: if used_stamp { stamp } else { 0 }, record, receipt })
+        Ok(PreparedRow { table_id: table.id, pk: key_span, stamp: if used_stamp { stamp } else { 0 }, record, receipt })
     }
 
     /// Prepares a [`PutBatch`] as [`Inner::prepare_batch`] prepares the same rows given as
@@ -425,25 +439,30 @@ impl Inner {
         now: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
         scratch: &mut Vec<u8>,
+        keys: &mut Vec<u8>,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
-        let (mut pk, mut cells) = (Vec::new(), Vec::new());
-        // A repeated row is a whole-batch error, found before any row is checked (as in
-        // `prepare_batch`): rows in strictly increasing key order cannot repeat, others are
-        // hashed.
-        let mut prev_pk = Vec::new();
-        let mut increasing = true;
+        // Every row's key is encoded once, up front (checked against the schema below): the
+        // encoding is one-to-one, so equal encodings are equal keys.
+        let mut spans = Vec::with_capacity(batch.len());
+        let mut pk = Vec::new();
         for i in 0..batch.len() {
+            let start = keys.len();
             batch.row_key(i, &mut pk);
-            increasing &= i == 0 || prev_pk < pk;
-            std::mem::swap(&mut prev_pk, &mut pk);
+            for v in &pk {
+                v.encode(keys);
+            }
+            spans.push(start..keys.len());
         }
-        if batch.len() > 1 && !increasing {
-            let mut seen = HashSet::with_capacity_and_hasher(batch.len(), xxhash_rust::xxh3::Xxh3Builder::new());
-            for i in 0..batch.len() {
-                let mut key = Vec::new();
-                batch.row_key(i, &mut key);
-                if let Some(dup) = seen.replace(key) {
-                    let owned: Vec<PkValue> = dup.iter().map(PkRef::to_value).collect();
+        // A repeated row is a whole-batch error, found before any row is checked (as in
+        // `prepare_batch`): keys in strictly increasing order cannot repeat, others are hashed.
+        let key_at = |r: &std::ops::Range<usize>| keys.get(r.clone()).unwrap_or_default();
+        let increasing = spans.windows(2).all(|w| matches!(w, [a, b] if key_at(a) < key_at(b)));
+        if !increasing {
+            let mut seen = HashSet::with_capacity_and_hasher(spans.len(), xxhash_rust::xxh3::Xxh3Builder::new());
+            for (i, span) in spans.iter().enumerate() {
+                if !seen.insert(key_at(span)) {
+                    batch.row_key(i, &mut pk);
+                    let owned: Vec<PkValue> = pk.iter().map(PkRef::to_value).collect();
                     return Err(Error::invalid(
                         "batch-duplicate-row",
                         format!("row {} of table {:?} appears twice in one batch", format_pk(&owned), batch.table()),
@@ -452,29 +471,24 @@ impl Inner {
             }
         }
         let Some(table) = version.table(batch.table()) else {
-            let missing = || Error::TableNotFound(batch.table().to_owned());
-            if batch.is_empty() {
-                return Ok(Ok(Vec::new()));
-            }
-            return Ok(Err((0..batch.len()).map(|_| Err(missing())).collect()));
+            return Ok(if batch.is_empty() {
+                Ok(Vec::new())
+            } else {
+                Err((0..batch.len()).map(|_| Err(Error::TableNotFound(batch.table().to_owned()))).collect())
+            });
         };
         let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
+        let mut cells = Vec::new();
         let mut prepared: Vec<Result<PreparedRow>> = Vec::with_capacity(batch.len());
-        for i in 0..batch.len() {
+        for (i, span) in spans.into_iter().enumerate() {
             batch.row(i, &mut pk, &mut cells);
             let row = (|| {
-                let mut key = Vec::new();
-                encode_row_key_ref(table, &pk, &mut key)?;
+                check_row_key_ref(table, &pk)?;
                 let (record, used_stamp) = encode_put_cells(table, cells.iter().copied(), stamp, now, scratch)?;
                 check_record_size(&record, || format_pk(&pk.iter().map(PkRef::to_value).collect::<Vec<_>>()))?;
-                let receipt = WriteReceipt { stamp_ms: if used_stamp { stamp } else { 0 }, ..WriteReceipt::default() };
-                Ok(PreparedRow {
-                    table_id: table.id,
-                    pk: key,
-                    stamp: if used_stamp { stamp } else { 0 },
-                    record,
-                    receipt,
-                })
+                let stamp = if used_stamp { stamp } else { 0 };
+                let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
+                Ok(PreparedRow { table_id: table.id, pk: span, stamp, record, receipt })
             })();
             prepared.push(row);
         }
