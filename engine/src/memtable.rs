@@ -32,6 +32,9 @@ const ENTRY_OVERHEAD: usize = 64;
 /// A key/value pair as stored: internal key (without the table id) and record bytes.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
+/// A row to insert: table id, encoded primary key, sequence number, record.
+pub type NewEntry<'a> = (u64, &'a [u8], u64, Box<[u8]>);
+
 /// Bytes of a memtable key kept inline in the skip-list node.
 const INLINE: usize = 32;
 
@@ -189,7 +192,7 @@ impl Memtable {
     }
 
     /// Inserts entries `(table id, encoded pk, seqno, record)`.
-    pub fn insert_batch<'a>(&self, entries: impl IntoIterator<Item = (u64, &'a [u8], u64, Box<[u8]>)>) {
+    pub fn insert_batch<'a>(&self, entries: impl IntoIterator<Item = NewEntry<'a>>) {
         /// Entries taken from the iterator at a time.
         const CHUNK: usize = 16;
         let mut added = 0;
@@ -199,7 +202,7 @@ impl Memtable {
         // outermost one is a fence.
         let _pin = crossbeam_epoch::pin();
         let mut entries = entries.into_iter();
-        let mut chunk: [Option<(u64, &'a [u8], u64, Box<[u8]>)>; CHUNK] = std::array::from_fn(|_| None);
+        let mut chunk: [Option<NewEntry<'a>>; CHUNK] = std::array::from_fn(|_| None);
         loop {
             let mut n = 0;
             for slot in chunk.iter_mut() {

@@ -66,6 +66,13 @@ struct LeaderBufs {
     /// The WAL record being encoded: a fresh buffer grown to a large batch's size page-faulted
     /// its way up every time (the kernel zeroing new pages was a fifth of `fillbatch`'s writer).
     wal: Vec<u8>,
+    /// What preparing the rows writes into.
+    rows: RowBufs,
+}
+
+/// The buffers rows are prepared in.
+#[derive(Default)]
+struct RowBufs {
     /// One row's record, encoded here and then copied into an exact-length box: a fresh
     /// vector per group would grow through five allocations for a 113-byte record.
     record: Vec<u8>,
@@ -184,9 +191,9 @@ impl Inner {
         let now = self.clock.now_ms();
         let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;
         let mut bufs_guard = self.queue.bufs.lock();
-        let LeaderBufs { wal: wal_buf, record: scratch, keys } = &mut *bufs_guard;
+        let LeaderBufs { wal: wal_buf, rows: row_bufs } = &mut *bufs_guard;
         wal_buf.clear();
-        keys.clear();
+        row_bufs.keys.clear();
         let mut results = Vec::with_capacity(group.len());
         let mut stamps = self.stamps.lock();
         let (active, version) = {
@@ -196,9 +203,10 @@ impl Inner {
         let mut written_bytes = 0u64;
         for (ticket, pending) in group {
             let prepared = match &pending {
-                Pending::Ops(ops) => self.prepare_batch(&version, ops, now, next_seq, &stamps, scratch, keys),
-                Pending::Puts(batch) => self.prepare_put_batch(&version, batch, now, &stamps, scratch, keys),
+                Pending::Ops(ops) => self.prepare_batch(&version, ops, now, next_seq, &stamps, row_bufs),
+                Pending::Puts(batch) => self.prepare_put_batch(&version, batch, now, &stamps, row_bufs),
             };
+            let keys = &row_bufs.keys;
             match prepared {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
@@ -258,11 +266,10 @@ impl Inner {
         if wal_buf.capacity() > WAL_BUF_KEEP {
             *wal_buf = Vec::new();
         }
-        if scratch.capacity() > WAL_BUF_KEEP {
-            *scratch = Vec::new();
-        }
-        if keys.capacity() > WAL_BUF_KEEP {
-            *keys = Vec::new();
+        for b in [&mut row_bufs.record, &mut row_bufs.keys] {
+            if b.capacity() > WAL_BUF_KEEP {
+                *b = Vec::new();
+            }
         }
         drop(bufs_guard);
         self.last_seqno.store(next_seq - 1, Ordering::Release);
@@ -284,8 +291,7 @@ impl Inner {
         now: u64,
         first_seq: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
-        scratch: &mut Vec<u8>,
-        keys: &mut Vec<u8>,
+        bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
         // A batch in strictly increasing (table, key) order cannot repeat a row: one comparison
         // per row instead of a hash insert (bulk loads arrive sorted).
@@ -306,7 +312,7 @@ impl Inner {
         // Every row is checked against the state before the batch.
         let snapshot = first_seq - 1;
         let prepared: Vec<Result<PreparedRow>> =
-            ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps, scratch, keys)).collect();
+            ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps, bufs)).collect();
         if prepared.iter().all(|r| r.is_ok()) {
             return Ok(Ok(prepared.into_iter().filter_map(|r| r.ok()).collect()));
         }
@@ -326,9 +332,9 @@ impl Inner {
         now: u64,
         snapshot: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
-        scratch: &mut Vec<u8>,
-        keys: &mut Vec<u8>,
+        bufs: &mut RowBufs,
     ) -> Result<PreparedRow> {
+        let RowBufs { record: scratch, keys } = bufs;
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
         let key_start = keys.len();
         encode_row_key_into(table, op.pk(), keys)?;
@@ -379,7 +385,7 @@ impl Inner {
                         ));
                     }
                 }
-                let state = if needs_state { self.visible_state(table, &pk, snapshot, now)? } else { None };
+                let state = if needs_state { self.visible_state(table, pk, snapshot, now)? } else { None };
                 let mut out = Vec::with_capacity(u.ops.len());
                 for o in &u.ops {
                     out.push(match o {
@@ -420,7 +426,7 @@ impl Inner {
             WriteOp::Delete(_) => RowRecord::Delete.to_bytes().into_boxed_slice(),
         };
         if !matches!(op, WriteOp::Update(_)) && cond.needs_read() {
-            let state = self.visible_state(table, &pk, snapshot, now)?;
+            let state = self.visible_state(table, pk, snapshot, now)?;
             check_condition(cond, state.as_ref(), op)?;
         }
         check_record_size(&record, || op.pk().to_string())?;
@@ -438,9 +444,9 @@ impl Inner {
         batch: &PutBatch,
         now: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
-        scratch: &mut Vec<u8>,
-        keys: &mut Vec<u8>,
+        bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
+        let RowBufs { record: scratch, keys } = bufs;
         // Every row's key is encoded once, up front (checked against the schema below): the
         // encoding is one-to-one, so equal encodings are equal keys.
         let mut spans = Vec::with_capacity(batch.len());
