@@ -125,6 +125,24 @@ impl Value {
         })
     }
 
+    /// Steps over one encoded value, checking only its framing (type byte and length), not
+    /// its contents: for bytes a full decode has already checked ([`crate::record::PutRef`]
+    /// walking columns it parsed), where re-validating every string would cost a scan its
+    /// time.
+    ///
+    /// # Errors
+    /// Truncated bytes or an unknown type byte.
+    pub fn skip_encoded(c: &mut Cursor<'_>) -> Result<(), DecodeError> {
+        let at = c.offset();
+        let t = c.u8()?;
+        match ColumnType::from_u8(t) {
+            Some(ColumnType::Integer | ColumnType::Double) => c.take(8).map(|_| ()),
+            Some(ColumnType::Boolean) => c.take(1).map(|_| ()),
+            Some(ColumnType::String | ColumnType::Binary) => c.bytes().map(|_| ()),
+            None => Err(DecodeError::invalid("value", at, format!("unknown value type {t}"))),
+        }
+    }
+
     /// The value as a [`ValueRef`] borrowing this one.
     pub fn borrowed(&self) -> ValueRef<'_> {
         match self {
@@ -274,6 +292,30 @@ mod tests {
             assert_eq!(Value::decode(&mut c).unwrap(), v);
             c.finish().unwrap();
         }
+    }
+
+    /// `skip_encoded` steps over exactly one encoded value of each type, and refuses a
+    /// truncated value or an unknown type byte.
+    #[test]
+    fn skipping_a_value_lands_on_the_next() {
+        for v in [
+            Value::Integer(-5),
+            Value::String("héllo".into()),
+            Value::Binary(vec![0; 300]),
+            Value::Double(1.5),
+            Value::Boolean(false),
+        ] {
+            let mut out = Vec::new();
+            v.encode(&mut out);
+            let len = out.len();
+            out.push(0xAB);
+            let mut c = Cursor::new(&out, "value", 0);
+            Value::skip_encoded(&mut c).unwrap();
+            assert_eq!(c.pos(), len, "{v:?}");
+            let truncated = out.get(..len - 1).unwrap();
+            assert!(Value::skip_encoded(&mut Cursor::new(truncated, "value", 0)).is_err(), "{v:?}");
+        }
+        assert!(Value::skip_encoded(&mut Cursor::new(&[0x7f, 0, 0], "value", 0)).is_err());
     }
 
     #[test]
