@@ -313,16 +313,7 @@ impl Inner {
         let snapshot = first_seq - 1;
         let prepared: Vec<Result<PreparedRow>> =
             ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps, bufs)).collect();
-        if prepared.iter().all(|r| r.is_ok()) {
-            return Ok(Ok(prepared.into_iter().filter_map(|r| r.ok()).collect()));
-        }
-        Ok(Err(prepared
-            .into_iter()
-            .map(|r| match r {
-                Ok(_) => Err(Error::NotApplied),
-                Err(e) => Err(e),
-            })
-            .collect()))
+        Ok(all_or_none(prepared))
     }
 
     fn prepare_row(
@@ -498,17 +489,23 @@ impl Inner {
             })();
             prepared.push(row);
         }
-        if prepared.iter().all(|r| r.is_ok()) {
-            return Ok(Ok(prepared.into_iter().filter_map(|r| r.ok()).collect()));
-        }
-        Ok(Err(prepared
-            .into_iter()
-            .map(|r| match r {
-                Ok(_) => Err(Error::NotApplied),
-                Err(e) => Err(e),
-            })
-            .collect()))
+        Ok(all_or_none(prepared))
     }
+}
+
+/// A batch applies whole or not at all: its rows when every one was prepared, else an
+/// outcome per row (the failing rows' errors, `NotApplied` for the others).
+fn all_or_none(prepared: Vec<Result<PreparedRow>>) -> std::result::Result<Vec<PreparedRow>, Vec<RowOutcome>> {
+    if prepared.iter().all(|r| r.is_ok()) {
+        return Ok(prepared.into_iter().filter_map(|r| r.ok()).collect());
+    }
+    Err(prepared
+        .into_iter()
+        .map(|r| match r {
+            Ok(_) => Err(Error::NotApplied),
+            Err(e) => Err(e),
+        })
+        .collect())
 }
 
 /// Encodes a whole-row put from its cells `(column, value, explicit version)` after checking
