@@ -622,6 +622,14 @@ impl<'a> Iterator for ColumnRefs<'a> {
         let name = self.c.string().ok()?;
         let cells = self.c.count(3, "cell count").ok()?;
         let start = self.c.rest();
+        if self.left == 0 {
+            // The last column's cells run to the end of the record (`PutRef::parse` checked
+            // that nothing follows them), so there is no end to find: a row of one column
+            // (the common row) is not walked twice. Over unchecked bytes anything after the
+            // cells is never read: the cell iterator stops after `cells` values.
+            self.c.take(self.c.remaining()).ok()?;
+            return Some(ColumnRef { name, cells, bytes: start });
+        }
         // Only the framing is read to find the column's end: the cells are decoded (and
         // checked again) when the caller iterates them.
         for _ in 0..cells {
