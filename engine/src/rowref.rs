@@ -64,10 +64,12 @@ impl<'a> RowRef<'a> {
                     return None;
                 }
                 let col = put.columns().find(|c| same_name(c.name, column))?;
-                col.cells()
-                    .take(max_versions)
-                    .find(|(v, _)| read.time_range.is_none_or(|(s, e)| *v >= s && *v < e))
-                    .map(|(_, value)| value)
+                let mut cells = col.cells().take(max_versions);
+                match read.time_range {
+                    // The newest cell (the scan's common case, without the adapters' loop).
+                    None => cells.next().map(|(_, value)| value),
+                    Some((s, e)) => cells.find(|(v, _)| *v >= s && *v < e).map(|(_, value)| value),
+                }
             }
         }
     }
