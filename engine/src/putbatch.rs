@@ -1,7 +1,7 @@
 //! [`PutBatch`]: whole-row puts into one table, held in flat buffers.
 //!
 //! A [`crate::PutRow`] owns its table name, key values, column names and values: six heap
-//! allocations a row, which a bulk load pays and frees for every row (75–90 ns a row measured,
+//! allocations a row, which a bulk load pays and frees for every row (74–90 ns a row measured,
 //! about a tenth of `fillbatch`). A `PutBatch` copies what each row borrows into a few buffers
 //! shared by the whole batch, as RocksDB's `WriteBatch` copies keys and values into one string,
 //! so adding a row allocates nothing once the buffers have grown.
