@@ -1,6 +1,6 @@
 //! Request validation: every rule of the data model, each with its own error code.
 
-use strata_format::key::{MAX_PK_VALUE_BYTES, PkRef, encode_pk, encode_pk_value, format_pk};
+use strata_format::key::{MAX_PK_VALUE_BYTES, PkRef, encode_pk, encode_pk_value, format_pk_ref};
 use strata_format::value::{MAX_VALUE_BYTES, ValueRef};
 
 use crate::error::{Error, Result};
@@ -65,7 +65,7 @@ pub fn encode_row_key_into(table: &Table, pk: &PrimaryKey, out: &mut Vec<u8>) ->
 /// # Errors
 /// As [`encode_row_key`].
 pub fn check_row_key_ref(table: &Table, pk: &[PkRef<'_>]) -> Result<()> {
-    check_key_arity(table, pk.len(), || format_pk(&pk.iter().map(PkRef::to_value).collect::<Vec<_>>()))?;
+    check_key_arity(table, pk.len(), || format_pk_ref(pk))?;
     for (col, r) in table.schema.primary_key.iter().zip(pk) {
         check_key_value(col, *r)?;
     }

@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 
 use parking_lot::{Condvar, Mutex};
-use strata_format::key::{PkRef, PkValue, format_pk, partition_key};
+use strata_format::key::{format_pk_ref, partition_key};
 use strata_format::record::{CellOp, MAX_RECORD_BYTES, RowRecord, encode_put};
 use strata_format::wal::{begin_record, encode_batch_header, encode_entry, end_record};
 
@@ -459,20 +459,17 @@ impl Inner {
             for (i, span) in spans.iter().enumerate() {
                 if !seen.insert(key_at(span)) {
                     batch.row_key(i, &mut pk);
-                    let owned: Vec<PkValue> = pk.iter().map(PkRef::to_value).collect();
                     return Err(Error::invalid(
                         "batch-duplicate-row",
-                        format!("row {} of table {:?} appears twice in one batch", format_pk(&owned), batch.table()),
+                        format!("row {} of table {:?} appears twice in one batch", format_pk_ref(&pk), batch.table()),
                     ));
                 }
             }
         }
         let Some(table) = version.table(batch.table()) else {
-            return Ok(if batch.is_empty() {
-                Ok(Vec::new())
-            } else {
-                Err((0..batch.len()).map(|_| Err(Error::TableNotFound(batch.table().to_owned()))).collect())
-            });
+            return Ok(all_or_none(
+                (0..batch.len()).map(|_| Err(Error::TableNotFound(batch.table().to_owned()))).collect(),
+            ));
         };
         let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
         let mut cells = Vec::new();
@@ -482,7 +479,7 @@ impl Inner {
             let row = (|| {
                 check_row_key_ref(table, &pk)?;
                 let (record, used_stamp) = encode_put_cells(table, cells.iter().copied(), stamp, now, scratch)?;
-                check_record_size(&record, || format_pk(&pk.iter().map(PkRef::to_value).collect::<Vec<_>>()))?;
+                check_record_size(&record, || format_pk_ref(&pk))?;
                 let stamp = if used_stamp { stamp } else { 0 };
                 let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
                 Ok(PreparedRow { table_id: table.id, pk: span, stamp, record, receipt })
@@ -523,7 +520,7 @@ fn encode_put_cells<'c>(
     let mut used_stamp = false;
     let n = cells.len();
     // (column, version, value, position): the later of two equal versions wins.
-    let mut list: Vec<(&str, u64, ValueRef<'_>, usize)> = Vec::new();
+    let mut list: Vec<(&str, u64, ValueRef<'_>, usize)> = Vec::with_capacity(if n > 1 { n } else { 0 });
     for (i, (name, value, ver)) in cells.enumerate() {
         check_column_name(table, name)?;
         check_value(name, value)?;

@@ -224,6 +224,11 @@ impl PkValue {
     }
 }
 
+/// Formats a borrowed row key as [`format_pk`] formats the owned one.
+pub fn format_pk_ref(values: &[PkRef<'_>]) -> String {
+    format_pk(&values.iter().map(PkRef::to_value).collect::<Vec<_>>())
+}
+
 /// Formats a whole primary key as `[v1, v2, ...]` in the notation of [`PkValue`]'s `Display`.
 pub fn format_pk(values: &[PkValue]) -> String {
     let parts: Vec<String> = values.iter().map(|v| v.to_string()).collect();
