@@ -85,13 +85,13 @@ fn memtable(c: &mut Criterion) {
             || {
                 let m = Memtable::new(1);
                 for i in 0..100_000u64 {
-                    m.insert_batch(vec![(1, pk(i * 2).as_slice(), i + 1, recs[(i % 1024) as usize].clone())]);
+                    assert!(m.insert_batch([(1, pk(i * 2).as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
                 }
                 m
             },
             |m| {
                 for i in 0..1000u64 {
-                    m.insert_batch(vec![(1, pk(i * 2 + 1).as_slice(), 200_000 + i, recs[(i % 1024) as usize].clone())]);
+                    assert!(m.insert_batch([(1, pk(i * 2 + 1).as_slice(), 200_000 + i, &*recs[(i % 1024) as usize])]));
                 }
                 m
             },
@@ -100,7 +100,7 @@ fn memtable(c: &mut Criterion) {
     });
     let m = Memtable::new(1);
     for i in 0..100_000u64 {
-        m.insert_batch(vec![(1, pk(i).as_slice(), i + 1, recs[(i % 1024) as usize].clone())]);
+        assert!(m.insert_batch([(1, pk(i).as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
     }
     g.throughput(Throughput::Elements(1));
     g.bench_function("get from 100k", |b| {

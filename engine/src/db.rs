@@ -16,7 +16,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventLog};
 use crate::fs::{FileLock, FileSystem, write_atomic};
-use crate::memtable::Memtable;
+use crate::memtable::{ChunkPool, Memtable};
 use crate::options::Options;
 use crate::paths;
 use crate::read::RangeIter;
@@ -91,6 +91,8 @@ pub(crate) struct Inner {
     pub fs: Arc<dyn FileSystem>,
     pub clock: Arc<dyn Clock>,
     pub cache: Arc<BlockCache>,
+    /// Memory of flushed memtables, for the next ones (`memtable/arena.rs`).
+    pub mem_pool: Arc<ChunkPool>,
     pub state: RwLock<ReadState>,
     /// Highest sequence number readers may see.
     pub visible_seqno: AtomicU64,
@@ -262,8 +264,10 @@ impl Inner {
         drop(wal);
         {
             let mut st = self.state.write();
-            let old =
-                std::mem::replace(&mut st.active, Arc::new(Memtable::for_buffer(number, self.opts.write_buffer_bytes)));
+            let old = std::mem::replace(
+                &mut st.active,
+                Arc::new(Memtable::for_buffer(number, self.opts.write_buffer_bytes, &self.mem_pool)),
+            );
             st.sealed.push(old);
             st.refresh_view();
         }

@@ -27,7 +27,7 @@ use crate::db::{Inner, ManifestState, ReadState};
 use crate::error::{Error, Result};
 use crate::events::EventLog;
 use crate::fs::{FileSystem, write_atomic};
-use crate::memtable::Memtable;
+use crate::memtable::{ChunkPool, Memtable};
 use crate::options::{Options, WalRecovery};
 use crate::paths;
 use crate::sst::{BlockCache, SstReader};
@@ -157,7 +157,13 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         fs.list(&wal_dir).map_err(io("list", &wal_dir))?.iter().filter_map(|n| paths::parse_wal_name(n)).collect();
     wal_numbers.sort_unstable();
     let mut first_wal = None;
-    let mem = Memtable::for_buffer(0, opts.write_buffer_bytes);
+    // Memtables share one pool of chunks: a flushed memtable's memory is written over by the
+    // next instead of being returned to the system and faulted in again.
+    // A chunk holds a whole memtable with room for the group that overfills it; the pool
+    // keeps one.
+    let chunk_bytes = opts.write_buffer_bytes.saturating_add(opts.write_buffer_bytes / 8);
+    let mem_pool = ChunkPool::new(chunk_bytes, chunk_bytes);
+    let mem = Memtable::for_buffer(0, opts.write_buffer_bytes, &mem_pool);
     let mut last_seqno = data.flushed_seqno;
     let mut replayed = 0u64;
     let mut stop = false;
@@ -200,7 +206,9 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
                     let s = stamps.entry(e.table_id).or_insert(0);
                     *s = (*s).max(e.stamp);
                 }
-                mem.insert_batch(vec![(e.table_id, e.pk.as_slice(), seqno, e.record.as_slice().into())]);
+                if !mem.insert_batch([(e.table_id, e.pk.as_slice(), seqno, e.record.as_slice())]) {
+                    return Err(Error::Busy("the WAL does not fit in memory: memtable arena full".into()));
+                }
                 replayed += 1;
             }
         }
@@ -263,6 +271,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         fs: fs.clone(),
         clock: opts.clock.clone(),
         cache,
+        mem_pool,
         state: RwLock::new(ReadState::new(Arc::new(version), Arc::new(mem))),
         visible_seqno: AtomicU64::new(last_seqno),
         last_seqno: AtomicU64::new(last_seqno),

@@ -210,9 +210,9 @@ impl Inner {
             match prepared {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
-                Ok(Ok(mut rows)) => {
+                Ok(Ok(rows)) => {
                     let first_seqno = next_seq;
-                    // The WAL record is framed in place; the memtable takes the records by move.
+                    // The WAL record is framed in place; the memtable copies the records into its arena.
                     let start = begin_record(wal_buf);
                     encode_batch_header(first_seqno, rows.len(), wal_buf);
                     let mut receipts = Vec::with_capacity(rows.len());
@@ -232,10 +232,15 @@ impl Inner {
                         receipts.push(Ok(WriteReceipt { seqno: first_seqno + i as u64, ..r.receipt.clone() }));
                     }
                     end_record(wal_buf, start);
-                    active.insert_batch(rows.iter_mut().enumerate().map(|(i, r)| {
+                    let inserted = active.insert_batch(rows.iter().enumerate().map(|(i, r)| {
                         let pk = keys.get(r.pk.clone()).unwrap_or_default();
-                        (r.table_id, pk, first_seqno + i as u64, std::mem::take(&mut r.record))
+                        (r.table_id, pk, first_seqno + i as u64, &*r.record)
                     }));
+                    if !inserted {
+                        // Sequence numbers were handed out and partly inserted: no later
+                        // write may reuse them.
+                        self.poison("the memtable could not grow its arena");
+                    }
                     next_seq += receipts.len() as u64;
                     results.push((ticket, Ok(receipts)));
                 }

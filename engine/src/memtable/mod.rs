@@ -1,0 +1,358 @@
+//! The memtable: recent writes in key order, in memory, until a flush turns them into SSTables.
+//!
+//! Keys are (table id, internal key), so one memtable (and one WAL) serves every table, and a
+//! flush routes each table's slice to its partitions. The active memtable takes inserts from
+//! the write leader only; once sealed it is immutable. Range iteration copies small chunks
+//! ([`Memtable::chunk`]).
+//!
+//! The map is an arena skip list (`skiplist.rs`, memory in `arena.rs`): readers never wait for
+//! the write leader, an insert allocates nothing but words in a recycled chunk, and sorted
+//! inserts start where the previous one ended. (A `RwLock<BTreeMap>` inserted faster than a
+//! lock-free list, but under a steady stream of writes readers were parked for milliseconds
+//! behind the writer; crossbeam-skiplist, used until session 15, allocated every node on the
+//! heap; see docs/PERFORMANCE.md.) A bloom filter over the rows (`membloom.rs`) lets a point
+//! read skip the search of a memtable that lacks the row.
+
+mod arena;
+mod skiplist;
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use arena::ChunkPool;
+use skiplist::{SearchKey, SkipList};
+
+use crate::membloom::{MemBloom, row_hash};
+use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key};
+use strata_format::record::RecordKind;
+
+/// The flush threshold a memtable's row filter is sized for when none is given
+/// (`Options::default().write_buffer_bytes`).
+const DEFAULT_BUFFER_BYTES: usize = 64 << 20;
+
+/// A key/value pair as stored: internal key (without the table id) and record bytes.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// A row to insert: table id, encoded primary key, sequence number, record.
+pub type NewEntry<'a> = (u64, &'a [u8], u64, &'a [u8]);
+
+/// An in-memory sorted run of recent writes.
+#[derive(Debug)]
+pub struct Memtable {
+    list: SkipList,
+    /// The rows present, so point reads of other rows skip the skip-list search.
+    bloom: MemBloom,
+    max_seqno: AtomicU64,
+    /// Number of the WAL file holding this memtable's first entry.
+    pub first_wal: u64,
+}
+
+/// The smallest key of table `table` (every internal key is at least this).
+fn table_start(table: u64) -> SearchKey {
+    SearchKey::new(table, &[])
+}
+
+/// The key bounding table `table`'s entries from above (none for the last table id).
+fn table_end(table: u64) -> Option<SearchKey> {
+    table.checked_add(1).map(table_start)
+}
+
+/// True when an encoded record hides every older record of its row.
+pub fn is_base_record(record: &[u8]) -> bool {
+    matches!(record.first().copied().and_then(RecordKind::from_u8), Some(RecordKind::Put | RecordKind::Delete))
+}
+
+impl Memtable {
+    /// An empty memtable whose entries go to WAL `first_wal` onward.
+    pub fn new(first_wal: u64) -> Self {
+        Memtable::for_buffer(first_wal, DEFAULT_BUFFER_BYTES, &ChunkPool::new(DEFAULT_BUFFER_BYTES, 0))
+    }
+
+    /// A memtable whose row filter is sized for `buffer_bytes` (the flush threshold), taking
+    /// memory from `pool` and returning it there when dropped.
+    pub fn for_buffer(first_wal: u64, buffer_bytes: usize, pool: &Arc<ChunkPool>) -> Self {
+        let bloom = MemBloom::for_buffer(buffer_bytes);
+        Memtable { list: SkipList::new(pool.clone()), bloom, max_seqno: AtomicU64::new(0), first_wal }
+    }
+
+    /// The same memtable, recorded as starting in WAL `first_wal` (recovery learns it late).
+    pub fn with_first_wal(mut self, first_wal: u64) -> Self {
+        self.first_wal = first_wal;
+        self
+    }
+
+    /// Inserts entries `(table id, encoded pk, seqno, record)`. Returns false if memory for
+    /// them could not be found (terabytes of memtable); the entries before are inserted.
+    #[must_use]
+    pub fn insert_batch<'a>(&self, entries: impl IntoIterator<Item = NewEntry<'a>>) -> bool {
+        /// Entries taken from the iterator at a time.
+        const CHUNK: usize = 16;
+        let mut max_seq = 0;
+        let mut entries = entries.into_iter();
+        let mut keys: Vec<SearchKey> = Vec::with_capacity(CHUNK);
+        let mut records: Vec<&[u8]> = Vec::with_capacity(CHUNK);
+        let mut ok = true;
+        loop {
+            keys.clear();
+            records.clear();
+            for (table, pk, seqno, record) in entries.by_ref().take(CHUNK) {
+                // The chunk's filter bits first, in a loop of their own: each row's bits sit
+                // in a random cache line of the filter, and with nothing in between the lines
+                // are fetched together instead of one miss per skip-list insert (fillbatch's
+                // writer spent 8 % in the filter insert).
+                self.bloom.insert(row_hash(table, pk));
+                keys.push(SearchKey::for_row(table, pk, seqno));
+                records.push(record);
+                max_seq = max_seq.max(seqno);
+            }
+            if keys.is_empty() {
+                break;
+            }
+            ok &= self.list.insert_all(keys.iter().zip(records.iter().copied()));
+        }
+        self.max_seqno.fetch_max(max_seq, Ordering::Relaxed);
+        ok
+    }
+
+    /// Approximate memory used: the nodes and the row filter.
+    pub fn size(&self) -> usize {
+        self.list.used_bytes() + self.bloom.size_bytes()
+    }
+
+    /// Largest sequence number inserted.
+    pub fn max_seqno(&self) -> u64 {
+        self.max_seqno.load(Ordering::Relaxed)
+    }
+
+    /// True when nothing was inserted.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Appends the records of `pk` visible at `snapshot` to `out`, newest first, stopping after
+    /// the first base record. Returns true when a base record was found.
+    pub fn get(&self, table_id: u64, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> bool {
+        if !self.bloom.may_contain(row_hash(table_id, pk)) {
+            return false;
+        }
+        let hi = SearchKey::for_row(table_id, pk, 0);
+        let mut x = self.list.seek(&SearchKey::for_row(table_id, pk, snapshot), true);
+        while x != 0 && self.list.cmp(x, &hi) != std::cmp::Ordering::Greater {
+            let v = self.list.record(x);
+            let base = is_base_record(&v);
+            out.push(v);
+            if base {
+                return true;
+            }
+            x = self.list.next(x);
+        }
+        false
+    }
+
+    /// Copies up to `n` entries of `table_id` after (`forward`) or before `from`, within the
+    /// internal-key bounds `[lo, hi)`. Keys are returned without the table id.
+    pub fn chunk(
+        &self,
+        table_id: u64,
+        forward: bool,
+        from: Bound<&[u8]>,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        n: usize,
+    ) -> Vec<Entry> {
+        let lo_k = SearchKey::new(table_id, lo);
+        let hi_k = match hi {
+            Some(h) => Some(SearchKey::new(table_id, h)),
+            None => table_end(table_id),
+        };
+        let entry = |x: u64| {
+            let mut k = Vec::new();
+            self.list.key_into(x, &mut k);
+            (k, self.list.record(x))
+        };
+        let mut out = Vec::new();
+        let below_hi = |x: u64| hi_k.as_ref().is_none_or(|h| self.list.cmp(x, h) == std::cmp::Ordering::Less);
+        if forward {
+            // The first entry at or after `lo`, and after `from`.
+            let mut x = match from {
+                Bound::Included(k) if k > lo => self.list.seek(&SearchKey::new(table_id, k), true),
+                Bound::Excluded(k) if k >= lo => self.list.seek(&SearchKey::new(table_id, k), false),
+                _ => self.list.seek(&lo_k, true),
+            };
+            while x != 0 && out.len() < n && below_hi(x) {
+                out.push(entry(x));
+                x = self.list.next(x);
+            }
+        } else {
+            // The last entry before `hi`, and before (or at) `from`; with neither (the last
+            // table id), the list's last entry.
+            let end = match from {
+                Bound::Included(k) | Bound::Excluded(k) => {
+                    let key = SearchKey::new(table_id, k);
+                    match &hi_k {
+                        Some(h) if key.cmp_key(h) != std::cmp::Ordering::Less => Some((h.clone(), false)),
+                        _ => Some((key, matches!(from, Bound::Included(_)))),
+                    }
+                }
+                Bound::Unbounded => hi_k.clone().map(|h| (h, false)),
+            };
+            let mut x = match &end {
+                Some((k, inclusive)) => self.list.seek_back(Some(k), *inclusive),
+                None => self.list.seek_back(None, false),
+            };
+            while x != 0 && out.len() < n && self.list.cmp(x, &lo_k) != std::cmp::Ordering::Less {
+                let e = entry(x);
+                x = self.list.seek_back(Some(&SearchKey::new(table_id, &e.0)), false);
+                out.push(e);
+            }
+        }
+        out
+    }
+
+    /// Ids of the tables with entries, ascending.
+    pub fn table_ids(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut x = self.list.first();
+        while x != 0 {
+            let id = self.list.table(x);
+            out.push(id);
+            x = match table_end(id) {
+                Some(e) => self.list.seek(&e, true),
+                None => 0,
+            };
+        }
+        out
+    }
+
+    /// Calls `f` on every entry of `table_id` in key order (for flush; the memtable is sealed).
+    pub fn for_each_in_table(
+        &self,
+        table_id: u64,
+        mut f: impl FnMut(&[u8], &[u8]) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        let (mut key, mut record) = (Vec::new(), Vec::new());
+        let mut x = self.list.seek(&table_start(table_id), true);
+        while x != 0 && self.list.table(x) == table_id {
+            key.clear();
+            record.clear();
+            self.list.key_into(x, &mut key);
+            self.list.record_into(x, &mut record);
+            f(&key, &record)?;
+            x = self.list.next(x);
+        }
+        Ok(())
+    }
+}
+
+/// Sequence number of an internal key (0 for malformed keys, which the memtable never holds).
+pub fn seqno_of(ikey: &[u8]) -> u64 {
+    split_internal_key(ikey).map(|(_, s)| s).unwrap_or(0)
+}
+
+/// Length of the user-key part of an internal key.
+pub fn user_key_len(ikey: &[u8]) -> usize {
+    ikey.len().saturating_sub(SEQNO_SUFFIX_LEN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use strata_format::record::RowRecord;
+
+    fn ikey_of(pk: &[u8], seqno: u64) -> Vec<u8> {
+        let mut k = pk.to_vec();
+        k.extend_from_slice(&(!seqno).to_be_bytes());
+        k
+    }
+
+    #[test]
+    fn get_returns_newest_first_and_stops_at_a_base() {
+        let m = Memtable::new(1);
+        let upd = RowRecord::Update { max_versions: 1, ops: vec![] }.to_bytes();
+        let put = RowRecord::Put { marker: Some(1), columns: vec![] }.to_bytes();
+        assert!(m.insert_batch(vec![
+            (1, b"k".as_slice(), 1, upd.as_slice()),
+            (1, b"k", 2, &put),
+            (1, b"k", 3, &upd),
+            (2, b"k", 4, &upd),
+            (1, b"k\0", 5, &put),
+        ]));
+        let mut out = Vec::new();
+        assert!(m.get(1, b"k", 10, &mut out));
+        assert_eq!(out, vec![upd.clone(), put.clone()]);
+        out.clear();
+        assert!(!m.get(1, b"k", 1, &mut out));
+        assert_eq!(out, vec![upd]);
+        assert_eq!(m.table_ids(), vec![1, 2]);
+        assert_eq!(m.max_seqno(), 5);
+    }
+
+    #[test]
+    fn memory_goes_back_to_the_pool_when_a_memtable_is_dropped() {
+        let pool = ChunkPool::new(1 << 20, 64 << 20);
+        let m = Memtable::for_buffer(1, 1 << 20, &pool);
+        let record = [7u8; 100];
+        let pks: Vec<[u8; 8]> = (0u64..20_000).map(u64::to_be_bytes).collect();
+        assert!(m.insert_batch(pks.iter().enumerate().map(|(i, pk)| (
+            1,
+            pk.as_slice(),
+            i as u64 + 1,
+            record.as_slice()
+        ))));
+        assert!(m.size() > 20_000 * 100);
+        assert_eq!(pool.pooled_bytes(), 0);
+        drop(m);
+        let pooled = pool.pooled_bytes();
+        assert!(pooled >= 2_000_000, "{pooled}");
+        // The next memtable writes over the pooled chunks and reads back only its own rows.
+        let m = Memtable::for_buffer(2, 1 << 20, &pool);
+        assert!(m.insert_batch([(1, b"x".as_slice(), 1, b"r".as_slice())]));
+        assert!(pool.pooled_bytes() < pooled);
+        let all = m.chunk(1, true, Bound::Unbounded, &[], None, 10);
+        assert_eq!(all, vec![(ikey_of(b"x", 1), b"r".to_vec())]);
+    }
+
+    proptest! {
+        /// `chunk` in both directions, from every kind of bound, returns what a sorted map's
+        /// range does; `for_each_in_table` visits one table in order.
+        #[test]
+        fn chunks_match_a_sorted_map(
+            rows in proptest::collection::vec((1u64..4, proptest::collection::vec(0u8..3, 0..4), 1u64..50, proptest::collection::vec(any::<u8>(), 0..20)), 0..60),
+            table in 1u64..4,
+            from in proptest::collection::vec(0u8..3, 0..12),
+            from_kind in 0u8..3,
+            lo in proptest::collection::vec(0u8..3, 0..3),
+            hi in proptest::option::of(proptest::collection::vec(0u8..3, 0..3)),
+            n in 1usize..10,
+        ) {
+            let m = Memtable::new(1);
+            let mut model = BTreeMap::new();
+            for (t, pk, seq, rec) in &rows {
+                prop_assert!(m.insert_batch([(*t, pk.as_slice(), *seq, rec.as_slice())]));
+                model.insert((*t, ikey_of(pk, *seq)), rec.clone());
+            }
+            let in_table: Vec<(Vec<u8>, Vec<u8>)> = model.iter().filter(|((t, _), _)| *t == table).map(|((_, k), v)| (k.clone(), v.clone())).collect();
+            let mut visited = Vec::new();
+            let walked = m.for_each_in_table(table, |k, v| {
+                visited.push((k.to_vec(), v.to_vec()));
+                Ok(())
+            });
+            prop_assert!(walked.is_ok());
+            prop_assert_eq!(&visited, &in_table);
+            let in_bounds = |k: &Vec<u8>| *k >= lo && hi.as_ref().is_none_or(|h| k < h);
+            let bound = match from_kind { 0 => Bound::Included(from.as_slice()), 1 => Bound::Excluded(from.as_slice()), _ => Bound::Unbounded };
+            let after_from = |k: &Vec<u8>, forward: bool| match bound {
+                Bound::Included(f) => if forward { k.as_slice() >= f } else { k.as_slice() <= f },
+                Bound::Excluded(f) => if forward { k.as_slice() > f } else { k.as_slice() < f },
+                Bound::Unbounded => true,
+            };
+            let fwd: Vec<_> = in_table.iter().filter(|(k, _)| in_bounds(k) && after_from(k, true)).take(n).cloned().collect();
+            let rev: Vec<_> = in_table.iter().rev().filter(|(k, _)| in_bounds(k) && after_from(k, false)).take(n).cloned().collect();
+            prop_assert_eq!(m.chunk(table, true, bound, &lo, hi.as_deref(), n), fwd);
+            prop_assert_eq!(m.chunk(table, false, bound, &lo, hi.as_deref(), n), rev);
+        }
+    }
+}
