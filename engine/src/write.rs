@@ -73,9 +73,9 @@ struct LeaderBufs {
 /// The buffers rows are prepared in.
 #[derive(Default)]
 struct RowBufs {
-    /// One row's record, encoded here and then copied into an exact-length box: a fresh
-    /// vector per group would grow through five allocations for a 113-byte record.
-    record: Vec<u8>,
+    /// The records of the group's rows, one after another: the memtable copies each into its
+    /// arena, so a row costs no allocation of its own.
+    records: Vec<u8>,
     /// The encoded keys of the group's rows, one after another (no allocation per row).
     keys: Vec<u8>,
 }
@@ -134,9 +134,8 @@ struct PreparedRow {
     /// The encoded key, in the leader's key buffer (`LeaderBufs::keys`).
     pk: std::ops::Range<usize>,
     stamp: u64,
-    /// Boxed at its exact length: the memtable keeps it as is (a vector's spare capacity
-    /// would stay allocated until the memtable is flushed).
-    record: Box<[u8]>,
+    /// The encoded record, in the leader's record buffer (`RowBufs::records`).
+    record: std::ops::Range<usize>,
     receipt: WriteReceipt,
 }
 
@@ -194,6 +193,7 @@ impl Inner {
         let LeaderBufs { wal: wal_buf, rows: row_bufs } = &mut *bufs_guard;
         wal_buf.clear();
         row_bufs.keys.clear();
+        row_bufs.records.clear();
         let mut results = Vec::with_capacity(group.len());
         let mut stamps = self.stamps.lock();
         let (active, version) = {
@@ -206,7 +206,7 @@ impl Inner {
                 Pending::Ops(ops) => self.prepare_batch(&version, ops, now, next_seq, &stamps, row_bufs),
                 Pending::Puts(batch) => self.prepare_put_batch(&version, batch, now, &stamps, row_bufs),
             };
-            let keys = &row_bufs.keys;
+            let (keys, records) = (&row_bufs.keys, &row_bufs.records);
             match prepared {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
@@ -222,19 +222,20 @@ impl Inner {
                             *s = (*s).max(r.stamp);
                         }
                         let pk = keys.get(r.pk.clone()).unwrap_or_default();
-                        let bytes = (pk.len() + r.record.len()) as u64;
+                        let record = records.get(r.record.clone()).unwrap_or_default();
+                        let bytes = (pk.len() + record.len()) as u64;
                         written_bytes += bytes;
                         let pk0 = partition_key(pk);
                         if let Some(p) = version.tables.get(&r.table_id).and_then(|t| t.partition_for(pk0)) {
                             p.load.record_write(now, self.opts.load_split.map(|_| pk0), bytes);
                         }
-                        encode_entry(r.table_id, pk, r.stamp, &r.record, wal_buf);
+                        encode_entry(r.table_id, pk, r.stamp, record, wal_buf);
                         receipts.push(Ok(WriteReceipt { seqno: first_seqno + i as u64, ..r.receipt.clone() }));
                     }
                     end_record(wal_buf, start);
                     let inserted = active.insert_batch(rows.iter().enumerate().map(|(i, r)| {
                         let pk = keys.get(r.pk.clone()).unwrap_or_default();
-                        (r.table_id, pk, first_seqno + i as u64, &*r.record)
+                        (r.table_id, pk, first_seqno + i as u64, records.get(r.record.clone()).unwrap_or_default())
                     }));
                     if !inserted {
                         // Sequence numbers were handed out and partly inserted: no later
@@ -271,7 +272,7 @@ impl Inner {
         if wal_buf.capacity() > WAL_BUF_KEEP {
             *wal_buf = Vec::new();
         }
-        for b in [&mut row_bufs.record, &mut row_bufs.keys] {
+        for b in [&mut row_bufs.records, &mut row_bufs.keys] {
             if b.capacity() > WAL_BUF_KEEP {
                 *b = Vec::new();
             }
@@ -330,7 +331,7 @@ impl Inner {
         stamps: &std::collections::BTreeMap<u64, u64>,
         bufs: &mut RowBufs,
     ) -> Result<PreparedRow> {
-        let RowBufs { record: scratch, keys } = bufs;
+        let RowBufs { records, keys } = bufs;
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
         let key_start = keys.len();
         encode_row_key_into(table, op.pk(), keys)?;
@@ -349,7 +350,7 @@ impl Inner {
         let record = match op {
             WriteOp::Put(p) => {
                 let cells = p.columns.iter().map(|(name, value, ver)| (name.as_str(), value.borrowed(), *ver));
-                let (record, stamped) = encode_put_cells(table, cells, stamp, now, scratch)?;
+                let (record, stamped) = encode_put_cells(table, cells, stamp, now, records)?;
                 used_stamp |= stamped;
                 record
             }
@@ -417,15 +418,15 @@ impl Inner {
                 if cond.needs_read() {
                     check_condition(cond, state.as_ref(), op)?;
                 }
-                RowRecord::Update { max_versions: opts.max_versions, ops: out }.to_bytes().into_boxed_slice()
+                append(records, &RowRecord::Update { max_versions: opts.max_versions, ops: out }.to_bytes())
             }
-            WriteOp::Delete(_) => RowRecord::Delete.to_bytes().into_boxed_slice(),
+            WriteOp::Delete(_) => append(records, &RowRecord::Delete.to_bytes()),
         };
         if !matches!(op, WriteOp::Update(_)) && cond.needs_read() {
             let state = self.visible_state(table, pk, snapshot, now)?;
             check_condition(cond, state.as_ref(), op)?;
         }
-        check_record_size(&record, || op.pk().to_string())?;
+        check_record_size(records.get(record.clone()).unwrap_or_default(), || op.pk().to_string())?;
         if used_stamp {
             receipt.stamp_ms = stamp;
         }
@@ -442,7 +443,7 @@ impl Inner {
         stamps: &std::collections::BTreeMap<u64, u64>,
         bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
-        let RowBufs { record: scratch, keys } = bufs;
+        let RowBufs { records, keys } = bufs;
         // Every row's key is encoded once, up front (checked against the schema below): the
         // encoding is one-to-one, so equal encodings are equal keys.
         let mut spans = Vec::with_capacity(batch.len());
@@ -483,8 +484,8 @@ impl Inner {
             batch.row(i, &mut pk, &mut cells);
             let row = (|| {
                 check_row_key_ref(table, &pk)?;
-                let (record, used_stamp) = encode_put_cells(table, cells.iter().copied(), stamp, now, scratch)?;
-                check_record_size(&record, || format_pk_ref(&pk))?;
+                let (record, used_stamp) = encode_put_cells(table, cells.iter().copied(), stamp, now, records)?;
+                check_record_size(records.get(record.clone()).unwrap_or_default(), || format_pk_ref(&pk))?;
                 let stamp = if used_stamp { stamp } else { 0 };
                 let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
                 Ok(PreparedRow { table_id: table.id, pk: span, stamp, record, receipt })
@@ -511,7 +512,7 @@ fn all_or_none(prepared: Vec<Result<PreparedRow>>) -> std::result::Result<Vec<Pr
 }
 
 /// Encodes a whole-row put from its cells `(column, value, explicit version)` after checking
-/// each cell; returns the record, boxed at its exact length, and whether a cell took the
+/// each cell; appends the record to `out` and returns where it is, and whether a cell took the
 /// engine stamp. Equal versions of a column keep the later cell; a column keeps at most
 /// `max_versions` versions; a put left without cells writes an empty row (a stamped marker).
 fn encode_put_cells<'c>(
@@ -519,8 +520,8 @@ fn encode_put_cells<'c>(
     cells: impl ExactSizeIterator<Item = (&'c str, ValueRef<'c>, Option<u64>)>,
     stamp: u64,
     now: u64,
-    scratch: &mut Vec<u8>,
-) -> Result<(Box<[u8]>, bool)> {
+    out: &mut Vec<u8>,
+) -> Result<(std::ops::Range<usize>, bool)> {
     let opts = &table.schema.options;
     let mut used_stamp = false;
     let n = cells.len();
@@ -534,9 +535,9 @@ fn encode_put_cells<'c>(
         check_version(opts, name, v, now)?;
         if n == 1 && table.max_versions() >= 1 {
             // One cell (the common row): nothing to sort, merge or trim, so no vectors.
-            scratch.clear();
-            encode_put(None, &[(name, v, value)], scratch);
-            return Ok((Box::from(scratch.as_slice()), used_stamp));
+            let start = out.len();
+            encode_put(None, &[(name, v, value)], out);
+            return Ok((start..out.len(), used_stamp));
         }
         list.push((name, v, value, i));
     }
@@ -559,9 +560,16 @@ fn encode_put_cells<'c>(
     } else {
         None
     };
-    scratch.clear();
-    encode_put(marker, &kept, scratch);
-    Ok((Box::from(scratch.as_slice()), used_stamp))
+    let start = out.len();
+    encode_put(marker, &kept, out);
+    Ok((start..out.len(), used_stamp))
+}
+
+/// Appends `record` to `out` and returns where it is.
+fn append(out: &mut Vec<u8>, record: &[u8]) -> std::ops::Range<usize> {
+    let start = out.len();
+    out.extend_from_slice(record);
+    start..out.len()
 }
 
 /// Refuses a row record over [`MAX_RECORD_BYTES`] (`key` names the row in the error).
