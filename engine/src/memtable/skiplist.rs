@@ -370,14 +370,22 @@ impl SkipList {
     ///
     /// Returns false if the arena could not grow (terabytes of memtable); the entries
     /// before the failing one are inserted.
-    pub fn insert_all<'a>(&self, entries: impl IntoIterator<Item = (&'a SearchKey, &'a [u8])>) -> bool {
+    pub fn insert_all<'a>(&self, entries: impl IntoIterator<Item = (SearchKey, &'a [u8])>) -> bool {
         let mut w = self.writer.lock();
+        let mut added = 0;
+        let mut ok = true;
         for (key, record) in entries {
-            if !self.insert(&mut w, key, record) {
-                return false;
+            match self.insert(&mut w, &key, record) {
+                Some(words) => added += words,
+                None => {
+                    ok = false;
+                    break;
+                }
             }
         }
-        true
+        // One atomic add per batch: every write's size check reads it.
+        self.used_bytes.fetch_add(added * 8, Ordering::Relaxed);
+        ok
     }
 
     /// A tower height: 1, then one more level with probability 1/2 each.
@@ -427,7 +435,8 @@ impl SkipList {
         w.splice_height = height;
     }
 
-    fn insert(&self, w: &mut Writer, key: &SearchKey, record: &[u8]) -> bool {
+    /// Inserts one entry; returns the words it took, `None` if the arena could not grow.
+    fn insert(&self, w: &mut Writer, key: &SearchKey, record: &[u8]) -> Option<usize> {
         let mut height = Self::random_height(w);
         let list_height = self.height.load(Ordering::Relaxed);
         // Search on every level in use; levels above them have the head and the end as
@@ -447,11 +456,7 @@ impl SkipList {
         }
         let key_words = key.words();
         let record_len = record.len().div_ceil(8);
-        let Some((addr, record_offset)) = self.arena.alloc(&mut w.cursor, height, 2 + key_words.len(), record_len)
-        else {
-            return false;
-        };
-        self.used_bytes.fetch_add((height + 2 + key_words.len() + record_len) * 8, Ordering::Relaxed);
+        let (addr, record_offset) = self.arena.alloc(&mut w.cursor, height, 2 + key_words.len(), record_len)?;
         let node = self.node(addr);
         let (chunk, at) = (node.chunk, node.at);
         put(chunk, at, key.len as u64 | (height as u64) << 32);
@@ -492,7 +497,7 @@ impl SkipList {
             }
         }
         w.splice_height = w.splice_height.max(height);
-        true
+        Some(height + 2 + key_words.len() + record_len)
     }
 }
 
@@ -536,9 +541,9 @@ mod tests {
     fn a_repeated_key_replaces_its_entry() {
         let l = list();
         let keys: Vec<SearchKey> = (0u8..50).map(|i| SearchKey::new(1, &[i])).collect();
-        assert!(l.insert_all(keys.iter().map(|k| (k, b"old".as_slice()))));
+        assert!(l.insert_all(keys.iter().map(|k| (k.clone(), b"old".as_slice()))));
         let again = SearchKey::new(1, &[7]);
-        assert!(l.insert_all([(&again, b"new".as_slice())]));
+        assert!(l.insert_all([(again.clone(), b"new".as_slice())]));
         let c = contents(&l);
         assert_eq!(c.len(), 50);
         assert_eq!(c[7], (bytes_of(1, &[7]), b"new".to_vec()));
@@ -553,7 +558,7 @@ mod tests {
             std::thread::spawn(move || {
                 for i in 0u32..20_000 {
                     let k = SearchKey::new(0, &(i.wrapping_mul(2_654_435_761)).to_be_bytes());
-                    assert!(l.insert_all([(&k, i.to_le_bytes().as_slice())]));
+                    assert!(l.insert_all([(k, i.to_le_bytes().as_slice())]));
                 }
             })
         };
@@ -596,7 +601,7 @@ mod tests {
                     _ => {}
                 }
                 let keys: Vec<SearchKey> = batch.iter().map(|(t, k, _)| SearchKey::new(*t, k)).collect();
-                prop_assert!(l.insert_all(keys.iter().zip(&batch).map(|(k, (_, _, r))| (k, r.as_slice()))));
+                prop_assert!(l.insert_all(keys.iter().zip(&batch).map(|(k, (_, _, r))| (k.clone(), r.as_slice()))));
                 for (t, k, r) in batch {
                     model.insert(bytes_of(t, &k), r);
                 }
