@@ -16,7 +16,7 @@
 //! assert_eq!(row.get("amount"), Some(&strata::Value::Integer(12)));
 //! ```
 //!
-//! Where to look: the write path is `write.rs` → `memtable.rs`/`wal.rs` → `flush.rs`; the read
+//! Where to look: the write path is `write.rs` → `memtable/`/`wal.rs` → `flush.rs`; the read
 //! path is `read.rs` → `iter.rs` → `sst/`; background work is `compaction/` and `split/`;
 //! opening and crash recovery is `recovery.rs`.
 
