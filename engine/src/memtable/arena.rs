@@ -127,6 +127,9 @@ pub struct Cursor {
     back: usize,
     /// The chunk's address in words, modulo 8 (for aligning nodes to cache lines).
     skew: usize,
+    /// Words handed out or skipped for alignment, over all chunks: the memory the memtable
+    /// has written to (a chunk's untouched tail costs nothing until written).
+    pub used: usize,
 }
 
 /// A chunk's address in words, modulo 8 (a pointer's address is safe to read as a number).
@@ -171,7 +174,7 @@ impl Arena {
 
     /// Where allocation starts: the whole first chunk.
     pub fn cursor(&self) -> Cursor {
-        Cursor { chunk: 0, front: 0, back: self.first.len(), skew: skew_of(&self.first) }
+        Cursor { chunk: 0, front: 0, back: self.first.len(), skew: skew_of(&self.first), used: 0 }
     }
 
     /// Reserves `links + body` words at the front and `record` words at the back of one
@@ -193,9 +196,10 @@ impl Arena {
             let chunk = self.pool.take(links + body + record + 8);
             let (len, skew) = (chunk.len(), skew_of(&chunk));
             page.get(i % PAGE_SLOTS)?.set(chunk).ok()?;
-            *cur = Cursor { chunk: index, front: 0, back: len, skew };
+            *cur = Cursor { chunk: index, front: 0, back: len, skew, used: cur.used };
         }
         let at = body_at(cur);
+        cur.used += at + body - cur.front + record;
         cur.front = at + body;
         cur.back -= record;
         Some((((cur.chunk as u64 + 1) << 32) | at as u64, cur.back))

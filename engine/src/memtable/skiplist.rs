@@ -372,19 +372,16 @@ impl SkipList {
     /// before the failing one are inserted.
     pub fn insert_all<'a>(&self, entries: impl IntoIterator<Item = (SearchKey, &'a [u8])>) -> bool {
         let mut w = self.writer.lock();
-        let mut added = 0;
         let mut ok = true;
         for (key, record) in entries {
-            match self.insert(&mut w, &key, record) {
-                Some(words) => added += words,
-                None => {
-                    ok = false;
-                    break;
-                }
+            if self.insert(&mut w, &key, record).is_none() {
+                ok = false;
+                break;
             }
         }
-        // One atomic add per batch: every write's size check reads it.
-        self.used_bytes.fetch_add(added * 8, Ordering::Relaxed);
+        // Stored once per batch (every write's size check reads it), counting the padding
+        // that aligns nodes, so the flush threshold measures the memory written.
+        self.used_bytes.store(w.cursor.used * 8, Ordering::Relaxed);
         ok
     }
 
@@ -435,8 +432,8 @@ impl SkipList {
         w.splice_height = height;
     }
 
-    /// Inserts one entry; returns the words it took, `None` if the arena could not grow.
-    fn insert(&self, w: &mut Writer, key: &SearchKey, record: &[u8]) -> Option<usize> {
+    /// Inserts one entry; `None` if the arena could not grow.
+    fn insert(&self, w: &mut Writer, key: &SearchKey, record: &[u8]) -> Option<()> {
         let mut height = Self::random_height(w);
         let list_height = self.height.load(Ordering::Relaxed);
         // Search on every level in use; levels above them have the head and the end as
@@ -497,7 +494,7 @@ impl SkipList {
             }
         }
         w.splice_height = w.splice_height.max(height);
-        Some(height + 2 + key_words.len() + record_len)
+        Some(())
     }
 }
 
