@@ -100,11 +100,6 @@ impl ChunkPool {
     pub fn pooled_bytes(&self) -> usize {
         self.free.lock().len() * self.chunk_words * 8
     }
-
-    /// Bytes of a standard chunk.
-    pub fn chunk_bytes(&self) -> usize {
-        self.chunk_words * 8
-    }
 }
 
 /// The chunks of one memtable: the first in a field, the rest in a two-level directory that
