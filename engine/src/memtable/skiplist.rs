@@ -243,12 +243,18 @@ impl SkipList {
         Node { chunk, at }
     }
 
+    /// The link of `node` (`None` = the head) at `level`.
+    #[inline]
+    fn link_of<'a>(&'a self, node: Option<Node<'a>>, level: usize) -> Option<&'a AtomicU64> {
+        match node {
+            None => self.head.get(level),
+            Some(n) => n.link(level),
+        }
+    }
+
     /// The link of `node` (0 = the head) at `level`.
     fn link(&self, node: u64, level: usize) -> Option<&AtomicU64> {
-        if node == 0 {
-            return self.head.get(level);
-        }
-        self.node(node).link(level)
+        self.link_of((node != 0).then(|| self.node(node)), level)
     }
 
     /// The node after `node` (0 = the head) at `level`; 0 at the end.
@@ -274,11 +280,7 @@ impl SkipList {
     /// The link at `level` of `node` (`None` = the head).
     #[inline]
     fn next_from(&self, node: Option<Node<'_>>, level: usize) -> u64 {
-        let link = match node {
-            None => self.head.get(level),
-            Some(n) => n.link(level),
-        };
-        link.map_or(0, |l| l.load(Ordering::Acquire))
+        self.link_of(node, level).map_or(0, |l| l.load(Ordering::Acquire))
     }
 
     /// The last node (0 = the head) on the search path whose successor does not satisfy
