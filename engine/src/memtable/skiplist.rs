@@ -7,7 +7,7 @@
 //! | word (from the node's address) | content |
 //! |---|---|
 //! | -h .. -1 | next node at levels h-1 .. 0 (address, 0 = none) |
-//! | 0 | key length in bytes (low 32 bits), tower height (bits 32..40) |
+//! | 0 | key length in bytes (low 32 bits), tower height (bits 32..40), key words with the table id (bits 40..) |
 //! | 1 | table id |
 //! | 2 .. 1+k | internal key, big-endian words, zero-padded (k words with the table id) |
 //! | 1+k | record length in bytes (high 32 bits), record's word offset in the chunk (low 32) |
@@ -132,12 +132,13 @@ impl<'a> Node<'a> {
     /// The link at `level`.
     #[inline]
     fn link(&self, level: usize) -> Option<&'a AtomicU64> {
-        self.at.checked_sub(1 + level).and_then(|i| self.chunk.get(i))
+        // Wrapping: a link before the chunk's start (never written) is an index out of range.
+        self.chunk.get(self.at.wrapping_sub(1 + level))
     }
 
     fn header(&self) -> Header {
         let w0 = self.word(0);
-        let r = self.word(1 + key_words(w0));
+        let r = self.word(1 + stored_key_words(w0));
         Header {
             key_len: (w0 & 0xffff_ffff) as usize,
             height: ((w0 >> 32) & 0xff) as usize,
@@ -146,23 +147,47 @@ impl<'a> Node<'a> {
         }
     }
 
-    /// Orders the node against `key`.
+    /// Orders the node against a key of words `theirs` (table id first) and `len` bytes.
+    ///
+    /// The search's critical path runs through here once per node visited, so it is kept
+    /// short: the node's words are loaded at fixed offsets, as many as the key has, without
+    /// first waiting for the header (the node's cache miss) to say how long its key is; a
+    /// difference found past the node's key (in its record word or beyond) is then discarded
+    /// by the word count the header carries.
     #[inline]
-    fn cmp(&self, key: &SearchKey) -> CmpOrdering {
+    fn cmp(&self, theirs: &[u64], len: usize) -> CmpOrdering {
+        let Some((w0, mine)) = self.chunk.get(self.at..=self.at + theirs.len()).and_then(|s| s.split_first()) else {
+            return self.cmp_near_end(theirs, len);
+        };
+        for (i, (w, k)) in mine.iter().zip(theirs).enumerate() {
+            let w = w.load(Ordering::Relaxed);
+            if w != *k {
+                if i < stored_key_words(w0.load(Ordering::Relaxed)) {
+                    return w.cmp(k);
+                }
+                // The node's whole key matched a prefix of `theirs`: it is shorter.
+                return CmpOrdering::Less;
+            }
+        }
+        let w0 = w0.load(Ordering::Relaxed);
+        stored_key_words(w0).cmp(&theirs.len()).then(((w0 & 0xffff_ffff) as usize).cmp(&len))
+    }
+
+    /// [`Node::cmp`] for a node whose key ends too close to its chunk's end to read as many
+    /// words as the search key has: only the node's own words.
+    #[cold]
+    fn cmp_near_end(&self, theirs: &[u64], len: usize) -> CmpOrdering {
         let w0 = self.word(0);
-        let key_len = (w0 & 0xffff_ffff) as usize;
-        let theirs = key.words();
-        let n = key_words(w0);
-        // Two slices of one length: the loop runs without bounds checks or a counter.
+        let n = stored_key_words(w0);
         let m = n.min(theirs.len());
         let mine = self.chunk.get(self.at + 1..self.at + 1 + m).unwrap_or_default();
-        for (w, k) in mine.iter().zip(theirs.get(..m).unwrap_or_default()) {
+        for (w, k) in mine.iter().zip(theirs) {
             let w = w.load(Ordering::Relaxed);
             if w != *k {
                 return w.cmp(k);
             }
         }
-        n.cmp(&theirs.len()).then(key_len.cmp(&key.len))
+        n.cmp(&theirs.len()).then(((w0 & 0xffff_ffff) as usize).cmp(&len))
     }
 }
 
@@ -177,8 +202,8 @@ struct Header {
 
 /// Words of a node's key (table id included), from its first word.
 #[inline]
-fn key_words(w0: u64) -> usize {
-    1 + ((w0 & 0xffff_ffff) as usize).div_ceil(8)
+fn stored_key_words(w0: u64) -> usize {
+    (w0 >> 40) as usize
 }
 
 /// The writer's state: allocation cursor, tower-height generator and the splice (each level's
@@ -274,7 +299,7 @@ impl SkipList {
 
     /// Orders entry `node` against `key`.
     pub fn cmp(&self, node: u64, key: &SearchKey) -> CmpOrdering {
-        self.node(node).cmp(key)
+        self.node(node).cmp(key.words(), key.len)
     }
 
     /// The link at `level` of `node` (`None` = the head).
@@ -292,6 +317,7 @@ impl SkipList {
         // The node that stopped the search on the level above: met again one level down (as
         // it often is), it stops the search without a second comparison (LevelDB's trick).
         let mut stopped_at = 0;
+        let key = key.map(|k| (k.words(), k.len));
         for level in (0..self.height.load(Ordering::Acquire)).rev() {
             loop {
                 let n = self.next_from(x_node, level);
@@ -301,7 +327,7 @@ impl SkipList {
                 // One lookup of the node serves the comparison and, if the search moves onto
                 // it, the next link.
                 let node = self.node(n);
-                if !key.is_none_or(|k| go_right(node.cmp(k))) {
+                if !key.is_none_or(|(words, len)| go_right(node.cmp(words, len))) {
                     stopped_at = n;
                     break;
                 }
@@ -411,6 +437,7 @@ impl SkipList {
         // from the head: checking the levels above one by one for the lowest bracketing one
         // (as RocksDB does) cost a random fill two comparisons a level for little gain.
         let from = if w.splice_height >= height && self.brackets(w.prev[0], w.next[0], key) { 0 } else { height };
+        let words = key.words();
         for level in (0..from).rev() {
             let (mut x, bound) = match (w.prev.get(level + 1), w.next.get(level + 1)) {
                 // Start from the level above (bracketing or just searched); the top level
@@ -419,9 +446,14 @@ impl SkipList {
                 _ => (0, 0),
             };
             let mut n = self.next_at(x, level);
-            while n != 0 && n != bound && self.cmp(n, key) == CmpOrdering::Less {
+            while n != 0 && n != bound {
+                // One lookup of the node serves the comparison and the next link.
+                let node = self.node(n);
+                if node.cmp(words, key.len) != CmpOrdering::Less {
+                    break;
+                }
                 x = n;
-                n = self.next_at(x, level);
+                n = node.link(level).map_or(0, |l| l.load(Ordering::Acquire));
             }
             if let (Some(p), Some(nx)) = (w.prev.get_mut(level), w.next.get_mut(level)) {
                 *p = x;
@@ -455,23 +487,23 @@ impl SkipList {
         let (addr, record_offset) = self.arena.alloc(&mut w.cursor, height, 2 + key_words.len(), record_len)?;
         let node = self.node(addr);
         let (chunk, at) = (node.chunk, node.at);
-        put(chunk, at, key.len as u64 | (height as u64) << 32);
+        put(chunk, at, key.len as u64 | (height as u64) << 32 | (key_words.len() as u64) << 40);
         for (i, k) in key_words.iter().enumerate() {
             put(chunk, at + 1 + i, *k);
         }
         put(chunk, at + 1 + key_words.len(), (record.len() as u64) << 32 | record_offset as u64);
-        let record_words = chunk.get(record_offset..).unwrap_or_default();
+        let record_words = chunk.get(record_offset..record_offset + record_len).unwrap_or_default();
         let mut whole = record.chunks_exact(8);
-        let mut i = 0;
-        for c in whole.by_ref() {
-            put(record_words, i, u64::from_le_bytes(c.try_into().unwrap_or_default()));
-            i += 1;
+        for (w, c) in record_words.iter().zip(whole.by_ref()) {
+            w.store(u64::from_le_bytes(c.try_into().unwrap_or_default()), Ordering::Relaxed);
         }
         let tail = whole.remainder();
         if !tail.is_empty() {
             let mut b = [0u8; 8];
             b.get_mut(..tail.len()).unwrap_or_default().copy_from_slice(tail);
-            put(record_words, i, u64::from_le_bytes(b));
+            if let Some(w) = record_words.last() {
+                w.store(u64::from_le_bytes(b), Ordering::Relaxed);
+            }
         }
         for level in 0..height {
             let after = if replaces { self.next_at(w.next[level], level) } else { w.next[level] };
