@@ -67,7 +67,7 @@ fn sst_dump(path: &Path, command: SstCommand) -> (i32, String, String) {
 fn saved_fuzz_inputs_replay_without_panics() {
     let dir = root().join("fuzz_regressions");
     let mut n = 0;
-    for target in ["sst", "wal", "manifest", "key", "record"] {
+    for target in ["sst", "wal", "manifest", "key", "record", "block"] {
         for f in walk(&dir.join(target)) {
             let data = std::fs::read(&f).unwrap();
             let body: fn(&[u8]) = match target {
@@ -75,6 +75,7 @@ fn saved_fuzz_inputs_replay_without_panics() {
                 "wal" => fuzz_bodies::wal,
                 "manifest" => fuzz_bodies::manifest,
                 "key" => fuzz_bodies::key,
+                "block" => fuzz_bodies::block,
                 _ => fuzz_bodies::record,
             };
             body(&data);
@@ -90,7 +91,7 @@ fn saved_fuzz_inputs_replay_without_panics() {
             n += 1;
         }
     }
-    assert!(n >= 5, "expected saved inputs for every target");
+    assert!(n >= 6, "expected saved inputs for every target");
 }
 
 #[test]

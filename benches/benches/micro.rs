@@ -10,7 +10,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use strata::fs::{FileSystem, MemFs};
 use strata::memtable::Memtable;
 use strata::sst::{BlockCache, SstReader};
-use strata_format::block::{Block, BlockBuilder};
+use strata_format::block::{Block, BlockBuilder, Compression, frame_block, unframe_block};
 use strata_format::key::{PkValue, encode_pk, internal_key};
 use strata_format::record::{Cell, ColumnCells, RowRecord};
 use strata_format::sst::{SstBuildOptions, SstBuilder, SstProperties};
@@ -61,7 +61,36 @@ fn blocks(c: &mut Criterion) {
     for (k, v) in &entries {
         bb.add(k, v);
     }
-    let block = Block::new(bb.finish(), 0).expect("block");
+    let contents = bb.finish();
+    // Framing compresses with LZ4 (flush and compaction); unframing decompresses (every block
+    // read that misses the cache). Values as db_bench writes them: half random letters, half
+    // one repeated byte, about 2:1.
+    let mut letters = 0x9E37_79B9_7F4A_7C15u64;
+    let db_bench_entries: Vec<(Vec<u8>, Vec<u8>)> = (0..32)
+        .map(|i| {
+            let mut v: Vec<u8> = (0..50)
+                .map(|_| {
+                    letters ^= letters << 13;
+                    letters ^= letters >> 7;
+                    letters ^= letters << 17;
+                    b'a' + (letters % 26) as u8
+                })
+                .collect();
+            v.resize(100, b'x');
+            (internal_key(&pk(i), 5), v)
+        })
+        .collect();
+    let mut db_bench_block = BlockBuilder::new();
+    for (k, v) in &db_bench_entries {
+        db_bench_block.add(k, v);
+    }
+    let db_bench_block = db_bench_block.finish();
+    g.throughput(Throughput::Bytes(db_bench_block.len() as u64));
+    g.bench_function("frame (lz4) 4 KiB", |b| b.iter(|| frame_block(black_box(&db_bench_block), true)));
+    let (framed, compression) = frame_block(&db_bench_block, true);
+    assert_eq!(compression, Compression::Lz4, "the block compresses");
+    g.bench_function("unframe (lz4) 4 KiB", |b| b.iter(|| unframe_block(black_box(&framed), 0)));
+    let block = Block::new(contents, 0).expect("block");
     g.throughput(Throughput::Elements(1));
     g.bench_function("seek", |b| {
         let mut i = 0u64;

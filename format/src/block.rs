@@ -552,7 +552,62 @@ mod tests {
         Block::new(b.finish(), 0).unwrap()
     }
 
+    /// The contents of a block of db_bench-like rows (half random letters, half one byte).
+    fn compressible_contents(seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        let mut b = BlockBuilder::new();
+        for i in 0..40u32 {
+            let mut v: Vec<u8> = (0..50)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b'a' + (x % 26) as u8
+                })
+                .collect();
+            v.resize(100, b'x');
+            b.add(format!("{i:016}").as_bytes(), &v);
+        }
+        b.finish()
+    }
+
     proptest! {
+        /// The LZ4 decoder (lz4_flex's optimised one) given hostile payloads behind a valid
+        /// checksum: arbitrary bytes, and real compressed blocks with bytes flipped, cut or
+        /// inserted. It returns an error or the declared length, and never panics.
+        #[test]
+        fn hostile_lz4_payloads_give_errors_not_panics(
+            seed in any::<u64>(),
+            junk in proptest::collection::vec(any::<u8>(), 0..600),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..8),
+        ) {
+            crate::fuzz_bodies::block(&junk);
+            let (framed, compression) = frame_block(&compressible_contents(seed), true);
+            prop_assert_eq!(compression, Compression::Lz4);
+            let mut payload = framed[..framed.len() - BLOCK_TRAILER_LEN].to_vec();
+            for (at, byte, kind) in edits {
+                let i = at.index(payload.len());
+                match kind {
+                    0 => payload[i] ^= byte | 1,
+                    1 => payload.truncate(i),
+                    _ => payload.insert(i, byte),
+                }
+                if payload.is_empty() {
+                    break;
+                }
+            }
+            crate::fuzz_bodies::block(&payload);
+            let mut refr = payload.clone();
+            refr.push(Compression::Lz4 as u8);
+            let crc = crate::codec::crc32(&[&refr]);
+            refr.extend_from_slice(&crc.to_le_bytes());
+            if let Ok(out) = unframe_block(&refr, 0) {
+                let mut c = crate::codec::Cursor::new(&payload, "block", 0);
+                let declared = c.varint_len(crate::MAX_ALLOC_BYTES, "len").unwrap();
+                prop_assert_eq!(out.len(), declared);
+            }
+        }
+
         #[test]
         fn seeks_agree_with_a_sorted_vector(
             mut keys in proptest::collection::btree_set(proptest::collection::vec(0u8..4, 0..6), 1..80)

@@ -3,6 +3,8 @@
 //! decodes arbitrary bytes every way the engine and tools would; none may panic or allocate
 //! without bound.
 
+use crate::block::{Block, Compression, unframe_block};
+use crate::codec::crc32;
 use crate::key::{decode_pk, partition_key_len};
 use crate::manifest::ManifestData;
 use crate::record::{RecordStats, RowRecord};
@@ -22,6 +24,26 @@ pub fn sst(data: &[u8]) {
                     it.prev();
                 }
             }
+        }
+    }
+}
+
+/// An LZ4 block payload (the uncompressed length as a varint, then LZ4 data) framed with a
+/// valid checksum, so the decompressor itself sees hostile bytes (in a file, a corrupt
+/// payload fails its CRC before it is decompressed); then the block and every entry.
+pub fn block(data: &[u8]) {
+    let mut framed = data.to_vec();
+    framed.push(Compression::Lz4 as u8);
+    let crc = crc32(&[&framed]);
+    framed.extend_from_slice(&crc.to_le_bytes());
+    if let Ok(contents) = unframe_block(&framed, 0)
+        && let Ok(b) = Block::new(contents, 0)
+    {
+        let mut it = b.iter();
+        it.seek_to_first();
+        while it.valid() {
+            let _ = RowRecord::decode(it.value());
+            it.next();
         }
     }
 }
