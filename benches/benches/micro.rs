@@ -7,6 +7,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use strata::fs::{FileSystem, MemFs};
 use strata::memtable::Memtable;
 use strata::sst::{BlockCache, SstReader};
@@ -63,23 +65,11 @@ fn blocks(c: &mut Criterion) {
     }
     let contents = bb.finish();
     // Framing compresses with LZ4 (flush and compaction); unframing decompresses (every block
-    // read that misses the cache). Values as db_bench writes them: half random letters, half
-    // one repeated byte, about 2:1.
-    let mut letters = 0x9E37_79B9_7F4A_7C15u64;
-    let db_bench_entries: Vec<(Vec<u8>, Vec<u8>)> = (0..32)
-        .map(|i| {
-            let mut v: Vec<u8> = (0..50)
-                .map(|_| {
-                    letters ^= letters << 13;
-                    letters ^= letters >> 7;
-                    letters ^= letters << 17;
-                    b'a' + (letters % 26) as u8
-                })
-                .collect();
-            v.resize(100, b'x');
-            (internal_key(&pk(i), 5), v)
-        })
-        .collect();
+    // read that misses the cache). Values as db_bench writes them (`strata_tools::bench::value`:
+    // half random letters, half one repeated byte, about 2:1).
+    let mut rng = StdRng::seed_from_u64(7);
+    let db_bench_entries: Vec<(Vec<u8>, Vec<u8>)> =
+        (0..32).map(|i| (internal_key(&pk(i), 5), strata_tools::bench::value(&mut rng, 100))).collect();
     let mut db_bench_block = BlockBuilder::new();
     for (k, v) in &db_bench_entries {
         db_bench_block.add(k, v);
