@@ -173,23 +173,17 @@ struct OsReadable {
 }
 
 impl OsReadable {
-    /// Copies from the mapping; `None` when the file is not mapped.
+    /// The mapped bytes `offset .. offset + len`; `None` when the file is not mapped.
     #[cfg(target_os = "linux")]
-    fn read_mapped(&self, offset: u64, buf: &mut [u8]) -> Option<io::Result<()>> {
+    fn mapped(&self, offset: u64, len: usize) -> Option<io::Result<&[u8]>> {
         let map = self.map.as_ref()?;
         let start = usize::try_from(offset).ok();
-        let src = start.and_then(|s| map.get(s..s.checked_add(buf.len())?));
-        Some(match src {
-            Some(src) => {
-                buf.copy_from_slice(src);
-                Ok(())
-            }
-            None => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file")),
-        })
+        let src = start.and_then(|s| map.get(s..s.checked_add(len)?));
+        Some(src.ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "read past the end of the file")))
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn read_mapped(&self, _offset: u64, _buf: &mut [u8]) -> Option<io::Result<()>> {
+    fn mapped(&self, _offset: u64, _len: usize) -> Option<io::Result<&[u8]>> {
         None
     }
 }
@@ -213,10 +207,13 @@ fn map_readonly(file: &File, len: u64) -> Option<memmap2::Mmap> {
 
 impl RandomAccessFile for OsReadable {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        if let Some(r) = self.read_mapped(offset, buf) {
-            return r;
+        if let Some(r) = self.mapped(offset, buf.len()) {
+            return r.map(|src| buf.copy_from_slice(src));
         }
         self.file.read_exact_at(buf, offset)
+    }
+    fn mapped_at(&self, offset: u64, len: usize) -> Option<io::Result<&[u8]>> {
+        self.mapped(offset, len)
     }
     fn len(&self) -> u64 {
         self.len
@@ -303,7 +300,8 @@ mod tests {
     use super::*;
 
     /// Mapped and positioned reads return the same bytes and refuse the same out-of-range
-    /// reads (an SSTable reader relies on `UnexpectedEof` for a truncated file).
+    /// reads (an SSTable reader relies on `UnexpectedEof` for a truncated file); `mapped_at`
+    /// lends the same bytes in place when the file is mapped and declines otherwise.
     #[test]
     fn mapped_and_positioned_reads_agree() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
@@ -318,11 +316,19 @@ mod tests {
                 let mut buf = vec![0; n];
                 f.read_exact_at(off as u64, &mut buf)?;
                 assert_eq!(Some(buf.as_slice()), data.get(off..off + n), "{fs:?} at {off}");
+                match f.mapped_at(off as u64, n) {
+                    Some(lent) => assert_eq!(Some(lent?), data.get(off..off + n), "{fs:?} lent at {off}"),
+                    None => assert!(!fs.map_reads || n == 0, "{fs:?}: a mapped file lends its bytes"),
+                }
             }
             for (off, n) in [(19_999u64, 2usize), (20_001, 1)] {
                 let err = f.read_exact_at(off, &mut vec![0; n]).err().map(|e| e.kind());
                 assert_eq!(err, Some(io::ErrorKind::UnexpectedEof), "{fs:?} at {off}");
+                if let Some(lent) = f.mapped_at(off, n) {
+                    assert_eq!(lent.err().map(|e| e.kind()), Some(io::ErrorKind::UnexpectedEof), "{fs:?} at {off}");
+                }
             }
+            assert!(f.mapped_at(u64::MAX, 1).is_none_or(|r| r.is_err()), "{fs:?} lent at the largest offset");
             assert!(f.read_exact_at(u64::MAX, &mut [0]).is_err(), "{fs:?} at the largest offset");
             let empty = fs.open(&dir.path().join("empty"))?;
             assert!(empty.read_exact_at(0, &mut [0]).is_err());

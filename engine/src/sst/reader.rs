@@ -104,11 +104,18 @@ impl SstReader {
             offset: 0,
             detail: format!("block {i} is not in the index"),
         })?;
-        let mut framed = vec![0u8; e.handle.size as usize];
-        self.file
-            .read_exact_at(e.handle.offset, &mut framed)
-            .map_err(|err| Error::io("read sst block", &self.path, err))?;
-        let contents = unframe_block(&framed, e.handle.offset).map_err(|err| Error::corruption(&self.path, err))?;
+        let (offset, size) = (e.handle.offset, e.handle.size as usize);
+        let read_err = |err| Error::io("read sst block", &self.path, err);
+        // A mapped file's block is checked and decompressed in place; otherwise read it first.
+        let unframed = match self.file.mapped_at(offset, size) {
+            Some(framed) => unframe_block(framed.map_err(read_err)?, offset),
+            None => {
+                let mut framed = vec![0u8; size];
+                self.file.read_exact_at(offset, &mut framed).map_err(read_err)?;
+                unframe_block(&framed, offset)
+            }
+        };
+        let contents = unframed.map_err(|err| Error::corruption(&self.path, err))?;
         let b = Block::new(contents, e.handle.offset).map_err(|err| Error::corruption(&self.path, err))?;
         self.cache.insert(self.id, i as u32, b.clone());
         Ok(b)
