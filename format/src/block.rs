@@ -135,10 +135,16 @@ pub fn frame_block(contents: &[u8], compress: bool) -> (Vec<u8>, Compression) {
     if compression == Compression::None {
         out.extend_from_slice(contents);
     }
-    out.push(compression as u8);
-    let crc = crc32(&[&out]);
-    out.extend_from_slice(&crc.to_le_bytes());
+    append_trailer(&mut out, compression);
     (out, compression)
+}
+
+/// Appends the block trailer to a payload: the compression byte and a CRC-32 over payload
+/// and compression byte.
+pub fn append_trailer(payload: &mut Vec<u8>, compression: Compression) {
+    payload.push(compression as u8);
+    let crc = crc32(&[payload]);
+    payload.extend_from_slice(&crc.to_le_bytes());
 }
 
 /// What [`unframe_block`] found in a physical block's trailer.
@@ -598,9 +604,7 @@ mod tests {
             }
             crate::fuzz_bodies::block(&payload);
             let mut refr = payload.clone();
-            refr.push(Compression::Lz4 as u8);
-            let crc = crate::codec::crc32(&[&refr]);
-            refr.extend_from_slice(&crc.to_le_bytes());
+            append_trailer(&mut refr, Compression::Lz4);
             if let Ok(out) = unframe_block(&refr, 0) {
                 let mut c = crate::codec::Cursor::new(&payload, "block", 0);
                 let declared = c.varint_len(crate::MAX_ALLOC_BYTES, "len").unwrap();

@@ -3,8 +3,7 @@
 //! decodes arbitrary bytes every way the engine and tools would; none may panic or allocate
 //! without bound.
 
-use crate::block::{Block, Compression, unframe_block};
-use crate::codec::crc32;
+use crate::block::{Block, Compression, append_trailer, unframe_block};
 use crate::key::{decode_pk, partition_key_len};
 use crate::manifest::ManifestData;
 use crate::record::{RecordStats, RowRecord};
@@ -33,9 +32,7 @@ pub fn sst(data: &[u8]) {
 /// payload fails its CRC before it is decompressed); then the block and every entry.
 pub fn block(data: &[u8]) {
     let mut framed = data.to_vec();
-    framed.push(Compression::Lz4 as u8);
-    let crc = crc32(&[&framed]);
-    framed.extend_from_slice(&crc.to_le_bytes());
+    append_trailer(&mut framed, Compression::Lz4);
     if let Ok(contents) = unframe_block(&framed, 0)
         && let Ok(b) = Block::new(contents, 0)
     {
