@@ -5,12 +5,13 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use strata::fs::{FileSystem, MemFs};
-use strata::memtable::Memtable;
+use strata::memtable::{ChunkPool, Memtable};
 use strata::sst::{BlockCache, SstReader};
 use strata_format::block::{Block, BlockBuilder, Compression, frame_block, unframe_block};
 use strata_format::key::{PkValue, encode_pk, internal_key};
@@ -128,6 +129,27 @@ fn memtable(c: &mut Criterion) {
             i = (i + 7919) % 100_000;
             let mut out = Vec::new();
             black_box(m.get(1, &pk(i), u64::MAX, &mut out))
+        })
+    });
+    // Keys in random order, as in db_bench's fillrandom: each insert searches every level (the
+    // insert benchmark above mostly extends the previous insert's splice). A fresh memtable of
+    // 300k rows per sample, on memory the pool keeps warm between samples; the timed inserts
+    // (about 300k per sample) grow it further.
+    let pool = ChunkPool::new(256 << 20, 256 << 20);
+    let scrambled = |i: u64| pk(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 10_000_000_000_000_000);
+    g.sample_size(10).measurement_time(Duration::from_secs(4)).sampling_mode(SamplingMode::Flat);
+    g.bench_function("random insert into 300k", |b| {
+        b.iter_custom(|iters| {
+            let m = Memtable::for_buffer(1, 256 << 20, &pool);
+            for i in 0..300_000u64 {
+                assert!(m.insert_batch([(1, scrambled(i).as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
+            }
+            let keys: Vec<Vec<u8>> = (300_000..300_000 + iters).map(scrambled).collect();
+            let start = Instant::now();
+            for (i, k) in (300_000u64..).zip(&keys) {
+                assert!(m.insert_batch([(1, k.as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
+            }
+            start.elapsed()
         })
     });
     g.finish();

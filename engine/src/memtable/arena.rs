@@ -11,8 +11,8 @@
 //! (with a directory of 1 MiB chunks every step of a search paid two extra dependent loads,
 //! and a sequential point read took twice as long). Chunks beyond the first (a memtable
 //! overfilled by a large group, or a node larger than a chunk) sit in a two-level directory.
-//! A fresh chunk comes zeroed from the allocator (`calloc`), so its pages cost nothing until
-//! written.
+//! A fresh chunk is an anonymous mapping kept off transparent huge pages ([`Chunk`], whose
+//! docs say why), so its pages cost nothing until written.
 //!
 //! Why recycle: fresh memory is zero-filled by the kernel on its first write, and with a
 //! memtable allocating node by node that zeroing was the largest single item of a sequential
@@ -27,6 +27,8 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
+use super::chunk::Chunk;
+
 /// Smallest chunk: 64 KiB (tests run with write buffers of a few kilobytes).
 const MIN_CHUNK_WORDS: usize = 1 << 13;
 
@@ -37,15 +39,12 @@ const MAX_CHUNK_WORDS: usize = 1 << 29;
 const PAGE_SLOTS: usize = 1024;
 const PAGES: usize = 1024;
 
-/// One chunk of words.
-pub type Chunk = Box<[AtomicU64]>;
-
 /// A directory page: slots for chunks, each set once by the writer.
 type Page = Box<[OnceLock<Chunk>]>;
 
 /// A zeroed chunk; its pages are faulted in as they are first written.
 fn fresh_chunk(words: usize) -> Chunk {
-    bytemuck::allocation::zeroed_slice_box(words)
+    Chunk::fresh(words)
 }
 
 /// Chunks released by flushed memtables, for the next memtables to reuse.

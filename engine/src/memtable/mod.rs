@@ -14,6 +14,7 @@
 //! read skip the search of a memtable that lacks the row.
 
 mod arena;
+mod chunk;
 mod skiplist;
 
 use std::ops::Bound;
