@@ -216,11 +216,32 @@ impl Harness {
     }
 
     /// As `check_write`; with `put_batch`, the rows (unconditional puts into one table) go
-    /// through `Db::put_batch`, which must behave exactly as `batch_write`.
+    /// through `Db::put_batch`, which must behave exactly as `batch_write` — or, for one row
+    /// whose cells name no version, half the time through `Db::put`, which must behave as
+    /// `put_row` (its one outcome, or the batch's error, as the call's result).
     fn check_write_via(&mut self, ops: Vec<WriteOp>, put_batch: bool) {
         let now = self.now();
         let expected = self.model.batch(&ops, now);
-        let got = if put_batch {
+        let borrowed_put = match ops.as_slice() {
+            [WriteOp::Put(p)] if put_batch && p.columns.iter().all(|c| c.2.is_none()) && self.rng.gen_bool(0.5) => {
+                Some(p)
+            }
+            _ => None,
+        };
+        let got = if let Some(p) = borrowed_put {
+            let pk: Vec<PkRef<'_>> = p.pk.0.iter().map(|v| v.as_row_value().expect("a row key")).collect();
+            let cols: Vec<(&str, ValueRef<'_>)> =
+                p.columns.iter().map(|(n, v, _)| (n.as_str(), v.borrowed())).collect();
+            let got = self.db().put(&p.table, &pk, &cols);
+            self.log.push(format!("step {} now {now}: Db::put {} {} -> {:?}", self.step, p.table, p.pk, got.is_ok()));
+            let expected = expected.and_then(|rows| rows.into_iter().next().expect("one outcome"));
+            match (expected, got) {
+                (Ok(incs), Ok(r)) => assert_eq!(incs, r.increments, "step {}: increments of {p:?}", self.step),
+                (Err(e), Err(g)) => assert_eq!(e, error_kind(&g), "step {}: error of Db::put {p:?}", self.step),
+                (e, g) => panic!("step {}: Db::put {p:?}: model {e:?}, engine {g:?}", self.step),
+            }
+            return;
+        } else if put_batch {
             let batch = to_put_batch(&ops, self.rng.gen_bool(0.5));
             assert_eq!(batch.len(), ops.len());
             self.db().put_batch(batch)
@@ -373,7 +394,9 @@ impl Harness {
                     _ => self.table(),
                 };
                 let mut ops = Vec::new();
-                for _ in 0..self.rng.gen_range(0..6) {
+                // One row in three batches: a candidate for `Db::put`.
+                let rows = if self.rng.gen_bool(0.33) { 1 } else { self.rng.gen_range(0..6) };
+                for _ in 0..rows {
                     let k = match self.rng.gen_range(0..20) {
                         0 => pk!["wrong"],
                         _ => self.key(if t == "nope" { "t1" } else { t }),

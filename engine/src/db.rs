@@ -24,8 +24,8 @@ use crate::schema::{TableSchema, Ttl};
 use crate::sst::BlockCache;
 use crate::stats::Stats;
 use crate::types::{
-    BatchWriteResult, DeleteRow, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row, UpdateRow, WriteOp,
-    WriteReceipt,
+    BatchWriteResult, DeleteRow, PkRef, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row, UpdateRow,
+    ValueRef, WriteOp, WriteReceipt,
 };
 use crate::version::{Partition, Table, Version};
 use crate::wal::WalWriter;
@@ -296,13 +296,20 @@ impl Inner {
         // Set once the writer had to stall; the clock is read only then, as this runs for
         // every write.
         let mut stalled_since: Option<Instant> = None;
+        // The progress epoch (a mutex) is read only once a first look found the writer
+        // stalled: reading it before the check that may wait is what keeps a wake-up from
+        // being missed, and a writer that is not stalled never waits.
+        let mut first_look = true;
         loop {
-            let epoch = self.bg.progress_epoch();
+            let epoch = if first_look { 0 } else { self.bg.progress_epoch() };
             self.check_writable()?;
             let sealed = self.state.read().sealed.len();
             let l0 = self.max_l0_files.load(Ordering::Acquire);
             let paused = self.bg.paused.load(Ordering::Acquire);
             let stalled = sealed >= self.opts.max_sealed_memtables || (l0 >= self.opts.l0_stop_trigger && !paused);
+            if stalled && std::mem::take(&mut first_look) {
+                continue;
+            }
             if !stalled {
                 if let Some(since) = stalled_since {
                     self.stats.stall_micros.fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -571,6 +578,27 @@ impl Db {
     /// Validation, condition, missing-table, busy or I/O errors.
     pub fn put_row(&self, row: PutRow) -> Result<WriteReceipt> {
         self.single(WriteOp::Put(row))
+    }
+
+    /// PutRow from borrowed values: writes the row `pk` of `table` with `columns` at the
+    /// engine-stamped version, exactly as `put_row(PutRow::new(table, pk).column(..)..)`
+    /// (same checks, errors and receipt), without building a [`PutRow`]. A writer that finds
+    /// no other write in progress commits the row straight from these slices; one that has
+    /// to wait for a group copies it first.
+    ///
+    /// ```
+    /// # use strata::{Db, KeyType, Options, PkRef, TableSchema, ValueRef};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = Db::open(dir.path(), Options::default()).unwrap();
+    /// # db.create_table(TableSchema::new("users").pk("id", KeyType::Binary)).unwrap();
+    /// db.put("users", &[PkRef::Binary(b"alice")], &[("age", ValueRef::Integer(31))])?;
+    /// # Ok::<(), strata::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Db::put_row`].
+    pub fn put(&self, table: &str, pk: &[PkRef<'_>], columns: &[(&str, ValueRef<'_>)]) -> Result<WriteReceipt> {
+        self.inner.write_one(crate::write::OnePut { table, pk, columns })
     }
 
     /// UpdateRow.

@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 
 use parking_lot::{Condvar, Mutex};
-use strata_format::key::{format_pk_ref, partition_key};
+use strata_format::key::{PkRef, format_pk_ref, partition_key};
 use strata_format::record::{CellOp, MAX_RECORD_BYTES, RowRecord, encode_put};
 use strata_format::wal::{begin_record, encode_batch_header, encode_entry, end_record};
 
@@ -34,18 +34,42 @@ use crate::version::{Table, Version};
 
 type GroupResult = Result<Vec<RowOutcome>>;
 
-/// One writer's request, as queued for the leader.
-pub(crate) enum Pending {
+/// One writer's request, as queued for the leader (`'a` is `'static` in the queue; only a
+/// writer leading its own group commits a borrowed put).
+pub(crate) enum Pending<'a> {
     /// [`crate::Db::batch_write`] and the single-row calls.
     Ops(Vec<WriteOp>),
     /// [`crate::Db::put_batch`].
     Puts(PutBatch),
+    /// [`crate::Db::put`], committed by its own writer as leader.
+    One(OnePut<'a>),
+}
+
+/// A whole-row put borrowed from the caller ([`crate::Db::put`]): the same row as a
+/// [`crate::PutRow`] with these columns at the engine-stamped version.
+#[derive(Clone, Copy)]
+pub(crate) struct OnePut<'a> {
+    /// Table name.
+    pub table: &'a str,
+    /// Primary-key values.
+    pub pk: &'a [PkRef<'a>],
+    /// Columns and values.
+    pub columns: &'a [(&'a str, ValueRef<'a>)],
+}
+
+impl OnePut<'_> {
+    /// The same row as an owned one-row batch, for when it must wait in the queue.
+    fn to_batch(self) -> PutBatch {
+        let mut batch = PutBatch::new(self.table);
+        batch.put(self.pk, self.columns);
+        batch
+    }
 }
 
 #[derive(Default)]
 struct QueueState {
     next_ticket: u64,
-    pending: VecDeque<(u64, Pending)>,
+    pending: VecDeque<(u64, Pending<'static>)>,
     leader: bool,
     done: HashMap<u64, GroupResult>,
 }
@@ -141,9 +165,44 @@ struct PreparedRow {
 
 impl Inner {
     /// Commits a batch through the group-commit queue; one outcome per operation.
-    pub(crate) fn write_ops(&self, ops: Pending) -> Result<Vec<RowOutcome>> {
+    pub(crate) fn write_ops(&self, ops: Pending<'static>) -> Result<Vec<RowOutcome>> {
         self.check_writable()?;
         self.wait_for_room()?;
+        self.enqueue(ops)
+    }
+
+    /// Commits one borrowed whole-row put. A writer that finds no leader and nobody queued
+    /// commits it as its own group, straight from the caller's slices: no queue entry, no
+    /// owned copy of the row (a `PutRow` and the queue's vectors were about a dozen
+    /// allocations a put). Otherwise the row is copied into a one-row batch and queued, so it
+    /// joins the next group as any other write does.
+    pub(crate) fn write_one(&self, one: OnePut<'_>) -> Result<WriteReceipt> {
+        self.check_writable()?;
+        self.wait_for_room()?;
+        let q = &self.queue;
+        let mut st = q.state.lock();
+        let mut out = if !st.leader && st.pending.is_empty() {
+            st.leader = true;
+            let ticket = st.next_ticket;
+            st.next_ticket += 1;
+            drop(st);
+            let mut guard = LeaderGuard { queue: q, armed: true };
+            let results = self.commit_group(std::iter::once((ticket, Pending::One(one))));
+            let mut st = q.state.lock();
+            guard.armed = false;
+            st.leader = false;
+            q.cv.notify_all();
+            drop(st);
+            results.into_iter().next().map_or(Err(Error::NotApplied), |(_, r)| r)?
+        } else {
+            drop(st);
+            self.enqueue(Pending::Puts(one.to_batch()))?
+        };
+        out.pop().unwrap_or(Err(Error::NotApplied))
+    }
+
+    /// Queues a request and waits until a leader (possibly this writer) has committed it.
+    fn enqueue(&self, ops: Pending<'static>) -> Result<Vec<RowOutcome>> {
         let q = &self.queue;
         let mut st = q.state.lock();
         let ticket = st.next_ticket;
@@ -159,7 +218,7 @@ impl Inner {
                 let group: Vec<_> = st.pending.drain(..n).collect();
                 drop(st);
                 let mut guard = LeaderGuard { queue: q, armed: true };
-                let results = self.commit_group(group);
+                let results = self.commit_group(group.into_iter());
                 st = q.state.lock();
                 guard.armed = false;
                 st.leader = false;
@@ -182,10 +241,10 @@ impl Inner {
         }
     }
 
-    fn commit_group(&self, group: Vec<(u64, Pending)>) -> Vec<(u64, GroupResult)> {
+    fn commit_group<'a>(&self, group: impl ExactSizeIterator<Item = (u64, Pending<'a>)>) -> Vec<(u64, GroupResult)> {
         if let Err(e) = self.check_writable() {
             let msg = e.to_string();
-            return group.into_iter().map(|(t, _)| (t, Err(Error::Poisoned(msg.clone())))).collect();
+            return group.map(|(t, _)| (t, Err(Error::Poisoned(msg.clone())))).collect();
         }
         let now = self.clock.now_ms();
         let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;
@@ -205,6 +264,7 @@ impl Inner {
             let prepared = match &pending {
                 Pending::Ops(ops) => self.prepare_batch(&version, ops, now, next_seq, &stamps, row_bufs),
                 Pending::Puts(batch) => self.prepare_put_batch(&version, batch, now, &stamps, row_bufs),
+                Pending::One(one) => Ok(self.prepare_one(&version, one, now, &stamps, row_bufs)),
             };
             let (keys, records) = (&row_bufs.keys, &row_bufs.records);
             match prepared {
@@ -493,6 +553,40 @@ impl Inner {
             prepared.push(row);
         }
         Ok(all_or_none(prepared))
+    }
+}
+
+impl Inner {
+    /// Prepares a borrowed put as [`Inner::prepare_put_batch`] prepares the same row in a
+    /// one-row batch (same checks, errors and record), without the batch's vectors.
+    fn prepare_one(
+        &self,
+        version: &Version,
+        one: &OnePut<'_>,
+        now: u64,
+        stamps: &std::collections::BTreeMap<u64, u64>,
+        bufs: &mut RowBufs,
+    ) -> Result<Vec<PreparedRow>, Vec<RowOutcome>> {
+        let RowBufs { records, keys } = bufs;
+        let row = (|| {
+            let table = version.table(one.table).ok_or_else(|| Error::TableNotFound(one.table.to_owned()))?;
+            check_row_key_ref(table, one.pk)?;
+            let start = keys.len();
+            for v in one.pk {
+                v.encode(keys);
+            }
+            let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
+            let cells = one.columns.iter().map(|&(name, value)| (name, value, None));
+            let (record, used_stamp) = encode_put_cells(table, cells, stamp, now, records)?;
+            check_record_size(records.get(record.clone()).unwrap_or_default(), || format_pk_ref(one.pk))?;
+            let stamp = if used_stamp { stamp } else { 0 };
+            let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
+            Ok(PreparedRow { table_id: table.id, pk: start..keys.len(), stamp, record, receipt })
+        })();
+        match row {
+            Ok(r) => Ok(vec![r]),
+            Err(e) => Err(vec![Err(e)]),
+        }
     }
 }
 

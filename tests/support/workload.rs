@@ -6,8 +6,8 @@
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata::{
-    Condition, Db, DeleteRow, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Row, RowExistence,
-    TableSchema, UpdateRow, Value, WriteOp,
+    Condition, Db, DeleteRow, KeyType, PkRef, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Row,
+    RowExistence, TableSchema, UpdateRow, Value, ValueRef, WriteOp,
 };
 
 use crate::model::Model;
@@ -91,7 +91,17 @@ pub enum StepResult {
 /// Runs one step. Logical errors (conditions, validation) count as done.
 pub fn run_step(db: &Db, step: &Step) -> StepResult {
     let r = match step {
-        Step::Write(ops) => db.batch_write(ops.clone()).map(|_| ()),
+        // A lone unconditional put goes through `Db::put` (the borrowed path, committed from
+        // the caller's slices), so its acknowledgement is held to the same durability.
+        Step::Write(ops) => match ops.as_slice() {
+            [WriteOp::Put(p)] if p.condition == Condition::default() && p.columns.iter().all(|c| c.2.is_none()) => {
+                let pk: Vec<PkRef<'_>> = p.pk.0.iter().filter_map(|v| v.as_row_value()).collect();
+                let cols: Vec<(&str, ValueRef<'_>)> =
+                    p.columns.iter().map(|(n, v, _)| (n.as_str(), v.borrowed())).collect();
+                db.put(&p.table, &pk, &cols).map(|_| ())
+            }
+            _ => db.batch_write(ops.clone()).map(|_| ()),
+        },
         Step::Flush => db.flush(),
         Step::Sync => db.sync(),
         Step::Compact => db.compact_table(TABLE),
