@@ -102,14 +102,16 @@ impl Memtable {
             if n == 0 {
                 break;
             }
-            // The chunk's filter bits first, in a loop of their own: each row's bits sit in a
+            // The chunk's filter bits first, in a pass of their own: each row's bits sit in a
             // random cache line of the filter, and with nothing in between the lines are
             // fetched together instead of one miss per skip-list insert (fillbatch's writer
             // spent 8 % in the filter insert).
-            for (table, pk, seqno, _) in chunk.iter().take(n).flatten() {
-                self.bloom.insert(row_hash(*table, pk));
+            let mut hashes = [0u64; CHUNK];
+            for (h, (table, pk, seqno, _)) in hashes.iter_mut().zip(chunk.iter().take(n).flatten()) {
+                *h = row_hash(*table, pk);
                 max_seq = max_seq.max(*seqno);
             }
+            self.bloom.insert_all(hashes.get(..n).unwrap_or_default());
             let rows = chunk.iter().take(n).flatten();
             ok &=
                 self.list.insert_all(rows.map(|(t, pk, seqno, record)| (SearchKey::for_row(*t, pk, *seqno), *record)));
