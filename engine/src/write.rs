@@ -186,13 +186,8 @@ impl Inner {
             let ticket = st.next_ticket;
             st.next_ticket += 1;
             drop(st);
-            let mut guard = LeaderGuard { queue: q, armed: true };
-            let results = self.commit_group(std::iter::once((ticket, Pending::One(one))));
-            let mut st = q.state.lock();
-            guard.armed = false;
-            st.leader = false;
+            let (results, _st) = self.commit_as_leader(std::iter::once((ticket, Pending::One(one))));
             q.cv.notify_all();
-            drop(st);
             results.into_iter().next().map_or(Err(Error::NotApplied), |(_, r)| r)?
         } else {
             drop(st);
@@ -217,11 +212,8 @@ impl Inner {
                 let n = st.pending.len().min(MAX_GROUP_BATCHES);
                 let group: Vec<_> = st.pending.drain(..n).collect();
                 drop(st);
-                let mut guard = LeaderGuard { queue: q, armed: true };
-                let results = self.commit_group(group.into_iter());
-                st = q.state.lock();
-                guard.armed = false;
-                st.leader = false;
+                let results;
+                (results, st) = self.commit_as_leader(group.into_iter());
                 // The leader keeps its own result (a lone writer never touches `done`).
                 let mut mine = None;
                 for (t, r) in results {
@@ -239,6 +231,20 @@ impl Inner {
             }
             q.cv.wait(&mut st);
         }
+    }
+
+    /// Commits `group` as the leader (the caller set `leader`), then gives the role up and
+    /// returns the results with the queue locked, for the caller to hand out and notify.
+    fn commit_as_leader<'a>(
+        &self,
+        group: impl ExactSizeIterator<Item = (u64, Pending<'a>)>,
+    ) -> (Vec<(u64, GroupResult)>, parking_lot::MutexGuard<'_, QueueState>) {
+        let mut guard = LeaderGuard { queue: &self.queue, armed: true };
+        let results = self.commit_group(group);
+        let mut st = self.queue.state.lock();
+        guard.armed = false;
+        st.leader = false;
+        (results, st)
     }
 
     fn commit_group<'a>(&self, group: impl ExactSizeIterator<Item = (u64, Pending<'a>)>) -> Vec<(u64, GroupResult)> {
@@ -397,7 +403,7 @@ impl Inner {
         encode_row_key_into(table, op.pk(), keys)?;
         let key_span = key_start..keys.len();
         let pk = keys.get(key_span.clone()).unwrap_or_default();
-        let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
+        let stamp = table_stamp(table, now, stamps);
         let cond = op.condition();
         if let Some(c) = &cond.column {
             validate_condition(c)?;
@@ -537,20 +543,12 @@ impl Inner {
                 (0..batch.len()).map(|_| Err(Error::TableNotFound(batch.table().to_owned()))).collect(),
             ));
         };
-        let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
+        let stamp = table_stamp(table, now, stamps);
         let mut cells = Vec::new();
         let mut prepared: Vec<Result<PreparedRow>> = Vec::with_capacity(batch.len());
         for (i, span) in spans.into_iter().enumerate() {
             batch.row(i, &mut pk, &mut cells);
-            let row = (|| {
-                check_row_key_ref(table, &pk)?;
-                let (record, used_stamp) = encode_put_cells(table, cells.iter().copied(), stamp, now, records)?;
-                check_record_size(records.get(record.clone()).unwrap_or_default(), || format_pk_ref(&pk))?;
-                let stamp = if used_stamp { stamp } else { 0 };
-                let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
-                Ok(PreparedRow { table_id: table.id, pk: span, stamp, record, receipt })
-            })();
-            prepared.push(row);
+            prepared.push(prepare_whole_put(table, &pk, span, cells.iter().copied(), stamp, now, records));
         }
         Ok(all_or_none(prepared))
     }
@@ -568,26 +566,46 @@ impl Inner {
         bufs: &mut RowBufs,
     ) -> Result<Vec<PreparedRow>, Vec<RowOutcome>> {
         let RowBufs { records, keys } = bufs;
-        let row = (|| {
-            let table = version.table(one.table).ok_or_else(|| Error::TableNotFound(one.table.to_owned()))?;
-            check_row_key_ref(table, one.pk)?;
-            let start = keys.len();
-            for v in one.pk {
-                v.encode(keys);
-            }
-            let stamp = now.max(stamps.get(&table.id).copied().unwrap_or(0));
-            let cells = one.columns.iter().map(|&(name, value)| (name, value, None));
-            let (record, used_stamp) = encode_put_cells(table, cells, stamp, now, records)?;
-            check_record_size(records.get(record.clone()).unwrap_or_default(), || format_pk_ref(one.pk))?;
-            let stamp = if used_stamp { stamp } else { 0 };
-            let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
-            Ok(PreparedRow { table_id: table.id, pk: start..keys.len(), stamp, record, receipt })
-        })();
+        let row =
+            version.table(one.table).ok_or_else(|| Error::TableNotFound(one.table.to_owned())).and_then(|table| {
+                let start = keys.len();
+                for v in one.pk {
+                    v.encode(keys);
+                }
+                let cells = one.columns.iter().map(|&(name, value)| (name, value, None));
+                let stamp = table_stamp(table, now, stamps);
+                prepare_whole_put(table, one.pk, start..keys.len(), cells, stamp, now, records)
+            });
         match row {
             Ok(r) => Ok(vec![r]),
             Err(e) => Err(vec![Err(e)]),
         }
     }
+}
+
+/// The engine stamp for a write to `table` now: the clock, never behind the table's last stamp.
+fn table_stamp(table: &Table, now: u64, stamps: &std::collections::BTreeMap<u64, u64>) -> u64 {
+    now.max(stamps.get(&table.id).copied().unwrap_or(0))
+}
+
+/// Prepares one whole-row put whose key is already encoded at `key` (in the leader's key
+/// buffer): checks the key values, encodes the cells into `records`, checks the size. Shared
+/// by `PutBatch` rows and `Db::put`, so the two cannot disagree.
+fn prepare_whole_put<'c>(
+    table: &Table,
+    pk: &[PkRef<'_>],
+    key: std::ops::Range<usize>,
+    cells: impl ExactSizeIterator<Item = (&'c str, ValueRef<'c>, Option<u64>)>,
+    stamp: u64,
+    now: u64,
+    records: &mut Vec<u8>,
+) -> Result<PreparedRow> {
+    check_row_key_ref(table, pk)?;
+    let (record, used_stamp) = encode_put_cells(table, cells, stamp, now, records)?;
+    check_record_size(records.get(record.clone()).unwrap_or_default(), || format_pk_ref(pk))?;
+    let stamp = if used_stamp { stamp } else { 0 };
+    let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
+    Ok(PreparedRow { table_id: table.id, pk: key, stamp, record, receipt })
 }
 
 /// A batch applies whole or not at all: its rows when every one was prepared, else an
