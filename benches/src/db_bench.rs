@@ -14,7 +14,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
-use strata_tools::bench::{BenchArgs, EngineFactory, StrataFactory, WorkloadResult, print_table, run_workloads};
+use strata_tools::bench::{
+    BenchArgs, EngineFactory, StrataFactory, WorkloadResult, print_table, run_fillsync_interleaved, run_workloads,
+};
 
 mod peers;
 
@@ -31,6 +33,11 @@ struct Args {
     /// fjall and rocksdb, as compiled in.
     #[arg(long, value_delimiter = ',')]
     engines: Option<Vec<String>>,
+    /// Run `fillsync` on all engines at once, taking turns of this many writes each (0: one
+    /// engine after another, as every other workload). The engine that starts each turn
+    /// rotates with the round.
+    #[arg(long, default_value_t = 0)]
+    interleave: u64,
 }
 
 fn main() {
@@ -46,19 +53,34 @@ fn main() {
     std::fs::create_dir_all(&root).expect("create bench folder");
     let mut all: Vec<(usize, WorkloadResult)> = Vec::new();
     let stdout = std::io::stdout();
+    let mut workloads = a.bench.workloads();
+    let interleaved = a.interleave > 0 && workloads.iter().any(|w| w == "fillsync");
+    if interleaved {
+        workloads.retain(|w| w != "fillsync");
+    }
     for round in 0..a.rounds.max(1) {
-        for f in &factories {
+        let mut print = |r: &WorkloadResult| {
+            let mut j = r.json();
+            if let Some(o) = j.as_object_mut() {
+                o.insert("round".into(), serde_json::json!(round + 1));
+            }
+            let _ = writeln!(stdout.lock(), "{j}");
+        };
+        for f in factories.iter().filter(|_| !workloads.is_empty()) {
             eprintln!("round {}: {}", round + 1, f.name());
-            let res = run_workloads(f.as_ref(), &a.bench.workloads(), &a.bench.config(), &root, &mut |r| {
-                let mut j = r.json();
-                if let Some(o) = j.as_object_mut() {
-                    o.insert("round".into(), serde_json::json!(round + 1));
-                }
-                let _ = writeln!(stdout.lock(), "{j}");
-            });
-            match res {
+            match run_workloads(f.as_ref(), &workloads, &a.bench.config(), &root, &mut print) {
                 Ok(rs) => all.extend(rs.into_iter().map(|r| (round, r))),
                 Err(e) => eprintln!("{}: {e}", f.name()),
+            }
+        }
+        if interleaved {
+            let mut turns: Vec<&dyn EngineFactory> = factories.iter().map(|f| f.as_ref()).collect();
+            let first = round % turns.len().max(1);
+            turns.rotate_left(first);
+            eprintln!("round {}: fillsync, interleaved in turns of {}", round + 1, a.interleave);
+            match run_fillsync_interleaved(&turns, &a.bench.config(), &root, a.interleave, &mut print) {
+                Ok(rs) => all.extend(rs.into_iter().map(|r| (round, r))),
+                Err(e) => eprintln!("fillsync interleaved: {e}"),
             }
         }
     }

@@ -49,6 +49,13 @@ impl WalWriter {
         self.file.append(data).map_err(|e| Error::io("write wal", &self.path, e))
     }
 
+    /// Starts writing what was appended to the device without waiting for it, so work done
+    /// before [`WalWriter::sync`] overlaps the write. Promises nothing: only `sync` makes the
+    /// records durable.
+    pub fn start_sync(&mut self) {
+        self.file.start_sync();
+    }
+
     /// Makes everything appended durable.
     ///
     /// # Errors

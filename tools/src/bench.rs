@@ -542,6 +542,67 @@ pub fn run_workloads(
     Ok(out)
 }
 
+/// `fillsync` on several engines at once, taking turns of `turn` writes each, so a change in
+/// the host's device latency (on this VM it moves by a quarter within a minute) falls on every
+/// engine alike: back-to-back runs, as `run_workloads` does, leave a single-thread fillsync at
+/// the mercy of whichever engine ran in a slow minute. Single-threaded; every engine writes
+/// `cfg.sync_num` rows with its own fsync per write, into its own fresh folder under `root`.
+/// `seconds` is the sum of an engine's own write times; results are named `fillsync-interleaved`.
+pub fn run_fillsync_interleaved(
+    factories: &[&dyn EngineFactory],
+    cfg: &BenchConfig,
+    root: &Path,
+    turn: u64,
+    on_result: &mut dyn FnMut(&WorkloadResult),
+) -> BenchResult<Vec<WorkloadResult>> {
+    let mut engines = Vec::new();
+    for f in factories {
+        let dir = root.join(format!("{}-fillsync-interleaved", f.name()));
+        let _ = std::fs::remove_dir_all(&dir);
+        engines.push((*f, f.open(&dir, true)?, dir, StdRng::seed_from_u64(cfg.seed), Lat::default()));
+    }
+    let vals: Vec<Vec<u8>> = {
+        let mut rng = StdRng::seed_from_u64(cfg.seed);
+        (0..1024).map(|_| value(&mut rng, cfg.value_size)).collect()
+    };
+    let (n, turn) = (cfg.sync_num, turn.max(1));
+    let mut done = 0;
+    while done < n {
+        let k = turn.min(n - done);
+        for (_, e, _, r, lat) in &mut engines {
+            for _ in 0..k {
+                lat.time(|| e.put(&key(r.gen_range(0..cfg.num)), &vals[r.gen_range(0..1024)]))?;
+            }
+        }
+        done += k;
+    }
+    let mut out = Vec::new();
+    for (f, e, dir, _, lat) in engines {
+        let secs = lat.0.iter().map(|&ns| ns as f64 * 1e-9).sum::<f64>();
+        let t = Instant::now();
+        e.settle()?;
+        let settled = secs + t.elapsed().as_secs_f64();
+        let (p50, p99) = percentiles(lat.0);
+        let r = WorkloadResult {
+            engine: f.name(),
+            workload: "fillsync-interleaved".into(),
+            ops: n,
+            seconds: secs,
+            p50_us: p50,
+            p99_us: p99,
+            disk_bytes: dir_bytes(&dir),
+            seconds_settled: Some(settled),
+            peak_rss_bytes: None,
+            background_writes: None,
+        };
+        drop(e);
+        let _ = std::fs::remove_dir_all(&dir);
+        on_result(&r);
+        out.push(r);
+    }
+    Ok(out)
+}
+
 /// Prints results as a table.
 pub fn print_table(out: &mut dyn Write, results: &[WorkloadResult]) -> std::io::Result<()> {
     writeln!(

@@ -26,6 +26,9 @@ pub trait WritableFile: Send + Sync + Debug {
     fn append(&mut self, data: &[u8]) -> io::Result<()>;
     /// Makes everything appended so far durable (fdatasync).
     fn sync(&mut self) -> io::Result<()>;
+    /// Starts writing what was appended to the device without waiting (a hint: durability
+    /// still comes only from [`WritableFile::sync`]). Default: nothing.
+    fn start_sync(&mut self) {}
     /// Bytes appended so far.
     fn len(&self) -> u64;
     /// Reserves room for `len` bytes so later appends need not grow the file: the file may be
