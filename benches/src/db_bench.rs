@@ -56,6 +56,10 @@ fn main() {
     let mut workloads = a.bench.workloads();
     let interleaved = a.interleave > 0 && workloads.iter().any(|w| w == "fillsync");
     if interleaved {
+        if a.bench.threads > 1 {
+            eprintln!("--interleave takes turns on one thread: run it without --threads");
+            std::process::exit(2);
+        }
         workloads.retain(|w| w != "fillsync");
     }
     for round in 0..a.rounds.max(1) {
