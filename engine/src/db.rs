@@ -98,6 +98,9 @@ pub(crate) struct Inner {
     pub visible_seqno: AtomicU64,
     /// Highest sequence number assigned (write leader only).
     pub last_seqno: AtomicU64,
+    /// Clock time (ms) of the last committed write group: compactions split into
+    /// subcompactions only once writes have paused (see `compaction/run.rs`).
+    pub last_write_ms: AtomicU64,
     pub queue: WriteQueue,
     pub wal: Mutex<WalWriter>,
     pub next_wal_number: AtomicU64,

@@ -56,6 +56,12 @@ pub struct Options {
     pub bloom_bits_per_key: usize,
     /// Background compaction threads (at least 1).
     pub compaction_threads: usize,
+    /// Most threads one compaction splits into (RocksDB's `max_subcompactions`): a compaction
+    /// that starts when no write has committed for 100 ms and reads at least a file's worth is
+    /// cut at whole primary keys into parts of about equal size, merged in parallel and
+    /// installed together. While writes flow, compactions stay single-threaded, so they do not
+    /// take the writer's core. 1 turns it off.
+    pub max_subcompactions: usize,
     /// Level-0 files in a partition that trigger a compaction.
     pub l0_compaction_trigger: usize,
     /// Level-0 files at which each write is delayed a little.
@@ -118,6 +124,7 @@ impl Default for Options {
             compression: true,
             bloom_bits_per_key: 10,
             compaction_threads: 1,
+            max_subcompactions: 2,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 12,
             l0_stop_trigger: 20,

@@ -275,6 +275,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         state: RwLock::new(ReadState::new(Arc::new(version), Arc::new(mem))),
         visible_seqno: AtomicU64::new(last_seqno),
         last_seqno: AtomicU64::new(last_seqno),
+        last_write_ms: AtomicU64::new(0),
         queue: WriteQueue::default(),
         wal: Mutex::new(wal),
         next_wal_number: AtomicU64::new(new_wal_number + 1),

@@ -377,6 +377,7 @@ impl Inner {
         drop(bufs_guard);
         self.last_seqno.store(next_seq - 1, Ordering::Release);
         self.visible_seqno.store(next_seq - 1, Ordering::Release);
+        self.last_write_ms.store(now, Ordering::Relaxed);
         if active.size() >= self.opts.write_buffer_bytes
             && let Err(e) = self.rotate_memtable()
         {

@@ -57,6 +57,26 @@ struct Output<'a> {
     written: u64,
 }
 
+/// Writes have paused when none committed for this long; only then is a compaction split.
+const WRITES_PAUSED_MS: u64 = 100;
+
+/// What every subcompaction of one compaction shares.
+#[derive(Clone, Copy)]
+struct RangeCtx<'a> {
+    task: &'a CompactionTask,
+    table: &'a Table,
+    partition: u64,
+    inputs: &'a [Arc<FileEntry>],
+    now: u64,
+}
+
+/// What one subcompaction wrote.
+struct RangeOutput {
+    files: Vec<Arc<FileEntry>>,
+    written: u64,
+    drops: DropCounts,
+}
+
 impl Output<'_> {
     fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         if self.current.is_none() {
@@ -119,26 +139,129 @@ impl Inner {
             );
             return Ok(CompactionResult::default());
         }
+        let read_bytes: u64 = inputs.iter().map(|f| f.rec.size).sum();
+        let lo = part.start.clone().unwrap_or_default();
+        let hi = part.end.clone();
+        // Split only while writes pause: on a machine with few cores a second merge thread
+        // next to the writer and the flush thread slowed fillrandom's writes by 12-19 % and
+        // settled no sooner (docs/PERFORMANCE.md, session 20); once writes stop, the
+        // compaction debt is all that is left to do and a spare core halves it.
+        // A sealed memtable means the flush thread needs a core (and writers may be waiting
+        // for it): no split then either.
+        let idle = self.clock.now_ms().saturating_sub(self.last_write_ms.load(Ordering::Relaxed)) >= WRITES_PAUSED_MS
+            && self.state.read().sealed.is_empty();
+        let max_parts = if idle { self.opts.max_subcompactions } else { 1 };
+        let parts = subcompactions(read_bytes, self.opts.target_file_bytes, max_parts);
+        let bounds = split_points(&inputs, &lo, hi.as_deref(), parts);
+        let mut ranges: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(bounds.len() + 1);
+        let mut from = lo;
+        for b in bounds {
+            ranges.push((std::mem::replace(&mut from, b.clone()), Some(b)));
+        }
+        ranges.push((from, hi));
+        let now = self.clock.now_ms();
+        let ctx = RangeCtx { task, table: &table, partition: part.id, inputs: &inputs, now };
+        // The ranges split the key space at whole primary keys, so each subcompaction sees
+        // every entry of its rows and their outputs do not overlap; they are installed
+        // together, in key order, as one compaction's.
+        let results: Vec<Result<RangeOutput>> = if ranges.len() == 1 {
+            ranges.iter().map(|(l, h)| self.compact_range(&ctx, l, h.as_deref())).collect()
+        } else {
+            std::thread::scope(|sc| {
+                let ctx = &ctx;
+                let handles: Vec<_> = ranges
+                    .iter()
+                    .skip(1)
+                    .map(|(l, h)| {
+                        std::thread::Builder::new()
+                            .name("strata-subcompact".into())
+                            .spawn_scoped(sc, move || self.compact_range(ctx, l, h.as_deref()))
+                    })
+                    .collect();
+                let mut results: Vec<Result<RangeOutput>> = Vec::with_capacity(ranges.len());
+                results.extend(ranges.first().map(|(l, h)| self.compact_range(ctx, l, h.as_deref())));
+                for h in handles {
+                    results.push(match h {
+                        Ok(h) => h.join().unwrap_or_else(|_| Err(Error::invalid("internal", "subcompaction panicked"))),
+                        Err(e) => Err(Error::io("spawn subcompaction", &self.path, e)),
+                    });
+                }
+                results
+            })
+        };
+        let mut outputs: Vec<Arc<FileEntry>> = Vec::new();
+        let mut written = 0;
+        let mut drops = DropCounts::default();
+        let mut failed = None;
+        for r in results {
+            match r {
+                Ok(r) => {
+                    outputs.extend(r.files);
+                    written += r.written;
+                    drops.add(&r.drops);
+                }
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        if let Some(e) = failed {
+            // Never installed: the finished outputs go when their readers drop.
+            outputs.iter().for_each(|f| f.reader.mark_obsolete());
+            return Err(e);
+        }
+        let result = CompactionResult { read_bytes, written_bytes: written, outputs: outputs.len(), drops };
+        self.install_compaction(task, outputs)?;
+        self.stats.compactions.fetch_add(1, Ordering::Relaxed);
+        self.stats.compaction_read_bytes.fetch_add(read_bytes, Ordering::Relaxed);
+        self.stats.compaction_write_bytes.fetch_add(written, Ordering::Relaxed);
+        self.stats.add_table_bytes(table.id, 0, written);
+        self.stats.add_drops(table.id, &drops);
+        self.events.log(
+            now,
+            "compaction",
+            format!(
+                "table={} partition={} reason={} inputs={} output_level={} bottommost={} read={} written={} files={} subcompactions={} dropped_versions={} dropped_ttl={} dropped_deletes={}",
+                table.schema.name,
+                part.id,
+                task.reason,
+                task.inputs.len(),
+                task.output_level,
+                task.bottommost,
+                read_bytes,
+                written,
+                result.outputs,
+                ranges.len(),
+                drops.versions,
+                drops.ttl,
+                drops.deletes
+            ),
+        );
+        Ok(result)
+    }
+
+    /// Compacts the entries of `ctx.inputs` in `[lo, hi)` (whole primary keys) into the output
+    /// level's files: one subcompaction, or the whole compaction when it is not split.
+    fn compact_range(&self, ctx: &RangeCtx<'_>, lo: &[u8], hi: Option<&[u8]>) -> Result<RangeOutput> {
+        let RangeCtx { task, table, partition, inputs, now } = *ctx;
         let mut sources: Vec<Box<dyn EntrySource>> = Vec::new();
-        let mut read_bytes = 0;
-        for f in &inputs {
-            let lo = max_opt(part.start.as_deref(), f.rec.clip_start.as_deref()).unwrap_or_default();
-            let hi = min_opt(part.end.as_deref(), f.rec.clip_end.as_deref());
-            read_bytes += f.rec.size;
+        for f in inputs {
+            let lo = max_opt(Some(lo), f.rec.clip_start.as_deref()).unwrap_or_default();
+            let hi = min_opt(hi, f.rec.clip_end.as_deref());
+            if hi.as_ref().is_some_and(|h| *h <= lo) {
+                continue;
+            }
             sources.push(Box::new(SstIter::new(f.reader.clone(), true, lo, hi)?));
         }
         let mut merge = MergeIter::new(sources, true);
         let mut out = Output {
             inner: self,
-            table: &table,
-            partition: part.id,
+            table,
+            partition,
             level: task.output_level as u32,
             current: None,
             done: Vec::new(),
             written: 0,
         };
         let mut drops = DropCounts::default();
-        let now = self.clock.now_ms();
         let max_versions = table.max_versions();
         let ttl = table.ttl();
         let mut group: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -193,35 +316,7 @@ impl Inner {
             out.row_boundary()?;
         }
         out.finish()?;
-        let written = out.written;
-        let outputs = out.done.clone();
-        let result = CompactionResult { read_bytes, written_bytes: written, outputs: outputs.len(), drops };
-        self.install_compaction(task, outputs)?;
-        self.stats.compactions.fetch_add(1, Ordering::Relaxed);
-        self.stats.compaction_read_bytes.fetch_add(read_bytes, Ordering::Relaxed);
-        self.stats.compaction_write_bytes.fetch_add(written, Ordering::Relaxed);
-        self.stats.add_table_bytes(table.id, 0, written);
-        self.stats.add_drops(table.id, &drops);
-        self.events.log(
-            now,
-            "compaction",
-            format!(
-                "table={} partition={} reason={} inputs={} output_level={} bottommost={} read={} written={} files={} dropped_versions={} dropped_ttl={} dropped_deletes={}",
-                table.schema.name,
-                part.id,
-                task.reason,
-                task.inputs.len(),
-                task.output_level,
-                task.bottommost,
-                read_bytes,
-                written,
-                result.outputs,
-                drops.versions,
-                drops.ttl,
-                drops.deletes
-            ),
-        );
-        Ok(result)
+        Ok(RangeOutput { files: out.done, written: out.written, drops })
     }
 
     fn install_compaction(&self, task: &CompactionTask, outputs: Vec<Arc<FileEntry>>) -> Result<()> {
@@ -274,6 +369,53 @@ fn is_trivial_move(task: &CompactionTask, inputs: &[Arc<FileEntry>]) -> bool {
     })
 }
 
+/// How many subcompactions a compaction reading `read_bytes` runs: one per half output file
+/// read, at most `max` (and at least one). A small compaction is not worth a thread.
+fn subcompactions(read_bytes: u64, target_file_bytes: u64, max: usize) -> usize {
+    let per = (target_file_bytes / 2).max(1);
+    usize::try_from(read_bytes / per).unwrap_or(usize::MAX).clamp(1, max.max(1))
+}
+
+/// Up to `parts - 1` primary keys strictly inside `(lo, hi)` that cut the inputs' data into
+/// parts of about equal size, in increasing order. Candidates are the last keys of the inputs'
+/// blocks (from the index in memory), each weighing its block's size: a block's key is a whole
+/// primary key, so no row is ever cut. Fewer come back when the inputs hold too few blocks.
+fn split_points(inputs: &[Arc<FileEntry>], lo: &[u8], hi: Option<&[u8]>, parts: usize) -> Vec<Vec<u8>> {
+    if parts <= 1 {
+        return Vec::new();
+    }
+    let blocks = inputs.iter().flat_map(|f| f.reader.meta.index.iter()).map(|e| (user_key(&e.last_key), e.handle.size));
+    weighted_cuts(blocks, lo, hi, parts)
+}
+
+/// The keys among `candidates` (key, weight) strictly inside `(lo, hi)` at which the running
+/// weight, in key order, first reaches each `i / parts` of the total: at most `parts - 1`,
+/// strictly increasing.
+fn weighted_cuts<'k>(
+    candidates: impl Iterator<Item = (&'k [u8], u64)>,
+    lo: &[u8],
+    hi: Option<&[u8]>,
+    parts: usize,
+) -> Vec<Vec<u8>> {
+    let mut keys: Vec<(&[u8], u64)> = candidates.filter(|(k, _)| *k > lo && hi.is_none_or(|h| *k < h)).collect();
+    keys.sort_unstable();
+    let total: u64 = keys.iter().map(|(_, w)| w).sum();
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(parts - 1);
+    let mut acc = 0u64;
+    let mut next = 1;
+    for (k, w) in keys {
+        acc += w;
+        // Cut after the block whose weight reaches the next share.
+        if next < parts && acc.saturating_mul(parts as u64) >= total.saturating_mul(next as u64) {
+            if out.last().is_none_or(|prev| prev.as_slice() < k) {
+                out.push(k.to_vec());
+            }
+            next += 1;
+        }
+    }
+    out
+}
+
 /// The larger of two optional lower bounds (`None` is unbounded).
 pub(crate) fn max_opt(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Vec<u8>> {
     match (a, b) {
@@ -289,5 +431,49 @@ pub(crate) fn min_opt(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Vec<u8>> {
         (Some(x), Some(y)) => Some(x.min(y).to_vec()),
         (Some(x), None) | (None, Some(x)) => Some(x.to_vec()),
         (None, None) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cuts(keys: &[(&str, u64)], lo: &str, hi: Option<&str>, parts: usize) -> Vec<String> {
+        let c = keys.iter().map(|(k, w)| (k.as_bytes(), *w));
+        weighted_cuts(c, lo.as_bytes(), hi.map(str::as_bytes), parts)
+            .into_iter()
+            .map(|k| String::from_utf8_lossy(&k).into_owned())
+            .collect()
+    }
+
+    /// Cuts fall where the weight in key order reaches each share, whatever order the
+    /// candidates come in (block keys of several files interleave), never on a bound, never
+    /// twice on one key.
+    #[test]
+    fn cuts_split_the_weight_evenly_inside_the_bounds() {
+        let keys = [("e", 10), ("a", 10), ("c", 10), ("g", 10), ("b", 10), ("f", 10), ("d", 10), ("h", 10)];
+        assert_eq!(cuts(&keys, "", None, 2), ["d"]);
+        assert_eq!(cuts(&keys, "", None, 4), ["b", "d", "f"]);
+        assert_eq!(cuts(&keys, "", None, 1), Vec::<String>::new());
+        // Bounds are exclusive: "a" and "h" can never start a non-empty part.
+        assert_eq!(cuts(&keys, "a", Some("h"), 2), ["d"]);
+        // One heavy block takes its share alone.
+        assert_eq!(cuts(&[("a", 1), ("b", 100), ("c", 1), ("d", 1)], "", None, 2), ["b"]);
+        // The same key from two files is one candidate place to cut.
+        assert_eq!(cuts(&[("b", 10), ("b", 10), ("c", 1)], "", None, 3), ["b"]);
+        // Nothing inside the bounds: no cut.
+        assert!(cuts(&keys, "h", None, 4).is_empty());
+    }
+
+    /// A split needs at least half an output file per part; the option caps it.
+    #[test]
+    fn a_compaction_splits_only_when_it_is_big_enough() {
+        let target = 64 << 20;
+        assert_eq!(subcompactions(10 << 20, target, 4), 1);
+        assert_eq!(subcompactions(64 << 20, target, 4), 2);
+        assert_eq!(subcompactions(1 << 30, target, 4), 4);
+        assert_eq!(subcompactions(1 << 30, target, 1), 1);
+        assert_eq!(subcompactions(1 << 30, target, 0), 1);
+        assert_eq!(subcompactions(u64::MAX, 0, 3), 3);
     }
 }
