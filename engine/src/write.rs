@@ -65,10 +65,7 @@ impl Pending<'_> {
     /// earlier batch of its group must be in the memtable first.
     fn reads_rows(&self) -> bool {
         match self {
-            Pending::Ops(ops) => ops.iter().any(|op| {
-                op.condition().needs_read()
-                    || matches!(op, WriteOp::Update(u) if u.ops.iter().any(|o| matches!(o, UpdateOp::Increment { .. })))
-            }),
+            Pending::Ops(ops) => ops.iter().any(reads_row),
             Pending::Puts(_) | Pending::One(_) => false,
         }
     }
@@ -287,7 +284,6 @@ impl Inner {
         let mut written_bytes = 0u64;
         // Rows are inserted into the memtable after the WAL write where possible (see
         // `insert_rows`); a batch that reads rows first sees every earlier batch inserted.
-        let deferred = &mut *deferred;
         deferred.clear();
         for (ticket, pending) in group {
             if pending.reads_rows() {
@@ -363,8 +359,8 @@ impl Inner {
             self.stats.wal_bytes.fetch_add(wal_buf.len() as u64, Ordering::Relaxed);
             self.stats.user_bytes.fetch_add(written_bytes, Ordering::Relaxed);
         } else {
-            // Nothing to log means no batch was accepted; the call keeps that true by construction.
-            self.insert_rows(&active, deferred.drain(..), row_bufs);
+            // Every accepted batch writes a WAL record: with none, nothing waits for an insert.
+            debug_assert!(deferred.is_empty());
         }
         if wal_buf.capacity() > WAL_BUF_KEEP {
             *wal_buf = Vec::new();
@@ -465,8 +461,7 @@ impl Inner {
         if let Some(c) = &cond.column {
             validate_condition(c)?;
         }
-        let needs_state = cond.needs_read()
-            || matches!(op, WriteOp::Update(u) if u.ops.iter().any(|o| matches!(o, UpdateOp::Increment { .. })));
+        let needs_state = reads_row(op);
         let mut receipt = WriteReceipt::default();
         let mut used_stamp = false;
         let opts = &table.schema.options;
@@ -641,6 +636,12 @@ impl Inner {
 }
 
 /// The engine stamp for a write to `table` now: the clock, never behind the table's last stamp.
+/// True when preparing `op` reads its row: a condition to check or an increment to apply.
+fn reads_row(op: &WriteOp) -> bool {
+    op.condition().needs_read()
+        || matches!(op, WriteOp::Update(u) if u.ops.iter().any(|o| matches!(o, UpdateOp::Increment { .. })))
+}
+
 fn table_stamp(table: &Table, now: u64, stamps: &std::collections::BTreeMap<u64, u64>) -> u64 {
     now.max(stamps.get(&table.id).copied().unwrap_or(0))
 }

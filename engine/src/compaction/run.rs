@@ -140,55 +140,21 @@ impl Inner {
             return Ok(CompactionResult::default());
         }
         let read_bytes: u64 = inputs.iter().map(|f| f.rec.size).sum();
-        let lo = part.start.clone().unwrap_or_default();
-        let hi = part.end.clone();
+        let now = self.clock.now_ms();
         // Split only while writes pause: on a machine with few cores a second merge thread
         // next to the writer and the flush thread slowed fillrandom's writes by 12-19 % and
         // settled no sooner (docs/PERFORMANCE.md, session 20); once writes stop, the
-        // compaction debt is all that is left to do and a spare core halves it.
-        // A sealed memtable means the flush thread needs a core (and writers may be waiting
-        // for it): no split then either.
-        let idle = self.clock.now_ms().saturating_sub(self.last_write_ms.load(Ordering::Relaxed)) >= WRITES_PAUSED_MS
+        // compaction debt is all that is left to do and a spare core halves it. A sealed
+        // memtable means the flush thread needs a core (and writers may wait for it).
+        let idle = now.saturating_sub(self.last_write_ms.load(Ordering::Relaxed)) >= WRITES_PAUSED_MS
             && self.state.read().sealed.is_empty();
         let max_parts = if idle { self.opts.max_subcompactions } else { 1 };
         let parts = subcompactions(read_bytes, self.opts.target_file_bytes, max_parts);
-        let bounds = split_points(&inputs, &lo, hi.as_deref(), parts);
-        let mut ranges: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::with_capacity(bounds.len() + 1);
-        let mut from = lo;
-        for b in bounds {
-            ranges.push((std::mem::replace(&mut from, b.clone()), Some(b)));
-        }
-        ranges.push((from, hi));
-        let now = self.clock.now_ms();
+        let lo = part.start.clone().unwrap_or_default();
+        let cuts = split_points(&inputs, &lo, part.end.as_deref(), parts);
+        let ranges = key_ranges(lo, part.end.clone(), cuts);
         let ctx = RangeCtx { task, table: &table, partition: part.id, inputs: &inputs, now };
-        // The ranges split the key space at whole primary keys, so each subcompaction sees
-        // every entry of its rows and their outputs do not overlap; they are installed
-        // together, in key order, as one compaction's.
-        let results: Vec<Result<RangeOutput>> = if ranges.len() == 1 {
-            ranges.iter().map(|(l, h)| self.compact_range(&ctx, l, h.as_deref())).collect()
-        } else {
-            std::thread::scope(|sc| {
-                let ctx = &ctx;
-                let handles: Vec<_> = ranges
-                    .iter()
-                    .skip(1)
-                    .map(|(l, h)| {
-                        std::thread::Builder::new()
-                            .name("strata-subcompact".into())
-                            .spawn_scoped(sc, move || self.compact_range(ctx, l, h.as_deref()))
-                    })
-                    .collect();
-                let mut results: Vec<Result<RangeOutput>> = Vec::with_capacity(ranges.len());
-                results.extend(ranges.first().map(|(l, h)| self.compact_range(ctx, l, h.as_deref())));
-                for h in handles {
-                    results.push(match h {
-                        Ok(h) => h.join().unwrap_or_else(|_| Err(Error::invalid("internal", "subcompaction panicked"))),
-                        Err(e) => Err(Error::io("spawn subcompaction", &self.path, e)),
-                    });
-                }
-                results
-            })
-        };
+        let results = self.compact_ranges(&ctx, &ranges);
         let mut outputs: Vec<Arc<FileEntry>> = Vec::new();
         let mut written = 0;
         let mut drops = DropCounts::default();
@@ -236,6 +202,31 @@ impl Inner {
             ),
         );
         Ok(result)
+    }
+
+    /// Runs one subcompaction per range, the first on this thread and the others on scoped
+    /// threads of their own; results in range order. The ranges split the key space at whole
+    /// primary keys, so each sees every entry of its rows and their outputs do not overlap.
+    fn compact_ranges(&self, ctx: &RangeCtx<'_>, ranges: &[KeyRange]) -> Vec<Result<RangeOutput>> {
+        let run = |(lo, hi): &KeyRange| self.compact_range(ctx, lo, hi.as_deref());
+        let Some((first, rest)) = ranges.split_first() else { return Vec::new() };
+        if rest.is_empty() {
+            return vec![run(first)];
+        }
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = rest
+                .iter()
+                .map(|r| std::thread::Builder::new().name("strata-subcompact".into()).spawn_scoped(sc, move || run(r)))
+                .collect();
+            let mut results = vec![run(first)];
+            for h in handles {
+                results.push(match h {
+                    Ok(h) => h.join().unwrap_or_else(|_| Err(Error::invalid("internal", "subcompaction panicked"))),
+                    Err(e) => Err(Error::io("spawn subcompaction", &self.path, e)),
+                });
+            }
+            results
+        })
     }
 
     /// Compacts the entries of `ctx.inputs` in `[lo, hi)` (whole primary keys) into the output
@@ -369,6 +360,20 @@ fn is_trivial_move(task: &CompactionTask, inputs: &[Arc<FileEntry>]) -> bool {
     })
 }
 
+/// A key range `[lo, hi)` of encoded primary keys (`None`: unbounded above).
+type KeyRange = (Vec<u8>, Option<Vec<u8>>);
+
+/// The ranges `[lo, c1), [c1, c2), … [cn, hi)` between increasing cut points.
+fn key_ranges(lo: Vec<u8>, hi: Option<Vec<u8>>, cuts: Vec<Vec<u8>>) -> Vec<KeyRange> {
+    let mut ranges = Vec::with_capacity(cuts.len() + 1);
+    let mut from = lo;
+    for c in cuts {
+        ranges.push((std::mem::replace(&mut from, c.clone()), Some(c)));
+    }
+    ranges.push((from, hi));
+    ranges
+}
+
 /// How many subcompactions a compaction reading `read_bytes` runs: one per half output file
 /// read, at most `max` (and at least one). A small compaction is not worth a thread.
 fn subcompactions(read_bytes: u64, target_file_bytes: u64, max: usize) -> usize {
@@ -463,6 +468,17 @@ mod tests {
         assert_eq!(cuts(&[("b", 10), ("b", 10), ("c", 1)], "", None, 3), ["b"]);
         // Nothing inside the bounds: no cut.
         assert!(cuts(&keys, "h", None, 4).is_empty());
+    }
+
+    /// The ranges between cuts cover `[lo, hi)` exactly, each starting where the last ended.
+    #[test]
+    fn ranges_between_cuts_tile_the_partition() {
+        let v = |k: &str| k.as_bytes().to_vec();
+        assert_eq!(key_ranges(v("a"), None, Vec::new()), vec![(v("a"), None)]);
+        assert_eq!(
+            key_ranges(v("a"), Some(v("z")), vec![v("c"), v("m")]),
+            vec![(v("a"), Some(v("c"))), (v("c"), Some(v("m"))), (v("m"), Some(v("z")))]
+        );
     }
 
     /// A split needs at least half an output file per part; the option caps it.
