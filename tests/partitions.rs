@@ -284,6 +284,46 @@ fn a_busy_partition_splits_at_the_key_that_halves_its_load_and_stays_split() {
     assert_eq!(all_keys(&db, true).len(), 2000);
 }
 
+/// A batch whose rows go to several partitions and tables, in runs of different lengths,
+/// counts every row in the load of its own partition (the write leader counts a run of rows
+/// of one partition at once).
+#[test]
+fn a_batch_counts_each_row_in_the_load_of_its_partition() {
+    let (db, _clock) = open_load_split_table();
+    db.create_table(TableSchema::new("u").pk("p", KeyType::Integer)).unwrap();
+    for i in 0..2000i64 {
+        db.put_row(PutRow::new("t", pk![i % 40, format!("c{i:05}")]).column("v", i)).unwrap();
+    }
+    assert_eq!(db.run_split_planner().unwrap(), 1, "one load split");
+    let parts = db.partitions("t").unwrap();
+    let Some(PkValue::Integer(cut)) = parts[1].start.clone() else { panic!("split key {:?}", parts[1].start) };
+    let totals = |table: &str| db.partitions(table).unwrap().iter().map(|p| p.load_total).collect::<Vec<_>>();
+    let (t_before, u_before) = (totals("t"), totals("u"));
+    // Partition of each row: runs of 1, 2, 3, 1, 2, 3, ... rows, alternating low and high.
+    let mut batch = PutBatch::new("t");
+    let mut ops = Vec::new();
+    let mut expected = [0u64; 2];
+    for j in 0..60i64 {
+        let high = (j / (1 + j % 3)) % 2 == 1;
+        let p0 = if high { cut + j % 4 } else { j % cut };
+        expected[usize::from(high)] += 1;
+        batch.put(&[PkRef::Integer(p0), PkRef::String(&format!("b{j:03}"))], &[("v", ValueRef::Integer(j))]);
+        // The same rows through batch_write, with a row of another table after every third.
+        ops.push(WriteOp::Put(PutRow::new("t", pk![p0, format!("w{j:03}")]).column("v", j)));
+        if j % 3 == 2 {
+            ops.push(WriteOp::Put(PutRow::new("u", pk![j]).column("v", j)));
+        }
+    }
+    db.put_batch(batch).unwrap().into_result().unwrap();
+    db.batch_write(ops).unwrap().into_result().unwrap();
+    let (t_after, u_after) = (totals("t"), totals("u"));
+    for (i, want) in expected.iter().enumerate() {
+        assert_eq!(t_after[i].writes - t_before[i].writes, 2 * want, "partition {i} of t");
+        assert!(t_after[i].write_bytes > t_before[i].write_bytes);
+    }
+    assert_eq!(u_after[0].writes - u_before[0].writes, 20, "table u");
+}
+
 #[test]
 fn a_single_hot_partition_key_is_reported_not_split() {
     let (db, _clock) = open_load_split_table();

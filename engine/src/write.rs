@@ -33,7 +33,7 @@ use crate::putbatch::PutBatch;
 use crate::rowstate::{RowState, eval_condition, validate_condition};
 use crate::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
 use crate::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
-use crate::version::{Table, Version};
+use crate::version::{Partition, Table, Version};
 
 type GroupResult = Result<Vec<RowOutcome>>;
 
@@ -169,6 +169,54 @@ impl Drop for LeaderGuard<'_> {
     }
 }
 
+/// Counts a group's writes into its partitions' load (`PartitionLoad`): a run of rows of one
+/// partition is counted at once, when the run ends or the counter is dropped.
+struct LoadCounter<'v> {
+    now: u64,
+    /// Offer every row's partition key to the sampler (load-based splitting is on).
+    sample: bool,
+    /// The table of the previous row (a batch's rows are usually of one table).
+    table: Option<&'v Table>,
+    /// The partition of the current run, its rows and bytes.
+    run: Option<(&'v Partition, u64, u64)>,
+}
+
+impl<'v> LoadCounter<'v> {
+    /// Counts one row of `bytes` with partition key `pk0` in table `table_id`.
+    fn count(&mut self, version: &'v Version, table_id: u64, pk0: &[u8], bytes: u64) {
+        let table = match self.table {
+            Some(t) if t.id == table_id => t,
+            _ => match version.tables.get(&table_id) {
+                Some(t) => *self.table.insert(t),
+                None => return,
+            },
+        };
+        let Some(partition) = table.partition_for(pk0) else { return };
+        if self.sample {
+            partition.load.sample_write(pk0);
+        }
+        match &mut self.run {
+            Some((p, rows, b)) if std::ptr::eq(*p, partition.as_ref()) => {
+                *rows += 1;
+                *b += bytes;
+            }
+            run => {
+                if let Some((p, rows, b)) = run.replace((partition, 1, bytes)) {
+                    p.load.record_writes(self.now, rows, b);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for LoadCounter<'_> {
+    fn drop(&mut self) {
+        if let Some((p, rows, bytes)) = self.run.take() {
+            p.load.record_writes(self.now, rows, bytes);
+        }
+    }
+}
+
 struct PreparedRow {
     table_id: u64,
     /// The encoded key, in the leader's key buffer (`LeaderBufs::keys`).
@@ -285,6 +333,7 @@ impl Inner {
         // Rows are inserted into the memtable after the WAL write where possible (see
         // `insert_rows`); a batch that reads rows first sees every earlier batch inserted.
         deferred.clear();
+        let mut load = LoadCounter { now, sample: self.opts.load_split.is_some(), table: None, run: None };
         for (ticket, pending) in group {
             if pending.reads_rows() {
                 self.insert_rows(&active, deferred.drain(..), row_bufs);
@@ -313,10 +362,7 @@ impl Inner {
                         let record = records.get(r.record.clone()).unwrap_or_default();
                         let bytes = (pk.len() + record.len()) as u64;
                         written_bytes += bytes;
-                        let pk0 = partition_key(pk);
-                        if let Some(p) = version.tables.get(&r.table_id).and_then(|t| t.partition_for(pk0)) {
-                            p.load.record_write(now, self.opts.load_split.map(|_| pk0), bytes);
-                        }
+                        load.count(&version, r.table_id, partition_key(pk), bytes);
                         encode_entry(r.table_id, pk, r.stamp, record, wal_buf);
                         receipts.push(Ok(WriteReceipt { seqno: first_seqno + i as u64, ..r.receipt.clone() }));
                     }
@@ -328,6 +374,7 @@ impl Inner {
             }
         }
         drop(stamps);
+        drop(load);
         if !wal_buf.is_empty() {
             let mut wal = self.wal.lock();
             let always = self.opts.sync_mode == SyncMode::Always;
