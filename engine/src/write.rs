@@ -182,8 +182,8 @@ struct LoadCounter<'v> {
 }
 
 impl<'v> LoadCounter<'v> {
-    /// Counts one row of `bytes` with partition key `pk0` in table `table_id`.
-    fn count(&mut self, version: &'v Version, table_id: u64, pk0: &[u8], bytes: u64) {
+    /// Counts one row of `bytes` with encoded primary key `pk` in table `table_id`.
+    fn count(&mut self, version: &'v Version, table_id: u64, pk: &[u8], bytes: u64) {
         let table = match self.table {
             Some(t) if t.id == table_id => t,
             _ => match version.tables.get(&table_id) {
@@ -191,10 +191,19 @@ impl<'v> LoadCounter<'v> {
                 None => return,
             },
         };
-        let Some(partition) = table.partition_for(pk0) else { return };
-        if self.sample {
-            partition.load.sample_write(pk0);
-        }
+        // The partition key is parsed out of the row key only when it is needed: a table of
+        // one partition without load sampling needs none.
+        let partition = match table.partitions.as_slice() {
+            [only] if !self.sample => only,
+            _ => {
+                let pk0 = partition_key(pk);
+                let Some(partition) = table.partition_for(pk0) else { return };
+                if self.sample {
+                    partition.load.sample_write(pk0);
+                }
+                partition
+            }
+        };
         match &mut self.run {
             Some((p, rows, b)) if std::ptr::eq(*p, partition.as_ref()) => {
                 *rows += 1;
@@ -362,7 +371,7 @@ impl Inner {
                         let record = records.get(r.record.clone()).unwrap_or_default();
                         let bytes = (pk.len() + record.len()) as u64;
                         written_bytes += bytes;
-                        load.count(&version, r.table_id, partition_key(pk), bytes);
+                        load.count(&version, r.table_id, pk, bytes);
                         encode_entry(r.table_id, pk, r.stamp, record, wal_buf);
                         receipts.push(Ok(WriteReceipt { seqno: first_seqno + i as u64, ..r.receipt.clone() }));
                     }
