@@ -93,7 +93,8 @@ impl Memtable {
         let mut entries = entries.into_iter();
         let mut chunk: [Option<NewEntry<'a>>; CHUNK] = [None; CHUNK];
         let mut ok = true;
-        loop {
+        let mut list = self.list.inserter();
+        while ok {
             let mut n = 0;
             for (slot, e) in chunk.iter_mut().zip(entries.by_ref()) {
                 *slot = Some(e);
@@ -112,10 +113,9 @@ impl Memtable {
                 max_seq = max_seq.max(*seqno);
             }
             self.bloom.insert_all(hashes.get(..n).unwrap_or_default());
-            let rows = chunk.iter().take(n).flatten();
-            ok &=
-                self.list.insert_all(rows.map(|(t, pk, seqno, record)| (SearchKey::for_row(*t, pk, *seqno), *record)));
+            ok = chunk.iter().take(n).flatten().all(|&(t, pk, seqno, record)| list.insert_row(t, pk, seqno, record));
         }
+        drop(list);
         self.max_seqno.fetch_max(max_seq, Ordering::Relaxed);
         ok
     }
