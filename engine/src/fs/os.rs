@@ -85,6 +85,21 @@ impl OsWritable {
         Ok(false)
     }
 
+    /// Reserves the blocks of the next `n` bytes before they are written with `pwrite`, when
+    /// the file has a reservation for mapped appends (see `MappedAppender::reserve_through`).
+    #[cfg(target_os = "linux")]
+    fn reserve_for_write(&mut self, n: u64) -> io::Result<()> {
+        match &mut self.mapped {
+            Some(m) => m.reserve_through(&self.file, self.len.saturating_add(n)),
+            None => Ok(()),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn reserve_for_write(&mut self, _n: u64) -> io::Result<()> {
+        Ok(())
+    }
+
     /// Reserves blocks up to `len` for mapped appends; false when the file system cannot.
     #[cfg(target_os = "linux")]
     fn reserve_mapped(&mut self, len: u64) -> io::Result<bool> {
@@ -110,6 +125,7 @@ impl WritableFile for OsWritable {
         // mapped store costs a page fault and ext4's page_mkwrite, dearer than `pwrite`'s
         // per-page work once a single system call is spread over many pages (fillbatch).
         if data.len() > MAPPED_APPEND_MAX || !self.append_mapped(data)? {
+            self.reserve_for_write(data.len() as u64)?;
             // Positioned: mapped appends do not move the file cursor.
             self.file.write_all_at(data, self.len)?;
         }
