@@ -10,6 +10,8 @@ mod fault;
 mod mapped;
 mod mem;
 mod os;
+#[cfg(target_os = "linux")]
+mod writeback;
 
 use std::fmt::Debug;
 use std::io;

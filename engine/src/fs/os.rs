@@ -58,6 +58,10 @@ struct OsWritable {
     /// shared mapping instead of `write` calls (see `mapped.rs`).
     #[cfg(target_os = "linux")]
     mapped: Option<super::mapped::MappedAppender>,
+    /// Set with `mapped` (a WAL in buffered mode): writeback is started on a helper thread,
+    /// not on the write leader (see `writeback.rs`).
+    #[cfg(target_os = "linux")]
+    writeback: Option<super::writeback::Writeback>,
 }
 
 impl OsWritable {
@@ -68,6 +72,8 @@ impl OsWritable {
             written_back: 0,
             #[cfg(target_os = "linux")]
             mapped: None,
+            #[cfg(target_os = "linux")]
+            writeback: None,
         }
     }
 
@@ -83,6 +89,17 @@ impl OsWritable {
     #[cfg(not(target_os = "linux"))]
     fn append_mapped(&mut self, _data: &[u8]) -> io::Result<bool> {
         Ok(false)
+    }
+
+    /// Hands a writeback range to the helper thread; false when there is none or it is busy.
+    #[cfg(target_os = "linux")]
+    fn request_writeback(&self, offset: u64, len: u64) -> bool {
+        self.writeback.as_ref().is_some_and(|w| w.request(offset, len))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn request_writeback(&self, _offset: u64, _len: u64) -> bool {
+        false
     }
 
     /// Reserves the blocks of the next `n` bytes before they are written with `pwrite`, when
@@ -106,6 +123,7 @@ impl OsWritable {
         match super::mapped::MappedAppender::reserve(&self.file, len) {
             Ok(m) => {
                 self.mapped = Some(m);
+                self.writeback = super::writeback::Writeback::start(&self.file);
                 Ok(true)
             }
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::OPNOTSUPP.raw_os_error()) => Ok(false),
@@ -131,7 +149,10 @@ impl WritableFile for OsWritable {
         }
         self.len += data.len() as u64;
         if self.len - self.written_back >= WRITEBACK_EVERY {
-            start_writeback(&self.file, self.written_back, self.len - self.written_back);
+            let (offset, len) = (self.written_back, self.len - self.written_back);
+            if !self.request_writeback(offset, len) {
+                start_writeback(&self.file, offset, len);
+            }
             self.written_back = self.len;
         }
         Ok(())
@@ -173,7 +194,7 @@ impl WritableFile for OsWritable {
 /// nothing, the fdatasyncs do. Best effort: an error here shows at the next fdatasync.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
-fn start_writeback(file: &File, offset: u64, len: u64) {
+pub(super) fn start_writeback(file: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     let (Ok(off), Ok(n)) = (libc::off64_t::try_from(offset), libc::off64_t::try_from(len)) else { return };
     // SAFETY: the call takes a file descriptor, which `file` keeps open for the duration of
@@ -184,7 +205,7 @@ fn start_writeback(file: &File, offset: u64, len: u64) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
+pub(super) fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
 
 #[derive(Debug)]
 struct OsReadable {
