@@ -84,8 +84,9 @@ impl PartitionLoad {
         w
     }
 
-    /// Samples the partition key of one operation in `LOAD_SAMPLE_EVERY`.
-    fn sample_key(&self, pk0: &[u8]) {
+    /// Samples the partition key of one operation in `LOAD_SAMPLE_EVERY` (called only when
+    /// load-based splitting wants samples, so the sampler stays off the paths otherwise).
+    pub fn sample_key(&self, pk0: &[u8]) {
         if self.sample_tick.fetch_add(1, Ordering::Relaxed).is_multiple_of(LOAD_SAMPLE_EVERY) {
             self.sample.lock().push(pk0);
         }
@@ -132,12 +133,6 @@ impl PartitionLoad {
         let w = self.window(now_ms);
         w.writes.fetch_add(writes, Ordering::Relaxed);
         w.write_bytes.fetch_add(bytes, Ordering::Relaxed);
-    }
-
-    /// Offers the partition key of one write to the sampler (when load-based splitting wants
-    /// samples; otherwise the sampler stays off the write path).
-    pub fn sample_write(&self, pk0: &[u8]) {
-        self.sample_key(pk0);
     }
 
     /// Counts one read; `sample` is its partition key when load-based splitting wants samples

@@ -199,30 +199,33 @@ impl<'v> LoadCounter<'v> {
                 let pk0 = partition_key(pk);
                 let Some(partition) = table.partition_for(pk0) else { return };
                 if self.sample {
-                    partition.load.sample_write(pk0);
+                    partition.load.sample_key(pk0);
                 }
                 partition
             }
         };
-        match &mut self.run {
-            Some((p, rows, b)) if std::ptr::eq(*p, partition.as_ref()) => {
-                *rows += 1;
-                *b += bytes;
-            }
-            run => {
-                if let Some((p, rows, b)) = run.replace((partition, 1, bytes)) {
-                    p.load.record_writes(self.now, rows, b);
-                }
-            }
+        if let Some((p, rows, b)) = &mut self.run
+            && std::ptr::eq(*p, partition.as_ref())
+        {
+            *rows += 1;
+            *b += bytes;
+            return;
+        }
+        self.flush();
+        self.run = Some((partition, 1, bytes));
+    }
+
+    /// Counts the current run into its partition's load.
+    fn flush(&mut self) {
+        if let Some((p, rows, bytes)) = self.run.take() {
+            p.load.record_writes(self.now, rows, bytes);
         }
     }
 }
 
 impl Drop for LoadCounter<'_> {
     fn drop(&mut self) {
-        if let Some((p, rows, bytes)) = self.run.take() {
-            p.load.record_writes(self.now, rows, bytes);
-        }
+        self.flush();
     }
 }
 

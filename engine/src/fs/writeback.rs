@@ -78,8 +78,8 @@ mod tests {
         let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
         let data = vec![7u8; 1 << 16];
         file.write_all_at(&data, 0)?;
-        // A helper whose thread has not started taking requests: a closed receiver is not
-        // needed, a full queue is, so fill the channel directly.
+        // No thread takes from this queue, so it fills: up to the bound requests are taken,
+        // beyond it they are refused.
         let (requests, todo) = crossbeam_channel::bounded::<(u64, u64)>(QUEUE);
         let wb = Writeback { requests: Some(requests), thread: None };
         for i in 0..QUEUE as u64 {

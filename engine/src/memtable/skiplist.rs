@@ -81,7 +81,7 @@ impl SearchKey {
     /// Makes this the key of row `pk` at `seqno` in `table`, in place: the insert path
     /// reuses one key for every row. (A key built on the stack and returned is copied out
     /// with wide loads of words just stored narrow, the stall [`SearchKey::fill`] avoids.)
-    pub fn set_row(&mut self, table: u64, pk: &[u8], seqno: u64) {
+    fn set_row(&mut self, table: u64, pk: &[u8], seqno: u64) {
         self.fill(table, pk, Some(!seqno));
     }
 
