@@ -131,7 +131,9 @@ impl Inner {
                 self.stats.add_table_bytes(table_id, bytes, 0);
             }
             let flushed_seqno = mem.max_seqno();
+            self.opts.pause_hook.fire(crate::hooks::PausePoint::FlushBeforeInstall);
             self.install_flush(&mem, new_files, flushed_seqno)?;
+            self.opts.pause_hook.fire(crate::hooks::PausePoint::FlushInstalled);
             self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
             self.stats.flushes.fetch_add(1, Ordering::Relaxed);
             self.delete_obsolete_wals();

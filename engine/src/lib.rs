@@ -31,6 +31,8 @@ pub mod error;
 pub mod events;
 mod flush;
 pub mod fs;
+#[doc(hidden)]
+pub mod hooks;
 pub mod info;
 pub mod iter;
 pub mod keydesign;

@@ -86,6 +86,9 @@ pub struct Options {
     pub auto_split: bool,
     /// Split partitions by load as well as by size (off by default).
     pub load_split: Option<LoadSplit>,
+    /// Test hook run at the engine's pause points (`hooks.rs`); not part of the API.
+    #[doc(hidden)]
+    pub pause_hook: crate::hooks::PauseHook,
 }
 
 /// Load-based splitting: a partition that served at least `ops_per_sec` reads and writes on
@@ -137,6 +140,7 @@ impl Default for Options {
             start_paused: false,
             auto_split: true,
             load_split: None,
+            pause_hook: Default::default(),
         }
     }
 }

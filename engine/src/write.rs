@@ -336,11 +336,12 @@ impl Inner {
         row_bufs.keys.clear();
         row_bufs.records.clear();
         let mut results = Vec::with_capacity(group.len());
-        let mut stamps = self.stamps.lock();
         let (active, version) = {
             let st = self.state.read();
             (st.active.clone(), st.version.clone())
         };
+        self.opts.pause_hook.fire(crate::hooks::PausePoint::LeaderTookVersion);
+        let mut stamps = self.stamps.lock();
         let mut written_bytes = 0u64;
         // Rows are inserted into the memtable after the WAL write where possible (see
         // `insert_rows`); a batch that reads rows first sees every earlier batch inserted.

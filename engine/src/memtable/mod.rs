@@ -295,6 +295,45 @@ mod tests {
         assert_eq!(m.max_seqno(), 5);
     }
 
+    /// A point read at a snapshot never returns a version newer than the snapshot, however
+    /// the writer's inserts interleave with the reader's search: one writer keeps adding newer
+    /// versions of one row (each lands right after the node a search for an older version
+    /// stops at), readers read at the last published version and must get exactly it.
+    #[test]
+    fn get_at_a_snapshot_never_sees_a_concurrently_inserted_newer_version() {
+        use std::sync::atomic::AtomicBool;
+        let m = Arc::new(Memtable::new(1));
+        let put = |seq: u64| RowRecord::Put { marker: Some(seq), columns: vec![] }.to_bytes();
+        assert!(m.insert_batch([(1, b"k".as_slice(), 1, put(1).as_slice())]));
+        let published = Arc::new(AtomicU64::new(1));
+        let done = Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (m, published, done) = (m.clone(), published.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut reads = 0u64;
+                    let mut out = Vec::new();
+                    while !done.load(Ordering::Acquire) {
+                        let snapshot = published.load(Ordering::Acquire);
+                        out.clear();
+                        assert!(m.get(1, b"k", snapshot, &mut out));
+                        assert_eq!(out, vec![put(snapshot)], "a read at {snapshot} saw another version");
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        for seq in 2..60_000u64 {
+            assert!(m.insert_batch([(1, b"k".as_slice(), seq, put(seq).as_slice())]));
+            published.store(seq, Ordering::Release);
+        }
+        done.store(true, Ordering::Release);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+    }
+
     #[test]
     fn memory_goes_back_to_the_pool_when_a_memtable_is_dropped() {
         let pool = ChunkPool::new(1 << 20, 64 << 20);

@@ -451,8 +451,17 @@ impl SkipList {
 
     /// The first entry at or after `key` (`inclusive`) or after it; 0 if none.
     pub fn seek(&self, key: &SearchKey, inclusive: bool) -> u64 {
-        let x = self.descend(|c| c == CmpOrdering::Less || (!inclusive && c == CmpOrdering::Equal), Some(key));
-        self.next_at(x, 0)
+        let go_right = |c| c == CmpOrdering::Less || (!inclusive && c == CmpOrdering::Equal);
+        let x = self.descend(go_right, Some(key));
+        // The writer may have linked a node after `x` since the descent passed it, and that
+        // node may still sort before `key` (a newer version of the same row does): step over
+        // such nodes rather than return one. Returning it handed a point read a record newer
+        // than its snapshot.
+        let mut n = self.next_at(x, 0);
+        while n != 0 && go_right(self.cmp(n, key)) {
+            n = self.next_at(n, 0);
+        }
+        n
     }
 
     /// The last entry before `key`, or at or before it when `inclusive` (the last entry of

@@ -1,0 +1,313 @@
+//! Foreground writers and readers against constant background work, every result checked.
+//!
+//! Accounts hold balances; writers move units between two accounts with batched increments and
+//! with conditional updates (read, then put both new balances on the condition that neither
+//! changed), so the total never changes. Tiny memtables and split thresholds keep flushes,
+//! compactions, splits and merges running the whole time, and a churn thread forces more.
+//!
+//! Checked:
+//! - every receipt: an increment's returned balance, and each conditional update, must extend
+//!   its account's history exactly (the history is rebuilt after the run from all receipts in
+//!   sequence-number order: a write that read a stale row breaks the chain);
+//! - every read: a batch get of all accounts and a range scan, each on one snapshot, must sum to
+//!   the total; and a row that was read must never be older than one the same reader saw;
+//! - at the end, and after a reopen: every balance equals its history's last value.
+//!
+//! `STRATA_CONCURRENT_SECS` sets the duration (default 3 s; minutes for a soak).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::{
+    ColumnCondition, CompareOp, Condition, Db, KeyType, Options, PkValue, PrimaryKey, PutRow, RangeOptions,
+    ReadOptions, RowExistence, TableSchema, UpdateRow, Value, WriteOp, pk,
+};
+use strata_tests::{env_count, seed};
+
+const TABLE: &str = "accounts";
+const BUCKETS: i64 = 24;
+const PER_BUCKET: i64 = 8;
+const START: i64 = 1_000;
+
+/// One change to an account, as its receipt reported it.
+#[derive(Debug, Clone)]
+enum Change {
+    /// An increment by `delta` that returned `now`.
+    Increment { delta: i64, now: i64 },
+    /// A conditional put of `to`, on the condition that the balance was `from`.
+    Set { from: i64, to: i64 },
+}
+
+fn key(account: i64) -> PrimaryKey {
+    pk![account % BUCKETS, account]
+}
+
+fn accounts() -> i64 {
+    BUCKETS * PER_BUCKET
+}
+
+fn balance(row: &strata::Row) -> i64 {
+    match row.get("balance") {
+        Some(Value::Integer(b)) => *b,
+        other => panic!("balance column holds {other:?}"),
+    }
+}
+
+fn options() -> Options {
+    Options {
+        write_buffer_bytes: 16 << 10,
+        l0_compaction_trigger: 2,
+        level1_target_bytes: 32 << 10,
+        level_size_multiplier: 2,
+        target_file_bytes: 16 << 10,
+        block_size_bytes: 512,
+        stall_timeout: Duration::from_secs(120),
+        ..Options::default()
+    }
+}
+
+fn all_keys() -> Vec<(String, PrimaryKey)> {
+    (0..accounts()).map(|a| (TABLE.to_string(), key(a))).collect()
+}
+
+/// Sums every balance on one snapshot with a batch get, and with a range scan.
+fn check_total(db: &Db) -> (i64, i64) {
+    let by_get: i64 = db
+        .batch_get(&all_keys(), &ReadOptions::default())
+        .into_iter()
+        .map(|r| balance(&r.unwrap().expect("an account vanished")))
+        .sum();
+    let mut it = db
+        .range(
+            TABLE,
+            &PrimaryKey(vec![PkValue::InfMin, PkValue::InfMin]),
+            &PrimaryKey(vec![PkValue::InfMax, PkValue::InfMax]),
+            &RangeOptions::default(),
+        )
+        .unwrap();
+    let mut by_scan = 0;
+    let mut rows = 0;
+    while let Some(row) = it.next().transpose().unwrap() {
+        by_scan += balance(&row);
+        rows += 1;
+    }
+    assert_eq!(rows, accounts(), "a scan saw {rows} accounts");
+    (by_get, by_scan)
+}
+
+/// Replays every account's changes in sequence-number order and returns the final balances.
+fn replay(history: &BTreeMap<u64, (i64, Change)>) -> Vec<i64> {
+    let mut bal = vec![START; accounts() as usize];
+    for (seqno, (acct, change)) in history {
+        let b = &mut bal[*acct as usize];
+        match change {
+            Change::Increment { delta, now } => {
+                assert_eq!(
+                    *b + delta,
+                    *now,
+                    "seqno {seqno}: increment of account {acct} by {delta} read {} (lost update)",
+                    now - delta
+                );
+                *b = *now;
+            }
+            Change::Set { from, to } => {
+                assert_eq!(*b, *from, "seqno {seqno}: conditional set of account {acct} held against a stale {from}");
+                *b = *to;
+            }
+        }
+    }
+    bal
+}
+
+/// The note an increment writes: long for a quarter of a second, empty the next, so the table
+/// grows past the split threshold and shrinks below the merge threshold again and again.
+/// Random bytes, so compression cannot hide them from the split planner.
+fn note(started: Instant, rng: &mut StdRng) -> Vec<u8> {
+    let phase = started.elapsed().as_millis() / 250;
+    let len = if phase.is_multiple_of(2) { 600 } else { 0 };
+    (0..len).map(|_| rng.r#gen()).collect()
+}
+
+fn writer(db: &Db, mut rng: StdRng, stop: &AtomicBool, started: Instant) -> (Vec<(u64, i64, Change)>, u64, u64) {
+    let mut out = Vec::new();
+    let (mut applied, mut refused) = (0, 0);
+    while !stop.load(Ordering::Relaxed) {
+        let a = rng.gen_range(0..accounts());
+        let mut b = rng.gen_range(0..accounts() - 1);
+        if b >= a {
+            b += 1;
+        }
+        let amount = rng.gen_range(1..20);
+        if rng.gen_bool(0.7) {
+            let ops = vec![
+                WriteOp::Update(
+                    UpdateRow::new(TABLE, key(a)).increment("balance", -amount).put("note", note(started, &mut rng)),
+                ),
+                WriteOp::Update(UpdateRow::new(TABLE, key(b)).increment("balance", amount)),
+            ];
+            let receipts = db.batch_write(ops).unwrap().into_result().unwrap();
+            for (acct, delta, r) in [(a, -amount, &receipts[0]), (b, amount, &receipts[1])] {
+                let now = r.increments[0].1;
+                out.push((r.seqno, acct, Change::Increment { delta, now }));
+            }
+            applied += 1;
+        } else {
+            // Read both, then move `amount` on the condition that neither changed meanwhile.
+            let rows = db.batch_get(&[(TABLE.into(), key(a)), (TABLE.into(), key(b))], &ReadOptions::default());
+            let va = balance(&rows[0].as_ref().unwrap().clone().unwrap());
+            let vb = balance(&rows[1].as_ref().unwrap().clone().unwrap());
+            let cond = |v: i64| {
+                Condition::row(RowExistence::ExpectExist).with_column(ColumnCondition::compare(
+                    "balance",
+                    CompareOp::Equal,
+                    v,
+                ))
+            };
+            let ops = vec![
+                WriteOp::Update(UpdateRow::new(TABLE, key(a)).put("balance", va - amount).condition(cond(va))),
+                WriteOp::Update(UpdateRow::new(TABLE, key(b)).put("balance", vb + amount).condition(cond(vb))),
+            ];
+            match db.batch_write(ops).unwrap().into_result() {
+                Ok(receipts) => {
+                    out.push((receipts[0].seqno, a, Change::Set { from: va, to: va - amount }));
+                    out.push((receipts[1].seqno, b, Change::Set { from: vb, to: vb + amount }));
+                    applied += 1;
+                }
+                Err(strata::Error::ConditionFailed(_)) => refused += 1,
+                Err(e) => panic!("conditional transfer failed: {e}"),
+            }
+        }
+    }
+    (out, applied, refused)
+}
+
+fn reader(db: &Db, total: i64, stop: &AtomicBool, checks: &AtomicU64) {
+    let mut rng = StdRng::seed_from_u64(checks.load(Ordering::Relaxed));
+    // The newest sequence number seen per account must never go back (reads are monotone).
+    while !stop.load(Ordering::Relaxed) {
+        let (by_get, by_scan) = check_total(db);
+        assert_eq!(by_get, total, "a batch get (one snapshot) saw a total of {by_get}");
+        assert_eq!(by_scan, total, "a range scan (one snapshot) saw a total of {by_scan}");
+        // A point read of a random account must exist and hold an Integer.
+        let a = rng.gen_range(0..accounts());
+        let row = db.get_row(TABLE, &key(a), &ReadOptions::default()).unwrap().expect("account missing");
+        balance(&row);
+        checks.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Forces flushes, compactions and split-planner runs, and counts splits and merges.
+fn churn(db: &Db, stop: &AtomicBool) -> BTreeMap<&'static str, usize> {
+    let mut seen = HashSet::new();
+    let mut counts = BTreeMap::new();
+    let mut round = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        match round % 4 {
+            0 => db.flush().unwrap(),
+            1 => db.compact_table(TABLE).unwrap(),
+            _ => {
+                db.run_split_planner().unwrap();
+            }
+        }
+        round += 1;
+        for e in db.events() {
+            if matches!(e.kind, "flush" | "compaction" | "split" | "merge")
+                && seen.insert((e.time_ms, e.message.clone()))
+            {
+                *counts.entry(e.kind).or_insert(0) += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    counts
+}
+
+#[test]
+fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
+    let s = seed("concurrent");
+    let secs = env_count("STRATA_CONCURRENT_SECS", 3) as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), options()).unwrap());
+    db.create_table(
+        TableSchema::new(TABLE)
+            .pk("bucket", KeyType::Integer)
+            .pk("id", KeyType::Integer)
+            .max_versions(1)
+            .split_threshold_bytes(24 << 10)
+            .merge_threshold_bytes(6 << 10),
+    )
+    .unwrap();
+    for a in 0..accounts() {
+        db.put_row(PutRow::new(TABLE, key(a)).column("balance", START).column("pad", vec![0u8; 64])).unwrap();
+    }
+    let total = START * accounts();
+    let stop = Arc::new(AtomicBool::new(false));
+    let checks = Arc::new(AtomicU64::new(s));
+    let started = Instant::now();
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let (db, stop) = (db.clone(), stop.clone());
+            let rng = StdRng::seed_from_u64(s.wrapping_add(w));
+            std::thread::spawn(move || writer(&db, rng, &stop, started))
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (db, stop, checks) = (db.clone(), stop.clone(), checks.clone());
+            std::thread::spawn(move || reader(&db, total, &stop, &checks))
+        })
+        .collect();
+    let churner = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || churn(&db, &stop))
+    };
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+    let mut history = BTreeMap::new();
+    let (mut applied, mut refused) = (0, 0);
+    for w in writers {
+        let (changes, a, r) = w.join().unwrap();
+        applied += a;
+        refused += r;
+        for (seqno, acct, change) in changes {
+            assert!(history.insert(seqno, (acct, change)).is_none(), "sequence number {seqno} handed out twice");
+        }
+    }
+    for r in readers {
+        r.join().unwrap();
+    }
+    let counts = churner.join().unwrap();
+    let expected = replay(&history);
+    let check_final = |db: &Db| {
+        for (a, want) in expected.iter().enumerate() {
+            let row = db.get_row(TABLE, &key(a as i64), &ReadOptions::default()).unwrap().unwrap();
+            assert_eq!(balance(&row), *want, "account {a}");
+        }
+        assert_eq!(check_total(db), (total, total));
+    };
+    check_final(&db);
+    let stats = db.stats();
+    eprintln!(
+        "concurrent: {:.1} s, {applied} transfers applied, {refused} refused by their condition, {} total checks, \
+         {} flushes, {} compactions, events seen {counts:?}, {} partitions at the end",
+        started.elapsed().as_secs_f64(),
+        checks.load(Ordering::Relaxed) - s,
+        stats.flushes,
+        stats.compactions,
+        db.partitions(TABLE).unwrap().len()
+    );
+    assert!(applied > 100, "only {applied} transfers in {secs} s");
+    assert!(stats.flushes > 10 && stats.compactions > 2, "background work did not run: {stats:?}");
+    assert!(counts.get("split").copied().unwrap_or(0) > 0, "no split ran: {counts:?}");
+    assert!(counts.get("merge").copied().unwrap_or(0) > 0, "no merge ran: {counts:?}");
+    let db = Arc::try_unwrap(db).unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    check_final(&db);
+}

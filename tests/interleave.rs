@@ -1,0 +1,105 @@
+//! Races forced deterministically with the engine's pause points (`strata::hooks`): each test
+//! stops one thread at a point and lets another run into the window, so the interleaving that
+//! a timing-based test hits once in tens of thousands of tries happens on every run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use strata::hooks::{PauseHook, PausePoint};
+use strata::{Db, KeyType, Options, ReadOptions, TableSchema, UpdateRow, Value, WriteOp, pk};
+
+/// How far a forced interleaving has got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    Idle,
+    Armed,
+    FlushWaiting,
+    LeaderHasVersion,
+    Installed,
+}
+
+/// A stage shared by the hook and the test, with waits that give up after a while (a hook
+/// must never hang the engine; the test then fails on the stage it checks).
+#[derive(Clone)]
+struct Gate(Arc<(Mutex<Stage>, Condvar)>);
+
+impl Gate {
+    fn new() -> Self {
+        Gate(Arc::new((Mutex::new(Stage::Idle), Condvar::new())))
+    }
+    fn get(&self) -> Stage {
+        *self.0.0.lock()
+    }
+    fn set(&self, s: Stage) {
+        *self.0.0.lock() = s;
+        self.0.1.notify_all();
+    }
+    /// Moves from `from` to `to` if the stage is `from`; true if it did.
+    fn advance(&self, from: Stage, to: Stage) -> bool {
+        let mut g = self.0.0.lock();
+        if *g != from {
+            return false;
+        }
+        *g = to;
+        self.0.1.notify_all();
+        true
+    }
+    fn wait_for(&self, s: Stage) -> bool {
+        let mut g = self.0.0.lock();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while *g < s {
+            if self.0.1.wait_until(&mut g, deadline).timed_out() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The write leader takes its version, then a flush installs (moving the row's newest record
+/// from a sealed memtable into a new file), then the leader reads the row for an increment in
+/// a batch. The read must see the flushed record: the increment returns 2, not 1.
+#[test]
+fn a_flush_installing_while_the_leader_prepares_hides_nothing_from_its_reads() {
+    let gate = Gate::new();
+    let hook_gate = gate.clone();
+    let hook = PauseHook::new(move |p| match p {
+        PausePoint::FlushBeforeInstall if hook_gate.advance(Stage::Armed, Stage::FlushWaiting) => {
+            hook_gate.wait_for(Stage::LeaderHasVersion);
+        }
+        PausePoint::LeaderTookVersion if hook_gate.advance(Stage::FlushWaiting, Stage::LeaderHasVersion) => {
+            hook_gate.wait_for(Stage::Installed);
+        }
+        PausePoint::FlushInstalled => {
+            hook_gate.advance(Stage::LeaderHasVersion, Stage::Installed);
+        }
+        _ => {}
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), Options { pause_hook: hook, ..Options::default() }).unwrap());
+    db.create_table(TableSchema::new("t").pk("id", KeyType::Integer)).unwrap();
+    let first = db.update_row(UpdateRow::new("t", pk![1]).increment("n", 1)).unwrap();
+    assert_eq!(first.increments, vec![("n".to_string(), 1)]);
+
+    gate.set(Stage::Armed);
+    let flusher = {
+        let db = db.clone();
+        std::thread::spawn(move || db.flush())
+    };
+    assert!(gate.wait_for(Stage::FlushWaiting), "the flush never reached its install");
+    // The leader of this batch takes its version while the flush waits, then waits itself
+    // until the flush has installed.
+    let batch = vec![
+        WriteOp::Update(UpdateRow::new("t", pk![1]).increment("n", 1)),
+        WriteOp::Update(UpdateRow::new("t", pk![2]).increment("n", 1)),
+    ];
+    let receipts = db.batch_write(batch).unwrap().into_result().unwrap();
+    flusher.join().unwrap().unwrap();
+    assert_eq!(gate.get(), Stage::Installed, "the interleaving was not forced");
+    assert_eq!(receipts[0].increments, vec![("n".to_string(), 2)], "the increment read a stale row");
+    let row = db.get_row("t", &pk![1], &ReadOptions::default()).unwrap().unwrap();
+    assert_eq!(row.get("n"), Some(&Value::Integer(2)));
+}
