@@ -542,6 +542,18 @@ fn a_second_open_of_the_same_folder_is_refused() {
     send_sync::<Db>();
 }
 
+/// The lock is not the `LOCK` file's name: deleting it while the database is open does not let
+/// a second opener in (which would then delete the first one's in-progress files as orphans).
+#[test]
+fn deleting_the_lock_file_does_not_let_a_second_opener_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    std::fs::remove_file(dir.path().join("LOCK")).unwrap();
+    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::Locked(_))));
+    drop(db);
+    assert!(Db::open(dir.path(), Options::default()).is_ok());
+}
+
 #[test]
 fn sstable_index_and_filter_are_charged_to_the_cache_budget_while_files_are_open() {
     let (opts, _fs, _clock) = mem_options();

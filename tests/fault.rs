@@ -101,3 +101,35 @@ fn every_injected_error_is_reported_and_nothing_acknowledged_is_lost() {
         assert!(points > 50, "the workload should reach many I/O operations");
     }
 }
+
+/// A database poisoned by a failed manifest write (ENOSPC) after acknowledged buffered writes
+/// does not report a clean close: `close` returns the poisoning, since it could not make those
+/// writes durable.
+#[test]
+fn close_of_a_poisoned_database_reports_the_poisoning() {
+    let fault = FaultFs::new(Arc::new(MemFs::new()));
+    let opts = Options {
+        fs: Arc::new(fault.clone()),
+        clock: Arc::new(ManualClock::new(T0)),
+        sync_mode: SyncMode::Buffered,
+        ..Options::small_for_tests()
+    };
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(schema()).unwrap();
+    let name = schema().name;
+    for i in 0..5 {
+        db.put_row(strata::PutRow::new(&name, strata::pk![i, "x"]).column("v", i)).unwrap();
+    }
+    fault.set_plan(Some(FaultPlan {
+        fail_at: 1,
+        only: vec![strata::fs::FsOp::Create],
+        kind: FaultKind::NoSpace,
+        sticky: false,
+    }));
+    assert!(db.create_table(strata::TableSchema::new("other").pk("k", strata::KeyType::Integer)).is_err());
+    assert!(db.stats().poisoned.is_some(), "a failed manifest write must poison the database");
+    match db.close() {
+        Err(Error::Poisoned(why)) => assert!(why.contains("manifest"), "{why}"),
+        other => panic!("close of a poisoned database returned {other:?}"),
+    }
+}

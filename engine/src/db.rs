@@ -411,7 +411,10 @@ impl Db {
     /// Flushes memtables, stops background work and releases the lock.
     ///
     /// # Errors
-    /// Errors of the final flush (data stays in the WAL and is recovered at the next open).
+    /// `Poisoned` when an earlier write, sync or manifest write failed: nothing is flushed and
+    /// writes acknowledged since the last successful sync may not survive a power cut (they are
+    /// recovered from the WAL at the next open if the system wrote them). Otherwise errors of
+    /// the final flush (data stays in the WAL and is recovered at the next open).
     pub fn close(self) -> Result<()> {
         self.close_inner()
     }
@@ -422,8 +425,13 @@ impl Db {
             return Ok(());
         }
         i.bg.shutdown();
-        let mut result = Ok(());
-        if !i.is_poisoned() {
+        // A poisoned database cannot promise that what it acknowledged is durable (a failed
+        // fsync is never retried): closing reports that instead of success.
+        let mut result = match &*i.poison.lock() {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        };
+        if result.is_ok() {
             let _leader = i.queue.lead();
             result = i.rotate_memtable().and_then(|_| i.flush_sealed());
             if result.is_ok() {

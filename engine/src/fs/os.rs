@@ -263,9 +263,14 @@ impl RandomAccessFile for OsReadable {
     }
 }
 
+/// The database's lock: `flock` on the `LOCK` file and on the database folder, both held by
+/// open descriptors until dropped. The folder's lock is what makes it exclusive: deleting
+/// `LOCK` releases nothing (the lock lives on the open descriptor, not the name) but would let
+/// a second opener lock a fresh `LOCK` file; a folder cannot be deleted while it holds files.
 #[derive(Debug)]
 struct OsLock {
     _file: File,
+    _folder: File,
 }
 
 impl FileLock for OsLock {}
@@ -327,14 +332,19 @@ impl FileSystem for OsFs {
         Ok(fs::metadata(path)?.len())
     }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Box::new(OsLock { _file: file })),
+        let try_lock = |f: &File| match f.try_lock() {
+            Ok(()) => Ok(()),
             Err(std::fs::TryLockError::WouldBlock) => {
-                Err(io::Error::new(io::ErrorKind::WouldBlock, "locked by another process"))
+                Err(io::Error::new(io::ErrorKind::WouldBlock, "locked by another opener"))
             }
             Err(std::fs::TryLockError::Error(e)) => Err(e),
-        }
+        };
+        let folder_path = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let folder = File::open(folder_path)?;
+        try_lock(&folder)?;
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        try_lock(&file)?;
+        Ok(Box::new(OsLock { _file: file, _folder: folder }))
     }
 }
 
