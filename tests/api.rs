@@ -35,6 +35,42 @@ fn put_get_update_delete_round_trip() {
     assert!(db.get_row("purchases", &k, &ReadOptions::default()).unwrap().is_none());
 }
 
+/// DATA-MODEL.md: deleting every attribute column with UpdateRow is not deleting the row. The
+/// emptied row is read back with its key only, `expect exist` holds for it and `expect not
+/// exist` fails, ranges and counts include it, and so do compaction and a reopen; DeleteRow
+/// removes it. An UpdateRow that only deletes, on a missing row, creates nothing.
+#[test]
+fn a_row_emptied_by_update_row_stays_until_delete_row() {
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", opts.clone()).unwrap();
+    db.create_table(TableSchema::new("t").pk("id", KeyType::Integer)).unwrap();
+    db.put_row(PutRow::new("t", pk![1]).column("a", 1).column("b", 2)).unwrap();
+    db.update_row(UpdateRow::new("t", pk![1]).delete_all("a").delete_all("b")).unwrap();
+    // Only deletes, on a row that does not exist: nothing is created.
+    db.update_row(UpdateRow::new("t", pk![2]).delete_all("a")).unwrap();
+    let all = |db: &Db| db.count_range("t", &pk![PkValue::InfMin], &pk![PkValue::InfMax]).unwrap();
+    let check = |db: &Db, when: &str| {
+        let row = db.get_row("t", &pk![1], &ReadOptions::default()).unwrap();
+        assert_eq!(row, Some(Row { primary_key: pk![1], columns: vec![] }), "{when}");
+        assert!(db.get_row("t", &pk![2], &ReadOptions::default()).unwrap().is_none(), "{when}");
+        assert_eq!(all(db), 1, "{when}");
+        let not_exist = Condition::row(RowExistence::ExpectNotExist);
+        let put = db.put_row(PutRow::new("t", pk![1]).column("c", 3).condition(not_exist));
+        assert!(matches!(put, Err(Error::ConditionFailed(_))), "{when}: {put:?}");
+        let exist = Condition::row(RowExistence::ExpectExist);
+        db.update_row(UpdateRow::new("t", pk![1]).delete_all("zz").condition(exist)).unwrap();
+    };
+    check(&db, "in the memtable");
+    db.compact_table("t").unwrap();
+    check(&db, "after compaction");
+    db.close().unwrap();
+    let db = Db::open("/db", opts).unwrap();
+    check(&db, "after a reopen");
+    db.delete_row(DeleteRow::new("t", pk![1])).unwrap();
+    assert!(db.get_row("t", &pk![1], &ReadOptions::default()).unwrap().is_none());
+    assert_eq!(all(&db), 0);
+}
+
 #[test]
 fn data_survives_flush_and_reopen() {
     let (opts, _fs, _clock) = mem_options();

@@ -13,8 +13,11 @@
 //!    every result independent of when compaction runs.
 //! 3. A cell has expired when `version + ttl <= now` (ms). Expired cells count as missing
 //!    everywhere. Because expiry is monotone in the version, trimming and expiry commute.
-//! 4. A row exists while it has an unexpired cell, or while the primary-key-only marker written
-//!    by a put with no attribute columns is unexpired.
+//! 4. A row exists from the write that creates it (a put, or an update that puts a value)
+//!    until a delete, or until everything written to it has expired. Its *marker* holds the
+//!    newest version any put or update wrote into it; deleting cells (even every attribute
+//!    column) leaves the marker, so the row stays with its primary key only. A row exists
+//!    while its marker or one of its cells is unexpired.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -48,7 +51,8 @@ impl DropCounts {
 /// The state of one row: its marker and its columns' cells, newest version first.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowState {
-    /// Version of the primary-key-only marker.
+    /// The row's existence marker: the newest version written into the row since it was
+    /// created (`None`: no write created it, or a delete removed it).
     pub marker: Option<u64>,
     /// Columns by name.
     pub columns: BTreeMap<String, Vec<Cell>>,
@@ -64,7 +68,11 @@ impl RowState {
         match rec {
             RowRecord::Put { marker, columns } => {
                 drops.deletes += cell_count(&self.columns);
-                self.marker = marker;
+                // A put with cells creates the row as much as an empty one does: its marker is
+                // its newest cell's version (records written before markers were kept for such
+                // puts carry none, and are read the same way).
+                let newest = columns.iter().flat_map(|c| c.cells.iter().map(|x| x.version)).max();
+                self.marker = marker.max(newest);
                 self.columns.clear();
                 for ColumnCells { name, cells } in columns {
                     if !cells.is_empty() {
@@ -88,6 +96,7 @@ impl RowState {
     fn apply_op(&mut self, op: CellOp, max_versions: usize, drops: &mut DropCounts) {
         match op {
             CellOp::Put { column, version, value } => {
+                self.marker = self.marker.max(Some(version));
                 let cells = self.columns.entry(column).or_default();
                 match cells.binary_search_by(|c| version.cmp(&c.version)) {
                     Ok(i) => {
@@ -157,8 +166,11 @@ impl RowState {
 
     /// The state as a put record (what compaction writes).
     pub fn to_record(&self) -> RowRecord {
+        // The marker is written only where the cells do not imply it (a row whose newest
+        // cells were deleted): a put's marker is at least its newest cell's version anyway.
+        let newest = self.columns.values().flat_map(|c| c.iter().map(|x| x.version)).max();
         RowRecord::Put {
-            marker: self.marker,
+            marker: self.marker.filter(|m| Some(*m) > newest),
             columns: self
                 .columns
                 .iter()
@@ -360,7 +372,8 @@ mod tests {
 
     #[test]
     fn trimming_is_permanent_so_compaction_timing_cannot_matter() {
-        // max_versions 1: put v5, put v7 (trims v5), delete v7 -> empty, not v5.
+        // max_versions 1: put v5, put v7 (trims v5), delete v7 -> no cell left, not v5. The
+        // row itself stays (deleting cells is not deleting the row).
         let recs = vec![
             RowRecord::Update { max_versions: 1, ops: vec![CellOp::DeleteVersion { column: "a".into(), version: 7 }] },
             RowRecord::Update { max_versions: 1, ops: vec![put("a", 7, 2)] },
@@ -368,7 +381,9 @@ mod tests {
         ];
         let mut d = DropCounts::default();
         let st = resolve(recs, 1, &mut d);
-        assert!(!st.exists());
+        assert!(st.columns.is_empty());
+        assert_eq!(st.marker, Some(7));
+        assert!(st.exists());
         assert_eq!(d.versions, 1);
     }
 

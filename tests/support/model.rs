@@ -9,10 +9,12 @@ use strata::{
     RowExistence, TableSchema, Ttl, UpdateOp, Value, WriteOp,
 };
 
-/// One row: the primary-key-only marker and each column's versions.
+/// One row: its existence marker and each column's versions.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MRow {
-    /// Marker version.
+    /// The newest version written into the row since it was created: the row exists while
+    /// this is unexpired, whatever cells were deleted since (DATA-MODEL.md: a row emptied by
+    /// UpdateRow stays).
     pub marker: Option<u64>,
     /// Column -> version -> value.
     pub cols: BTreeMap<String, BTreeMap<u64, Value>>,
@@ -208,6 +210,7 @@ impl Model {
                         versions.remove(&first);
                     }
                 }
+                row.marker = row.cols.values().flat_map(|v| v.keys().copied()).max();
                 if row.cols.is_empty() {
                     row.marker = Some(stamp);
                     used_stamp = true;
@@ -242,6 +245,7 @@ impl Model {
                             let v = version.unwrap_or(stamp);
                             used_stamp |= version.is_none();
                             t.check_version(v, now)?;
+                            row.marker = row.marker.max(Some(v));
                             let e = row.cols.entry(column.clone()).or_default();
                             e.insert(v, value.clone());
                             while e.len() > m {
@@ -266,6 +270,7 @@ impl Model {
                             let n = cur.checked_add(*delta).ok_or("increment-overflow")?;
                             used_stamp = true;
                             t.check_version(stamp, now)?;
+                            row.marker = row.marker.max(Some(stamp));
                             let e = row.cols.entry(column.clone()).or_default();
                             e.insert(stamp, Value::Integer(n));
                             while e.len() > m {
