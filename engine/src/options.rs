@@ -86,6 +86,11 @@ pub struct Options {
     pub auto_split: bool,
     /// Split partitions by load as well as by size (off by default).
     pub load_split: Option<LoadSplit>,
+    /// Largest write batch, as the bytes of its WAL record's payload (keys, records and a few
+    /// bytes of framing per row). A larger batch is refused whole (`batch-too-large`) before
+    /// anything is written. At most, and by default, the WAL's record limit (320 MiB): a larger
+    /// value acts as that limit, since recovery could not read such a record back.
+    pub max_batch_bytes: usize,
     /// Test hook run at the engine's pause points (`hooks.rs`); not part of the API.
     #[doc(hidden)]
     pub pause_hook: crate::hooks::PauseHook,
@@ -140,6 +145,7 @@ impl Default for Options {
             start_paused: false,
             auto_split: true,
             load_split: None,
+            max_batch_bytes: strata_format::wal::MAX_PAYLOAD_BYTES,
             pause_hook: Default::default(),
         }
     }

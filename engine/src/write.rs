@@ -24,7 +24,9 @@ use std::sync::atomic::Ordering;
 use parking_lot::{Condvar, Mutex};
 use strata_format::key::{PkRef, format_pk_ref, partition_key};
 use strata_format::record::{CellOp, MAX_RECORD_BYTES, RowRecord, encode_put};
-use strata_format::wal::{begin_record, encode_batch_header, encode_entry, end_record};
+use strata_format::wal::{
+    MAX_PAYLOAD_BYTES, batch_payload_len, begin_record, encode_batch_header, encode_entry, end_record,
+};
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
@@ -361,6 +363,26 @@ impl Inner {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
                 Ok(Ok(mut rows)) => {
+                    let payload = batch_payload_len(
+                        rows.len(),
+                        rows.iter().map(|r| (r.table_id, r.pk.len(), r.stamp, r.record.len())),
+                    );
+                    let limit = self.opts.max_batch_bytes.min(MAX_PAYLOAD_BYTES);
+                    if payload > limit {
+                        // Refused before anything is logged: recovery refuses records over the
+                        // WAL's limit, so an acknowledged one could never be read back.
+                        results.push((
+                            ticket,
+                            Err(Error::invalid(
+                                "batch-too-large",
+                                format!(
+                                    "the batch of {} rows encodes to {payload} bytes; one batch may hold at most {limit}",
+                                    rows.len()
+                                ),
+                            )),
+                        ));
+                        continue;
+                    }
                     let first_seqno = next_seq;
                     // The WAL record is framed in place; the memtable copies the records into its arena.
                     let start = begin_record(wal_buf);

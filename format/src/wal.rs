@@ -14,6 +14,25 @@ pub const WAL_MAGIC: u64 = u64::from_le_bytes(*b"STRATWAL");
 pub const WAL_HEADER_LEN: usize = 24;
 /// Size of a record header (crc32 + length).
 pub const RECORD_HEADER_LEN: usize = 8;
+/// Largest record payload (one write batch) a reader accepts; a writer must refuse a batch
+/// that would encode to more, or recovery could not read back what it acknowledged.
+pub const MAX_PAYLOAD_BYTES: usize = crate::MAX_ALLOC_BYTES;
+
+/// The exact payload size of a batch of `count` entries, given each entry's
+/// `(table id, primary-key length, stamp, record length)` (the layout [`encode_entry`] writes).
+pub fn batch_payload_len(count: usize, entries: impl Iterator<Item = (u64, usize, u64, usize)>) -> usize {
+    let body: usize = entries
+        .map(|(table_id, pk_len, stamp, record_len)| {
+            crate::codec::varint_len(table_id)
+                + crate::codec::varint_len(pk_len as u64)
+                + pk_len
+                + crate::codec::varint_len(stamp)
+                + crate::codec::varint_len(record_len as u64)
+                + record_len
+        })
+        .sum();
+    8 + crate::codec::varint_len(count as u64) + body
+}
 
 /// Encodes the file header: magic, format version, log number, CRC-32 of the first 20 bytes.
 pub fn encode_header(log_number: u64) -> Vec<u8> {
@@ -236,7 +255,7 @@ fn read_record(file: &[u8], pos: usize, max_len: usize) -> Result<Option<RawReco
 /// next frame position (or are all zeros); otherwise the file is corrupt in the middle.
 pub fn read_records(file: &[u8]) -> Result<(u64, Vec<RawRecord<'_>>, WalEnd), DecodeError> {
     let log_number = decode_header(file)?;
-    let max_len = crate::MAX_ALLOC_BYTES;
+    let max_len = MAX_PAYLOAD_BYTES;
     let mut pos = WAL_HEADER_LEN;
     let mut out = Vec::new();
     loop {
@@ -296,6 +315,22 @@ mod tests {
             frame_record(&p, &mut f);
         }
         f
+    }
+
+    #[test]
+    fn batch_payload_len_is_the_encoded_length() {
+        for (n, pk_len, rec_len, table, stamp) in [(0, 0, 0, 1, 0), (1, 3, 200, 1, 0), (130, 1, 20_000, 300, u64::MAX)]
+        {
+            let b = WalBatch {
+                first_seqno: 9,
+                entries: (0..n)
+                    .map(|_| WalEntry { table_id: table, pk: vec![1; pk_len], stamp, record: vec![2; rec_len] })
+                    .collect(),
+            };
+            let mut p = Vec::new();
+            b.encode(&mut p);
+            assert_eq!(batch_payload_len(n, (0..n).map(|_| (table, pk_len, stamp, rec_len))), p.len());
+        }
     }
 
     #[test]
