@@ -22,7 +22,7 @@ fn batch(rows: usize, value_bytes: usize) -> Vec<WriteOp> {
     (0..rows).map(|i| WriteOp::Put(PutRow::new("t", pk![i as i64]).column("v", vec![7u8; value_bytes]))).collect()
 }
 
-fn open_with_table(fs: &MemFs, opts: Options) -> Db {
+fn open_with_table(opts: Options) -> Db {
     let db = Db::open("/db", opts).unwrap();
     db.create_table(TableSchema::new("t").pk("id", KeyType::Integer)).unwrap();
     db
@@ -45,14 +45,14 @@ fn rule(r: strata::Result<strata::BatchWriteResult>) -> Option<&'static str> {
 #[test]
 fn a_batch_at_the_limit_is_accepted_and_one_byte_over_is_refused() {
     let scratch = MemFs::new();
-    let db = open_with_table(&scratch, options(&scratch));
+    let db = open_with_table(options(&scratch));
     let before = db.stats().wal_bytes;
     db.batch_write(batch(5, 1000)).unwrap().into_result().unwrap();
     let payload = (db.stats().wal_bytes - before - 8) as usize;
     drop(db);
 
     let fs = MemFs::new();
-    let db = open_with_table(&fs, Options { max_batch_bytes: payload - 1, ..options(&fs) });
+    let db = open_with_table(Options { max_batch_bytes: payload - 1, ..options(&fs) });
     assert_eq!(rule(db.batch_write(batch(5, 1000))), Some("batch-too-large"));
     assert!(db.get_row("t", &pk![0], &ReadOptions::default()).unwrap().is_none(), "a refused batch wrote a row");
     drop(db);
@@ -68,7 +68,7 @@ fn a_batch_at_the_limit_is_accepted_and_one_byte_over_is_refused() {
 fn the_largest_batches_are_refused_or_recovered_after_a_crash() {
     assert_eq!(Options::default().max_batch_bytes, strata_format::wal::MAX_PAYLOAD_BYTES);
     let fs = MemFs::new();
-    let db = open_with_table(&fs, options(&fs));
+    let db = open_with_table(options(&fs));
     let two_mib = 2 << 20;
     assert_eq!(rule(db.batch_write(batch(170, two_mib))), Some("batch-too-large"));
     assert_eq!(rule(db.batch_write(batch(150, two_mib))), None);
