@@ -298,7 +298,7 @@ fn a_live_wal_on_disk_is_sized_up_front_and_reads_as_records_then_zeros() {
 }
 
 #[test]
-fn torn_and_zero_filled_wal_tails_are_cut_off_silently() {
+fn torn_and_zero_filled_wal_tails_are_cut_off() {
     for zero in [false, true] {
         let (_tmp, dir) = fixture_copy();
         let wal = dir.join("wal/000007.wal");
@@ -333,5 +333,169 @@ fn a_closed_database_keeps_no_preallocated_wal_space() {
         let bytes = std::fs::read(&wal).unwrap();
         let (_, _, end) = strata_format::wal::read_records(&bytes).unwrap();
         assert_eq!(end, strata_format::wal::WalEnd::Clean, "{}", wal.display());
+    }
+}
+
+/// A database copied while running, as a kill leaves it: two live WAL files (the older one's
+/// memtable sealed, its flush held at its install by the pause hook) and every write of
+/// `SyncMode::Always` in them. Returns the copy's folder, the rows written (row `i` has
+/// `v = i`, one batch each) and the copy's WAL files, oldest first.
+fn live_copy_with_two_wals() -> (tempfile::TempDir, PathBuf, i64, Vec<PathBuf>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let hold = Arc::new(AtomicBool::new(true));
+    let held = hold.clone();
+    let hook = strata::hooks::PauseHook::new(move |p| {
+        if p == strata::hooks::PausePoint::FlushBeforeInstall {
+            while held.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let opts = Options {
+        sync_mode: strata::SyncMode::Always,
+        write_buffer_bytes: 32 << 10,
+        pause_hook: hook,
+        ..Options::default()
+    };
+    let db = Db::open(&src, opts).unwrap();
+    db.create_table(strata::TableSchema::new("t").pk("k", strata::KeyType::Integer)).unwrap();
+    let wals = |dir: &Path| {
+        let mut w: Vec<PathBuf> = walk(&dir.join("wal"));
+        w.sort();
+        w
+    };
+    let mut n = 0i64;
+    // Fill the first memtable (it rotates at 32 KiB), then write a few rows into the second.
+    while wals(&src).len() < 2 {
+        db.put_row(strata::PutRow::new("t", strata::pk![n]).column("v", n).column("pad", vec![1u8; 200])).unwrap();
+        n += 1;
+    }
+    for _ in 0..10 {
+        db.put_row(strata::PutRow::new("t", strata::pk![n]).column("v", n).column("pad", vec![1u8; 200])).unwrap();
+        n += 1;
+    }
+    let dst = tmp.path().join("copy");
+    copy_dir(&src, &dst);
+    hold.store(false, Ordering::Release);
+    db.close().unwrap();
+    let w = wals(&dst);
+    assert_eq!(w.len(), 2, "{w:?}");
+    (tmp, dst, n, w)
+}
+
+fn open_strict(dir: &Path) -> Result<Db, Error> {
+    Db::open(dir, Options::default())
+}
+
+fn record_offsets(wal: &Path) -> Vec<(u64, usize)> {
+    let bytes = std::fs::read(wal).unwrap();
+    let (_, recs, _) = strata_format::wal::read_records(&bytes).unwrap();
+    recs.iter().map(|r| (r.offset, r.payload.len())).collect()
+}
+
+fn wal_check(path: &Path) -> (i32, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = wal_dump::run(
+        &WalDumpArgs { path: path.to_path_buf(), command: WalCommand::Check, json: false },
+        &mut out,
+        &mut err,
+    );
+    (code, String::from_utf8_lossy(&out).into_owned())
+}
+
+fn rows_present(db: &Db, n: i64) -> i64 {
+    (0..n).filter(|i| db.get_row("t", &strata::pk![*i], &Default::default()).unwrap().is_some()).count() as i64
+}
+
+/// One bit flipped in the length field of a record of the newest WAL, with valid records after
+/// it: whatever the damaged length now points at, this is corruption, not a torn tail. The open
+/// fails without changing the file, `wal-dump check` says CORRUPT, and only `RecoverPrefix`
+/// opens it, keeping the records before the damage and saying where it stopped.
+#[test]
+fn a_flipped_length_bit_in_the_newest_wal_is_corruption_not_a_torn_tail() {
+    for bit in [0u32, 9, 20, 31] {
+        let (_tmp, dir, n, wals) = live_copy_with_two_wals();
+        let newest = &wals[1];
+        let recs = record_offsets(newest);
+        assert!(recs.len() >= 5, "{recs:?}");
+        let (offset, _) = recs[2];
+        let mut bytes = std::fs::read(newest).unwrap();
+        let len_at = offset as usize + 4 + (bit / 8) as usize;
+        bytes[len_at] ^= 1 << (bit % 8);
+        std::fs::write(newest, &bytes).unwrap();
+        match open_strict(&dir) {
+            Err(Error::Corruption { path, offset: at, .. }) => {
+                assert_eq!((&path, at), (newest, offset), "bit {bit}");
+            }
+            other => panic!("bit {bit}: expected corruption, got {other:?}"),
+        }
+        assert_eq!(std::fs::read(newest).unwrap(), bytes, "bit {bit}: a failed open changed the evidence");
+        let (code, out) = wal_check(&dir);
+        assert_eq!(code, 1, "bit {bit}: {out}");
+        assert!(out.contains("CORRUPT"), "bit {bit}: {out}");
+        let db = Db::open(&dir, Options { wal_recovery: WalRecovery::RecoverPrefix, ..Options::default() }).unwrap();
+        let kept = db.recovery_report().prefix_kept_at.clone().expect("the report says where replay stopped");
+        assert_eq!((kept.0, kept.1), (newest.clone(), offset));
+        // Everything of the older log and the two records before the damage.
+        let older = record_offsets(&wals[0]).len() as i64;
+        assert_eq!(rows_present(&db, n), older + 2, "bit {bit}");
+    }
+}
+
+/// A torn last record of the newest WAL is cut off, and the cut is reported: in the open's
+/// report and as an event.
+#[test]
+fn a_torn_newest_wal_tail_is_cut_and_reported() {
+    let (_tmp, dir, n, wals) = live_copy_with_two_wals();
+    let newest = &wals[1];
+    let recs = record_offsets(newest);
+    let (last, len) = *recs.last().unwrap();
+    let cut_at = last + 8 + len as u64 / 2;
+    let f = std::fs::OpenOptions::new().write(true).open(newest).unwrap();
+    f.set_len(cut_at).unwrap();
+    drop(f);
+    let db = open_strict(&dir).unwrap();
+    let torn = db.recovery_report().torn_tail.clone().expect("the cut is reported");
+    assert_eq!((&torn.path, torn.offset, torn.bytes_cut), (newest, last, cut_at - last));
+    assert!(db.events().iter().any(|e| e.kind == "wal-tail-cut"), "{:?}", db.events());
+    assert_eq!(rows_present(&db, n), n - 1);
+}
+
+/// Records lost from an older WAL (the file truncated at a record boundary, or deleted) leave
+/// a gap in the sequence numbers before the newer WAL's first record: corruption, reported by
+/// the open and by `wal-dump`, never a silent loss of synced writes out of order.
+#[test]
+fn an_older_wal_truncated_at_a_record_boundary_or_deleted_is_a_gap() {
+    for delete in [false, true] {
+        let (_tmp, dir, n, wals) = live_copy_with_two_wals();
+        let older = record_offsets(&wals[0]);
+        let keep = older.len() - 3;
+        if delete {
+            std::fs::remove_file(&wals[0]).unwrap();
+        } else {
+            let f = std::fs::OpenOptions::new().write(true).open(&wals[0]).unwrap();
+            f.set_len(older[keep].0).unwrap();
+        }
+        match open_strict(&dir) {
+            Err(Error::Corruption { path, detail, .. }) => {
+                assert_eq!(path, wals[1], "delete={delete}");
+                assert!(detail.contains("sequence numbers jump"), "{detail}");
+            }
+            other => panic!("delete={delete}: expected corruption, got {other:?}"),
+        }
+        let (code, out) = wal_check(&dir);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains("GAP"), "{out}");
+        let db = Db::open(&dir, Options { wal_recovery: WalRecovery::RecoverPrefix, ..Options::default() }).unwrap();
+        assert!(db.recovery_report().prefix_kept_at.is_some());
+        let want = if delete { 0 } else { keep as i64 };
+        assert_eq!(rows_present(&db, n), want, "delete={delete}");
+        drop(db);
+        // The prefix kept is now the whole log: a second open is clean.
+        let db = open_strict(&dir).unwrap();
+        assert_eq!(rows_present(&db, n), want);
     }
 }

@@ -123,6 +123,8 @@ pub(crate) struct Inner {
     /// Largest level-0 file count of any partition (drives write backpressure).
     pub max_l0_files: AtomicUsize,
     pub lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// What the open found in the WAL.
+    pub recovery: crate::recovery::RecoveryReport,
 }
 
 impl Inner {
@@ -408,6 +410,12 @@ impl Db {
         &self.inner.path
     }
 
+    /// What the open found in the WAL and did about it: files and entries replayed, a torn
+    /// tail cut off, or (with `WalRecovery::RecoverPrefix`) where replay stopped.
+    pub fn recovery_report(&self) -> &crate::recovery::RecoveryReport {
+        &self.inner.recovery
+    }
+
     /// Flushes memtables, stops background work and releases the lock.
     ///
     /// # Errors
@@ -438,8 +446,11 @@ impl Db {
                 // Everything is in SSTables: only the (empty) current WAL is still needed. The
                 // final manifest also records the version stamps.
                 let current = i.wal.lock().number;
+                let last = i.last_seqno.load(Ordering::Acquire);
                 result = i.install(None, |v, ms| {
                     ms.min_wal_number = ms.min_wal_number.max(current);
+                    // Everything is flushed: the next log starts right after the last number.
+                    ms.flushed_seqno = ms.flushed_seqno.max(last);
                     Ok(v.clone())
                 });
                 i.delete_obsolete_wals();

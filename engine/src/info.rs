@@ -99,6 +99,10 @@ pub struct DbStats {
     pub flushes: u64,
     /// Compactions since open.
     pub compactions: u64,
+    /// Partition splits since open.
+    pub splits: u64,
+    /// Partition merges since open.
+    pub merges: u64,
     /// Bytes in memtables (active and sealed).
     pub memtable_bytes: u64,
     /// Sealed memtables waiting for flush.
@@ -249,6 +253,8 @@ impl Db {
             write_amplification: ratio(wal + flush + cw, user),
             flushes: s.flushes.load(Ordering::Relaxed),
             compactions: s.compactions.load(Ordering::Relaxed),
+            splits: s.splits.load(Ordering::Relaxed),
+            merges: s.merges.load(Ordering::Relaxed),
             memtable_bytes: mem_bytes as u64,
             sealed_memtables: sealed,
             block_cache_bytes: i.cache.used_bytes(),

@@ -64,6 +64,7 @@ pub use info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use options::{LoadSplit, Options, SyncMode, WalRecovery};
 pub use putbatch::PutBatch;
 pub use read::{Examined, RangeIter};
+pub use recovery::{RecoveryReport, TornTail};
 pub use rowref::RowRef;
 pub use schema::{PkColumn, TableOptions, TableSchema, Ttl};
 pub use types::*;

@@ -8,9 +8,13 @@
 //!    and installing it, or between uninstalling and deleting it), WAL files below
 //!    `min_wal_number`, and empty folders of partitions that no longer exist.
 //! 4. Replay WAL files from `min_wal_number` in order into a memtable, skipping entries at or
-//!    below `flushed_seqno` and entries of dropped tables. A damaged last record is a torn write:
-//!    it is cut off (the file truncated). Damage followed by valid data is corruption: an error,
-//!    or with `WalRecovery::RecoverPrefix` the end of recovery (later WAL files are ignored).
+//!    below `flushed_seqno` and entries of dropped tables. Sequence numbers must run on from
+//!    `flushed_seqno` without a gap, across files: a gap (a log truncated or deleted) is
+//!    corruption. A damaged last record with no valid record anywhere after it is a torn write:
+//!    it is cut off (the file truncated) and reported ([`RecoveryReport`], a `wal-tail-cut`
+//!    event). Damage followed by valid data is corruption. Corruption is an error that changes
+//!    nothing on disk, or with `WalRecovery::RecoverPrefix` the end of recovery: the log is cut
+//!    there and later WAL files are deleted, as reported.
 //! 5. Start a new WAL; restore sequence numbers and version stamps.
 
 use std::collections::{BTreeMap, HashSet};
@@ -20,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 
 use parking_lot::{Mutex, RwLock};
 use strata_format::manifest::ManifestData;
-use strata_format::wal::WalEnd;
+use strata_format::wal::{SeqnoChain, WalEnd};
 
 use crate::background::Background;
 use crate::db::{Inner, ManifestState, ReadState};
@@ -35,6 +39,39 @@ use crate::stats::Stats;
 use crate::version::{FileEntry, Partition, Table, Version, schema_of};
 use crate::wal::{WalWriter, read_wal};
 use crate::write::WriteQueue;
+
+/// What the last open found in the WAL and did about it ([`crate::Db::recovery_report`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// WAL files read.
+    pub wal_files_replayed: usize,
+    /// Entries replayed into the memtable (not yet in SSTables).
+    pub entries_replayed: u64,
+    /// The highest sequence number recovered.
+    pub last_seqno: u64,
+    /// The newest WAL ended in a damaged record with nothing valid after it (a write a crash
+    /// cut short); it was cut off.
+    pub torn_tail: Option<TornTail>,
+    /// With `WalRecovery::RecoverPrefix`: where damage or a gap in the sequence numbers was
+    /// found (file, offset, what); nothing from there on was replayed.
+    pub prefix_kept_at: Option<(std::path::PathBuf, u64, String)>,
+    /// WAL files deleted after that point (`RecoverPrefix` only).
+    pub wal_files_dropped: Vec<std::path::PathBuf>,
+}
+
+/// A torn WAL tail that recovery cut off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// The WAL file.
+    pub path: std::path::PathBuf,
+    /// Where its last whole record ends (the file's new length).
+    pub offset: u64,
+    /// Bytes cut.
+    pub bytes_cut: u64,
+    /// What was wrong with the record there.
+    pub reason: String,
+}
 
 /// Removes `dir` and its parents up to the database's `tables` folder while they are empty.
 pub(crate) fn remove_empty_dirs(fs: &dyn FileSystem, dir: &Path) {
@@ -168,6 +205,8 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
     let mut replayed = 0u64;
     let mut stop = false;
     let last_wal = wal_numbers.last().copied();
+    let mut chain = SeqnoChain::after_flushed(data.flushed_seqno);
+    let mut report = RecoveryReport::default();
     for &n in &wal_numbers {
         let wpath = paths::wal_file(path, n);
         if n < data.min_wal_number {
@@ -177,6 +216,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         if stop {
             // After damage recovered with RecoverPrefix, later logs would leave a gap.
             let _ = fs.remove_file(&wpath);
+            report.wal_files_dropped.push(wpath);
             continue;
         }
         first_wal.get_or_insert(n);
@@ -195,7 +235,34 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
             }
             Err(e) => return Err(e),
         };
-        for b in &w.batches {
+        report.wal_files_replayed += 1;
+        for (b, &offset) in w.batches.iter().zip(&w.offsets) {
+            if let Err(gap) = chain.check(b.first_seqno, b.entries.len()) {
+                // Records are missing before this one (an older log truncated or deleted):
+                // replaying it would break the prefix rule.
+                let detail = format!(
+                    "sequence numbers jump from {} to {}: the records between are missing (a WAL file was truncated or deleted)",
+                    gap.expected, gap.found
+                );
+                match opts.wal_recovery {
+                    WalRecovery::Strict => {
+                        return Err(Error::Corruption {
+                            path: wpath,
+                            offset,
+                            detail: format!("{detail}; open with WalRecovery::RecoverPrefix to keep what precedes it"),
+                        });
+                    }
+                    WalRecovery::RecoverPrefix => {
+                        // The records from the gap on are dropped, as the caller chose: cut
+                        // them, or the next open would meet them again, and the next log's
+                        // numbers would run into theirs.
+                        fs.truncate(&wpath, offset).map_err(io("truncate wal", &wpath))?;
+                        report.prefix_kept_at = Some((wpath.clone(), offset, detail));
+                        stop = true;
+                        break;
+                    }
+                }
+            }
             for (i, e) in b.entries.iter().enumerate() {
                 let seqno = b.first_seqno + i as u64;
                 last_seqno = last_seqno.max(seqno);
@@ -212,6 +279,11 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
                 replayed += 1;
             }
         }
+        if stop {
+            // The gap was found inside this file, which now ends before it.
+            continue;
+        }
+        let file_len = fs.file_size(&wpath).unwrap_or(0);
         match &w.end {
             WalEnd::Clean => {}
             // Preallocated space never written. Only the newest log can have lost appends to
@@ -222,8 +294,16 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
                     fs.truncate(&wpath, *offset).map_err(io("truncate wal", &wpath))?;
                 }
             }
-            WalEnd::TornTail { offset, .. } if Some(n) == last_wal => {
+            // A damaged last record with nothing valid after it: a write cut short by a crash.
+            // Cut, and said so (an event and the open's report).
+            WalEnd::TornTail { offset, reason } if Some(n) == last_wal => {
                 fs.truncate(&wpath, *offset).map_err(io("truncate wal", &wpath))?;
+                report.torn_tail = Some(TornTail {
+                    path: wpath.clone(),
+                    offset: *offset,
+                    bytes_cut: file_len - offset,
+                    reason: reason.clone(),
+                });
             }
             WalEnd::TornTail { offset, reason } | WalEnd::Corrupt { offset, reason } => match opts.wal_recovery {
                 WalRecovery::Strict => {
@@ -237,11 +317,18 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
                 }
                 WalRecovery::RecoverPrefix => {
                     fs.truncate(&wpath, *offset).map_err(io("truncate wal", &wpath))?;
+                    report.prefix_kept_at = Some((wpath.clone(), *offset, reason.clone()));
                     stop = true;
                 }
             },
         }
     }
+    // Entries skipped above (already flushed, or of dropped tables) still took sequence
+    // numbers: the memtable covers them, so the flush that empties it records them as
+    // flushed and the next log continues right after them (no false gap at the next open).
+    mem.cover_seqno(last_seqno);
+    report.entries_replayed = replayed;
+    report.last_seqno = last_seqno;
     let new_wal_number = wal_numbers.last().map_or(data.min_wal_number, |n| n + 1).max(data.min_wal_number);
     let wal = WalWriter::create(fs.as_ref(), path, new_wal_number, wal_preallocation(&opts), wal_mapped(&opts))?;
     let mem = mem.with_first_wal(first_wal.unwrap_or(new_wal_number));
@@ -266,6 +353,24 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         "recovery",
         format!("opened {} tables; replayed {replayed} WAL entries; last seqno {last_seqno}", version.tables.len()),
     );
+    if let Some(t) = &report.torn_tail {
+        events.log(
+            opts.clock.now_ms(),
+            "wal-tail-cut",
+            format!("{}: cut {} bytes at offset {}: {}", t.path.display(), t.bytes_cut, t.offset, t.reason),
+        );
+    }
+    if let Some((p, offset, reason)) = &report.prefix_kept_at {
+        events.log(
+            opts.clock.now_ms(),
+            "wal-prefix-recovered",
+            format!(
+                "{}: kept the records before offset {offset} ({reason}); dropped {} later WAL files",
+                p.display(),
+                report.wal_files_dropped.len()
+            ),
+        );
+    }
     let inner = Inner {
         path: path.to_path_buf(),
         fs: fs.clone(),
@@ -292,6 +397,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
         oversized: Mutex::new(BTreeMap::new()),
         hot_keys: Mutex::new(Default::default()),
         lock: Mutex::new(Some(lock)),
+        recovery: report,
         opts,
     };
     Ok(Arc::new(inner))

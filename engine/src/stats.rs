@@ -196,6 +196,10 @@ pub struct Stats {
     pub compactions: AtomicU64,
     /// Flushes run.
     pub flushes: AtomicU64,
+    /// Partition splits.
+    pub splits: AtomicU64,
+    /// Partition merges.
+    pub merges: AtomicU64,
     /// Writes delayed in the slowdown zone.
     pub slowdowns: AtomicU64,
     /// Microseconds writers spent stalled.

@@ -80,6 +80,8 @@ impl WalWriter {
 pub struct ReadWal {
     /// The batches of every whole record.
     pub batches: Vec<WalBatch>,
+    /// The file offset of each batch's record.
+    pub offsets: Vec<u64>,
     /// How the file ends.
     pub end: WalEnd,
 }
@@ -93,10 +95,11 @@ pub fn read_wal(fs: &dyn FileSystem, path: &Path) -> Result<ReadWal> {
     let bytes = fs.read(path).map_err(|e| Error::io("read wal", path, e))?;
     let (_, records, end) = read_records(&bytes).map_err(|e| Error::corruption(path, e))?;
     let mut batches = Vec::with_capacity(records.len());
+    let offsets = records.iter().map(|r| r.offset).collect();
     for r in records {
         batches.push(WalBatch::decode(r.payload, r.offset).map_err(|e| Error::corruption(path, e))?);
     }
-    Ok(ReadWal { batches, end })
+    Ok(ReadWal { batches, offsets, end })
 }
 
 #[cfg(test)]

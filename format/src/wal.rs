@@ -251,45 +251,125 @@ fn read_record(file: &[u8], pos: usize, max_len: usize) -> Result<Option<RawReco
 
 /// Splits a whole WAL file (header included) into its valid records and how it ends.
 ///
-/// A damaged record counts as a torn tail when the bytes after it hold no valid record at the
-/// next frame position (or are all zeros); otherwise the file is corrupt in the middle.
+/// A damaged record is a torn tail only when no valid record follows it anywhere in the file
+/// (or everything after it is zeros); otherwise the file is corrupt in the middle. The search
+/// looks at every byte offset after the damage, not only where the damaged record's length
+/// says the next one starts: a damaged length field points nowhere useful (see
+/// [`later_valid_record`]).
 pub fn read_records(file: &[u8]) -> Result<(u64, Vec<RawRecord<'_>>, WalEnd), DecodeError> {
     let log_number = decode_header(file)?;
     let max_len = MAX_PAYLOAD_BYTES;
     let mut pos = WAL_HEADER_LEN;
     let mut out = Vec::new();
+    // The sequence number the next record must start at, once a record was read.
+    let mut next_seqno = None;
     loop {
         match read_record(file, pos, max_len) {
             Ok(None) => return Ok((log_number, out, WalEnd::Clean)),
             Ok(Some(r)) => {
                 pos += RECORD_HEADER_LEN + r.payload.len();
+                if let Ok(b) = WalBatch::decode(r.payload, r.offset) {
+                    next_seqno = Some(b.first_seqno + b.entries.len() as u64);
+                }
                 out.push(r);
             }
             Err((_, reason)) => {
                 let rest = file.get(pos..).unwrap_or(&[]);
-                let all_zero = rest.iter().all(|b| *b == 0);
-                // Where the next record would start if the damaged one's length is right.
-                let next = rest
-                    .get(4..8)
-                    .and_then(|l| <[u8; 4]>::try_from(l).ok())
-                    .map(|l| u32::from_le_bytes(l) as usize)
-                    .and_then(|l| pos.checked_add(RECORD_HEADER_LEN)?.checked_add(l));
-                let valid_after = match next {
-                    Some(n) if n < file.len() => {
-                        matches!(read_record(file, n, max_len), Ok(Some(_)))
-                    }
-                    _ => false,
-                };
-                let end = if all_zero {
+                let end = if rest.iter().all(|b| *b == 0) {
                     WalEnd::ZeroTail { offset: pos as u64 }
-                } else if !valid_after {
-                    WalEnd::TornTail { offset: pos as u64, reason }
+                } else if let Some(at) = later_valid_record(file, pos + 1, next_seqno) {
+                    WalEnd::Corrupt {
+                        offset: pos as u64,
+                        reason: format!("{reason}; a valid record follows at offset {at}"),
+                    }
                 } else {
-                    WalEnd::Corrupt { offset: pos as u64, reason }
+                    WalEnd::TornTail { offset: pos as u64, reason }
                 };
                 return Ok((log_number, out, end));
             }
         }
+    }
+}
+
+/// The offset of the first valid record (a frame whose checksum holds and whose payload
+/// decodes as a batch) starting at or after `from`, if any.
+///
+/// Every byte offset is a candidate, so a record is found even when the damage destroyed the
+/// length that led to it. Candidates are screened before any checksum is computed: the length
+/// must fit the file and the payload's first sequence number must be plausible (at least
+/// `min_seqno`, the number the damaged record had to start at, and at most that plus the
+/// file's length, since every entry takes more than a byte). The checksums computed are
+/// capped at eight times the file's size; past that the damage cannot be shown to be a torn
+/// tail, and it is reported as if a record followed (refusing to open rather than dropping
+/// data that may be there).
+pub fn later_valid_record(file: &[u8], from: usize, min_seqno: Option<u64>) -> Option<usize> {
+    let lo = min_seqno.unwrap_or(1).max(1);
+    let hi = match min_seqno {
+        Some(m) => m.saturating_add(file.len() as u64),
+        None => u64::MAX,
+    };
+    let mut budget = file.len().saturating_mul(8);
+    let word = |at: usize, n: usize| -> Option<u64> {
+        let b = file.get(at..at.checked_add(n)?)?;
+        Some(b.iter().rev().fold(0u64, |acc, x| acc << 8 | u64::from(*x)))
+    };
+    for p in from..file.len() {
+        let Some(len) = word(p + 4, 4).map(|l| l as usize) else { break };
+        if !(9..=MAX_PAYLOAD_BYTES).contains(&len) || p + RECORD_HEADER_LEN + len > file.len() {
+            continue;
+        }
+        let Some(seqno) = word(p + RECORD_HEADER_LEN, 8) else { break };
+        if seqno < lo || seqno > hi {
+            continue;
+        }
+        if budget < len {
+            return Some(p);
+        }
+        budget -= len;
+        if let Ok(Some(r)) = read_record(file, p, MAX_PAYLOAD_BYTES)
+            && WalBatch::decode(r.payload, r.offset).is_ok()
+        {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// Sequence numbers must run on without a gap from one batch to the next, across the WAL
+/// files of a database: a gap means records were lost (a truncated or deleted log), which
+/// recovery reports as corruption rather than replaying the later records out of order.
+#[derive(Debug, Clone)]
+pub struct SeqnoChain {
+    /// The number the next batch must start at; before the first batch, the highest it may
+    /// start at (everything at or below the flushed number is already in SSTables).
+    next: u64,
+    started: bool,
+}
+
+/// A break in the sequence numbers: `expected` was due, `found` came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeqnoGap {
+    /// The sequence number the batch should have started at.
+    pub expected: u64,
+    /// The one it starts at.
+    pub found: u64,
+}
+
+impl SeqnoChain {
+    /// A chain for the logs of a database whose SSTables hold everything up to `flushed`.
+    pub fn after_flushed(flushed: u64) -> Self {
+        SeqnoChain { next: flushed.saturating_add(1), started: false }
+    }
+
+    /// Accepts the next batch (its first sequence number and entry count) or reports a gap.
+    pub fn check(&mut self, first_seqno: u64, count: usize) -> Result<(), SeqnoGap> {
+        let ok = if self.started { first_seqno == self.next } else { first_seqno <= self.next };
+        if !ok {
+            return Err(SeqnoGap { expected: self.next, found: first_seqno });
+        }
+        self.started = true;
+        self.next = first_seqno.saturating_add(count as u64);
+        Ok(())
     }
 }
 
@@ -410,6 +490,41 @@ mod tests {
         let (_, recs, end) = read_records(&bad).unwrap();
         assert_eq!(recs.len(), 2);
         assert!(matches!(end, WalEnd::TornTail { .. }));
+    }
+
+    /// A bit flipped in a record's length field, with valid records after it, is corruption
+    /// wherever the damaged length points (past the end, into the middle of a record, beyond
+    /// the limit); only a damaged last record is a torn tail.
+    #[test]
+    fn a_damaged_length_field_before_valid_records_is_corruption() {
+        let f = file_with(6);
+        let second = file_with(1).len();
+        for bit in 0..32 {
+            let mut bad = f.clone();
+            bad[second + 4 + bit / 8] ^= 1 << (bit % 8);
+            let (_, recs, end) = read_records(&bad).unwrap();
+            assert_eq!(recs.len(), 1, "bit {bit}");
+            assert!(matches!(end, WalEnd::Corrupt { offset, .. } if offset == second as u64), "bit {bit}: {end:?}");
+        }
+        let last = file_with(5).len();
+        for bit in 0..32 {
+            let mut bad = f.clone();
+            bad[last + 4 + bit / 8] ^= 1 << (bit % 8);
+            let (_, recs, end) = read_records(&bad).unwrap();
+            assert_eq!(recs.len(), 5, "bit {bit}");
+            assert!(matches!(end, WalEnd::TornTail { .. }), "bit {bit} of the last record: {end:?}");
+        }
+    }
+
+    #[test]
+    fn a_seqno_chain_accepts_runs_and_reports_gaps() {
+        let mut c = SeqnoChain::after_flushed(10);
+        assert_eq!(c.check(5, 10), Ok(()));
+        assert_eq!(c.check(15, 0), Ok(()));
+        assert_eq!(c.check(15, 2), Ok(()));
+        assert_eq!(c.check(18, 1), Err(SeqnoGap { expected: 17, found: 18 }));
+        let mut c = SeqnoChain::after_flushed(10);
+        assert_eq!(c.check(12, 1), Err(SeqnoGap { expected: 11, found: 12 }));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! wal-dump: decode WAL files record by record, and check how each ends — cleanly, with a torn
-//! tail (a crash artefact that recovery cuts off), or with damage in the middle (corruption).
+//! tail (a crash artefact that recovery cuts off), or with damage in the middle (corruption) —
+//! and, given a database folder, that the live logs' sequence numbers run on without a gap.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -8,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use strata_format::manifest::ManifestData;
 use strata_format::record::RowRecord;
-use strata_format::wal::{WalBatch, WalEnd, read_records};
+use strata_format::wal::{SeqnoChain, WalBatch, WalEnd, read_records};
 
 use crate::display::{cell_json, cell_lines, pk_json, pk_text, value_text};
 use crate::{EXIT_FAIL, EXIT_OK, EXIT_USAGE};
@@ -33,32 +34,47 @@ pub struct WalDumpArgs {
     pub json: bool,
 }
 
-fn files(path: &Path) -> Result<(Vec<PathBuf>, BTreeMap<u64, String>), String> {
+/// The WAL files to read, the table names, and for a database folder the sequence-number
+/// chain its live logs must follow (`None` for a single file: nothing to compare with).
+type Files = (Vec<PathBuf>, BTreeMap<u64, String>, Option<SeqnoChain>);
+
+fn files(path: &Path) -> Result<Files, String> {
     if path.is_file() {
-        return Ok((vec![path.to_path_buf()], BTreeMap::new()));
+        return Ok((vec![path.to_path_buf()], BTreeMap::new(), None));
     }
     if !path.is_dir() {
         return Err(format!("{}: no such file or folder", path.display()));
     }
     let mut names = BTreeMap::new();
+    // Without a readable manifest the flushed number is unknown: the chain then starts at the
+    // first batch found, and only gaps between logs are seen.
+    let mut chain = SeqnoChain::after_flushed(u64::MAX - 1);
+    let mut min_wal = 0;
     if let Ok(b) = std::fs::read(path.join("MANIFEST"))
         && let Ok(m) = ManifestData::decode(&b)
     {
         names = m.tables.iter().map(|t| (t.id, t.name.clone())).collect();
+        chain = SeqnoChain::after_flushed(m.flushed_seqno);
+        min_wal = m.min_wal_number;
     }
     let dir = path.join("wal");
     let mut out: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map_err(|e| format!("{}: not a WAL file and not a strata database ({e})", path.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "wal"))
+        // Logs below the manifest's minimum hold only flushed data (recovery deletes them).
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).and_then(strata::paths::parse_wal_name).is_none_or(|n| n >= min_wal)
+        })
         .collect();
     out.sort();
-    Ok((out, names))
+    Ok((out, names, Some(chain)))
 }
 
-/// Runs wal-dump; returns the exit status (0 clean or torn tail, 1 corrupt, 2 usage).
+/// Runs wal-dump; returns the exit status (0 clean or torn tail, 1 corrupt or a gap in the
+/// sequence numbers of a database's logs, 2 usage).
 pub fn run(args: &WalDumpArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let (files, names) = match files(&args.path) {
+    let (files, names, mut chain) = match files(&args.path) {
         Ok(x) => x,
         Err(e) => {
             let _ = writeln!(err, "wal-dump: {e}");
@@ -67,15 +83,43 @@ pub fn run(args: &WalDumpArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 
     };
     let mut status = EXIT_OK;
     for f in files {
-        status = status.max(one(args, &f, &names, out, err));
+        status = status.max(one(args, &f, &names, chain.as_mut(), out, err));
     }
     status
+}
+
+/// Follows the sequence numbers of a database's logs from batch to batch; reports the first
+/// gap (records lost from an older log) as a line of its own and returns whether it found one.
+fn check_chain(
+    chain: &mut SeqnoChain,
+    name: &str,
+    batch: &WalBatch,
+    offset: u64,
+    json: bool,
+    out: &mut dyn Write,
+) -> bool {
+    let Err(gap) = chain.check(batch.first_seqno, batch.entries.len()) else { return false };
+    if json {
+        let _ = writeln!(
+            out,
+            "{}",
+            json!({"file": name, "offset": offset, "end": "gap", "expected_seqno": gap.expected, "found_seqno": gap.found})
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "{name}: GAP at offset {offset}: sequence numbers jump from {} to {}; the records between are missing (a WAL file was truncated or deleted)",
+            gap.expected, gap.found
+        );
+    }
+    true
 }
 
 fn one(
     args: &WalDumpArgs,
     path: &Path,
     names: &BTreeMap<u64, String>,
+    chain: Option<&mut SeqnoChain>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
@@ -95,6 +139,18 @@ fn one(
         }
     };
     let mut status = EXIT_OK;
+    if let Some(chain) = chain {
+        for r in &records {
+            if let Ok(b) = WalBatch::decode(r.payload, r.offset)
+                && check_chain(chain, &name, &b, r.offset, args.json, out)
+            {
+                status = EXIT_FAIL;
+                // One report per gap: follow the chain on from the batch after it.
+                *chain = SeqnoChain::after_flushed(u64::MAX - 1);
+                let _ = chain.check(b.first_seqno, b.entries.len());
+            }
+        }
+    }
     if args.command == WalCommand::Dump {
         for r in &records {
             let batch = match WalBatch::decode(r.payload, r.offset) {

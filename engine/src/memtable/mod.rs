@@ -125,7 +125,14 @@ impl Memtable {
         self.list.used_bytes() + self.bloom.size_bytes()
     }
 
-    /// Largest sequence number inserted.
+    /// Records that sequence numbers up to `seqno` belong to this memtable even where no entry
+    /// of it was inserted (recovery skips entries already flushed or of dropped tables), so
+    /// flushing it marks them flushed.
+    pub fn cover_seqno(&self, seqno: u64) {
+        self.max_seqno.fetch_max(seqno, Ordering::Relaxed);
+    }
+
+    /// Largest sequence number inserted (or covered).
     pub fn max_seqno(&self) -> u64 {
         self.max_seqno.load(Ordering::Relaxed)
     }

@@ -216,6 +216,7 @@ impl Inner {
             Ok(v)
         })?;
         if done {
+            self.stats.splits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.events.log(
                 self.clock.now_ms(),
                 "split",
@@ -284,6 +285,7 @@ impl Inner {
             Ok(v)
         })?;
         if let Some(id) = merged {
+            self.stats.merges.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.events.log(
                 self.clock.now_ms(),
                 "merge",
