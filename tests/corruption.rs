@@ -499,3 +499,65 @@ fn an_older_wal_truncated_at_a_record_boundary_or_deleted_is_a_gap() {
         assert_eq!(rows_present(&db, n), want);
     }
 }
+
+/// A valid SSTable copied over another live one (here: another table's file, and another
+/// partition's file of the same table) is recognised: the open refuses it naming the file,
+/// and `Db::check` and `sst-dump check` on the folder report it while the database runs.
+#[test]
+fn a_valid_sstable_swapped_for_another_is_detected() {
+    for same_table in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("db");
+        let db = Db::open(&dir, Options::default()).unwrap();
+        for t in ["a", "b"] {
+            db.create_table(strata::TableSchema::new(t).pk("k", strata::KeyType::Integer)).unwrap();
+        }
+        for i in 0..50i64 {
+            db.put_row(strata::PutRow::new("a", strata::pk![i]).column("v", i)).unwrap();
+            db.put_row(strata::PutRow::new("b", strata::pk![i * 3]).column("v", "x".repeat(i as usize))).unwrap();
+        }
+        db.flush().unwrap();
+        if same_table {
+            for i in 100..140i64 {
+                db.put_row(strata::PutRow::new("a", strata::pk![i]).column("v", i)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let files = sst_files(&dir);
+        let (victim, intruder) = if same_table {
+            let a: Vec<_> = files.iter().filter(|p| p.to_string_lossy().contains("/tables/a/")).collect();
+            assert_eq!(a.len(), 2, "{files:?}");
+            (a[0].clone(), a[1].clone())
+        } else {
+            let pick = |t: &str| {
+                files.iter().find(|p| p.to_string_lossy().contains(&format!("/tables/{t}/"))).unwrap().clone()
+            };
+            (pick("a"), pick("b"))
+        };
+        let original = std::fs::read(&victim).unwrap();
+        // While running: the bytes on disk no longer match what the manifest recorded.
+        std::fs::copy(&intruder, &victim).unwrap();
+        let problems = db.check().unwrap();
+        assert!(
+            problems
+                .iter()
+                .any(|(p, m)| *p == victim && m.iter().any(|x| x.contains("not the file the manifest names"))),
+            "same_table={same_table}: {problems:?}"
+        );
+        let (code, out, _) = sst_dump(&dir, SstCommand::Check);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains("not the file the manifest names"), "{out}");
+        std::fs::write(&victim, &original).unwrap();
+        db.close().unwrap();
+        std::fs::copy(&intruder, &victim).unwrap();
+        match Db::open(&dir, Options::default()) {
+            Err(Error::Corruption { path, detail, .. }) => {
+                assert_eq!(path, victim);
+                assert!(detail.contains("not the SSTable the manifest names"), "{detail}");
+            }
+            other => panic!("same_table={same_table}: expected corruption, got {other:?}"),
+        }
+        std::fs::write(&victim, &original).unwrap();
+        Db::open(&dir, Options::default()).unwrap().close().unwrap();
+    }
+}

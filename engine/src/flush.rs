@@ -43,6 +43,7 @@ impl Inner {
             pk_schema: table.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
             created_ms: self.clock.now_ms(),
             level: u64::from(level),
+            file_id: id,
             ..Default::default()
         };
         let path = paths::sst_file(&self.path, &table.schema.name, partition, id);

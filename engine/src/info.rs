@@ -361,7 +361,15 @@ impl Db {
                 let path = f.reader.path.clone();
                 match i.fs.read(&path) {
                     Ok(bytes) => {
-                        let problems = check_file(&bytes);
+                        let mut problems = check_file(&bytes);
+                        // The bytes on disk now, against what the manifest recorded.
+                        if let Ok(meta) = strata_format::sst::SstMeta::from_bytes(&bytes) {
+                            let mismatches = f.rec.identity_mismatches(t.id, bytes.len() as u64, &meta.props);
+                            problems.extend(mismatches.into_iter().map(|message| strata_format::sst::Problem {
+                                offset: 0,
+                                message: format!("not the file the manifest names: {message}"),
+                            }));
+                        }
                         if !problems.is_empty() {
                             out.insert(
                                 path,

@@ -3,7 +3,8 @@
 //! Steps:
 //! 1. Take the folder lock (`LOCK`); another holder means `Locked`.
 //! 2. Read `MANIFEST` (or create an empty database if the folder is new) and open every
-//!    SSTable it names, verifying footers and metadata.
+//!    SSTable it names, verifying footers and metadata, and that each is the file the manifest
+//!    recorded (size, keys, counts, writer, file id): a valid file swapped in is corruption.
 //! 3. Delete orphans: `.sst` and `.tmp` files no manifest names (a crash between writing a file
 //!    and installing it, or between uninstalling and deleting it), WAL files below
 //!    `min_wal_number`, and empty folders of partitions that no longer exist.
@@ -164,6 +165,17 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
                     Some(r) => r.clone(),
                     None => {
                         let r = SstReader::open(fs.clone(), &fpath, f.id, cache.clone())?;
+                        let mismatches = f.identity_mismatches(t.id, r.size, &r.meta.props);
+                        if !mismatches.is_empty() {
+                            return Err(Error::Corruption {
+                                path: fpath,
+                                offset: 0,
+                                detail: format!(
+                                    "not the SSTable the manifest names (a file copied or moved in its place?): {}",
+                                    mismatches.join("; ")
+                                ),
+                            });
+                        }
                         readers.insert(f.id, r.clone());
                         r
                     }

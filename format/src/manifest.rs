@@ -39,6 +39,40 @@ pub struct FileRecord {
     pub clip_end: Option<Vec<u8>>,
 }
 
+impl FileRecord {
+    /// How a file on disk differs from this record of it (empty when it is the file the
+    /// manifest names): its size, first and last keys, entry count and sequence numbers, the
+    /// table and partition that wrote it, and its file id where the file carries one. A valid
+    /// SSTable copied over another, even one of the same table, matches none of these.
+    pub fn identity_mismatches(&self, table_id: u64, size: u64, props: &crate::sst::SstProperties) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut differ = |what: &str, file: String, manifest: String| {
+            if file != manifest {
+                out.push(format!("{what} is {file} where the manifest records {manifest}"));
+            }
+        };
+        differ("the size", size.to_string(), self.size.to_string());
+        if props.file_id != 0 {
+            differ("the file id", props.file_id.to_string(), self.id.to_string());
+        }
+        differ("the table id", props.table_id.to_string(), table_id.to_string());
+        differ("the writing partition", props.partition_id.to_string(), self.home_partition.to_string());
+        differ("the entry count", props.entry_count.to_string(), self.entries.to_string());
+        differ("the first key", hex(&props.first_key), hex(&self.smallest));
+        differ("the last key", hex(&props.last_key), hex(&self.largest));
+        differ(
+            "the sequence numbers",
+            format!("{}..={}", props.min_seqno, props.max_seqno),
+            format!("{}..={}", self.min_seqno, self.max_seqno),
+        );
+        out
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// One partition: a contiguous range of partition-key values and its files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionRecord {

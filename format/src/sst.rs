@@ -209,6 +209,9 @@ pub struct SstProperties {
     pub level: u64,
     /// True when blocks were offered to LZ4.
     pub compression: bool,
+    /// The file's id, as the manifest names it (0 in files written before it was recorded):
+    /// lets the engine recognise a file put in another's place.
+    pub file_id: u64,
 }
 
 mod tag {
@@ -235,6 +238,7 @@ mod tag {
     pub const LEVEL: u64 = 21;
     pub const COMPRESSION: u64 = 22;
     pub const CELL_COUNT: u64 = 23;
+    pub const FILE_ID: u64 = 24;
 }
 
 impl SstProperties {
@@ -283,6 +287,9 @@ impl SstProperties {
         num(&mut out, tag::LEVEL, self.level);
         num(&mut out, tag::COMPRESSION, u64::from(self.compression));
         num(&mut out, tag::CELL_COUNT, self.cell_count);
+        if self.file_id != 0 {
+            num(&mut out, tag::FILE_ID, self.file_id);
+        }
         out
     }
 
@@ -345,6 +352,7 @@ impl SstProperties {
                 tag::LEVEL => p.level = num()?,
                 tag::COMPRESSION => p.compression = num()? != 0,
                 tag::CELL_COUNT => p.cell_count = num()?,
+                tag::FILE_ID => p.file_id = num()?,
                 _ => {}
             }
         }

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use strata_format::block::read_trailer;
 use strata_format::key::{KeyType, PkValue, encode_pk, format_internal_key, split_internal_key};
-use strata_format::manifest::ManifestData;
+use strata_format::manifest::{FileRecord, ManifestData};
 use strata_format::record::RowRecord;
-use strata_format::sst::{SstMeta, check_file, read_data_block};
+use strata_format::sst::{Problem, SstMeta, check_file, read_data_block};
 
 use crate::display::{cell_json, cell_lines, cell_text, pk_json, pk_text, utc};
 use crate::keytext::parse_pk;
@@ -53,11 +53,20 @@ struct Target {
     table: Option<String>,
     partition: Option<u64>,
     level: Option<u32>,
+    /// What the manifest records of the file, and its table id (a database folder only).
+    expect: Option<(FileRecord, u64)>,
 }
 
 fn targets(path: &Path) -> Result<Vec<Target>, String> {
     if path.is_file() {
-        return Ok(vec![Target { path: path.to_path_buf(), label: None, table: None, partition: None, level: None }]);
+        return Ok(vec![Target {
+            path: path.to_path_buf(),
+            label: None,
+            table: None,
+            partition: None,
+            level: None,
+            expect: None,
+        }]);
     }
     if !path.is_dir() {
         return Err(format!("{}: no such file or folder", path.display()));
@@ -85,6 +94,7 @@ fn targets(path: &Path) -> Result<Vec<Target>, String> {
                     table: Some(t.name.clone()),
                     partition: Some(p.id),
                     level: Some(f.level),
+                    expect: Some((f.clone(), t.id)),
                 });
             }
         }
@@ -161,7 +171,16 @@ impl Ctx<'_> {
     }
 
     fn check(&mut self, name: &str, file: &[u8], t: &Target) -> i32 {
-        let problems = check_file(file);
+        let mut problems = check_file(file);
+        // In a database folder, the file must also be the one the manifest names.
+        if let (Some((rec, table_id)), Ok(meta)) = (&t.expect, SstMeta::from_bytes(file)) {
+            problems.extend(
+                rec.identity_mismatches(*table_id, file.len() as u64, &meta.props).into_iter().map(|message| Problem {
+                    offset: 0,
+                    message: format!("not the file the manifest names: {message}"),
+                }),
+            );
+        }
         if self.args.json {
             let _ = writeln!(
                 self.out,
