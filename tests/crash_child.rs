@@ -17,7 +17,14 @@ fn main() {
     let seed: u64 = args[2].parse().unwrap();
     let n: usize = args[3].parse().unwrap();
     let mode = if args[4] == "always" { SyncMode::Always } else { SyncMode::Buffered };
-    let opts = Options { sync_mode: mode, ..Options::small_for_tests() };
+    // A tiny memtable and level-0 trigger: flushes and compactions (and with the schema's small
+    // split threshold, splits and merges) run all the time, so kills land inside them.
+    let opts = Options {
+        sync_mode: mode,
+        write_buffer_bytes: 8 << 10,
+        l0_compaction_trigger: 2,
+        ..Options::small_for_tests()
+    };
     let db = Db::open(dir, opts).unwrap();
     let mut out = std::io::stdout().lock();
     writeln!(out, "open").unwrap();

@@ -4,7 +4,14 @@
 //! at most the one in flight, no half batch, and only files that verify. Repeated many times on
 //! the same database, in both sync modes (a process kill loses nothing acknowledged in either).
 //!
-//! Cycles: `STRATA_KILL_CYCLES` (default 200: 100 per sync mode).
+//! The kill comes 10 ms to 2 s after the child opened (log-uniform, so short and long runs are
+//! both common), and the child runs with a tiny memtable and level-0 trigger, so flushes,
+//! compactions, splits and merges run all the time. Each cycle reads the child's event log
+//! (`LOG`) before reopening: a `*-start` event without its end marks work the kill
+//! interrupted, and the test reports how many kills landed in a flush, a compaction, a split
+//! and a merge.
+//!
+//! Cycles: `STRATA_KILL_CYCLES` (default 80: 40 per sync mode).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,9 +26,42 @@ use strata_tests::model::Model;
 use strata_tests::workload::{Step, db_state, find_prefix, schema, steps};
 use strata_tests::{env_count, seed};
 
-const STEPS: usize = 3000;
+/// Steps planned per child run: more than a child gets through before the latest kill.
+const STEPS: usize = 60_000;
 
-fn kill_cycles(mode: &str, cycles: usize, seed: u64) -> (u64, u64) {
+/// Background work a kill can interrupt, as `(start event, end event)` in the event log.
+const WORK: [(&str, &str, &str); 4] = [
+    ("flush", "flush-start", "flush-end"),
+    ("compaction", "compaction-start", "compaction"),
+    ("split", "split-start", "split"),
+    ("merge", "merge-start", "merge"),
+];
+
+/// Which kinds of background work were in progress when the child died: a start event in
+/// its `LOG` with no end event after it.
+fn interrupted(db_dir: &std::path::Path) -> Vec<&'static str> {
+    let log = std::fs::read_to_string(db_dir.join("LOG")).unwrap_or_default();
+    let kinds: Vec<&str> = log.lines().filter_map(|l| l.split_whitespace().nth(1)).collect();
+    WORK.iter()
+        .filter(|(_, start, end)| {
+            let starts = kinds.iter().filter(|k| *k == start).count();
+            let ends = kinds.iter().filter(|k| *k == end).count();
+            starts > ends
+        })
+        .map(|(name, _, _)| *name)
+        .collect()
+}
+
+/// What the kills of one sync mode verified and where they landed.
+#[derive(Debug, Default)]
+struct KillReport {
+    verified: u64,
+    killed: u64,
+    during: std::collections::BTreeMap<&'static str, u64>,
+    delays_ms: (u64, u64),
+}
+
+fn kill_cycles(mode: &str, cycles: usize, seed: u64) -> KillReport {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::small_for_tests()).unwrap();
@@ -29,7 +69,7 @@ fn kill_cycles(mode: &str, cycles: usize, seed: u64) -> (u64, u64) {
     db.close().unwrap();
     let mut model = Model::default();
     model.create_table(schema());
-    let (mut verified, mut killed) = (0u64, 0u64);
+    let mut report = KillReport { delays_ms: (u64::MAX, 0), ..Default::default() };
     for cycle in 0..cycles {
         let child_seed: u64 = rng.r#gen();
         let plan = steps(child_seed, STEPS);
@@ -52,14 +92,25 @@ fn kill_cycles(mode: &str, cycles: usize, seed: u64) -> (u64, u64) {
         // Wait until the child has opened, then let it run a random while and kill it.
         let first = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
         assert_eq!(first, "open", "cycle {cycle}: child did not open the database");
-        std::thread::sleep(Duration::from_micros(rng.gen_range(0..30_000)));
+        // Log-uniform between 10 ms and 2 s.
+        let delay = Duration::from_secs_f64(0.010 * (200f64).powf(rng.r#gen::<f64>()));
+        std::thread::sleep(delay);
         let _ = child.kill(); // SIGKILL
         let status = child.wait().unwrap();
         reader.join().unwrap();
         let lines: Vec<String> = rx.try_iter().collect();
         if !lines.iter().any(|l| l == "finished") {
             assert!(!status.success(), "cycle {cycle}: child exited without finishing: {status:?}");
-            killed += 1;
+            report.killed += 1;
+            let ms = delay.as_millis() as u64;
+            report.delays_ms = (report.delays_ms.0.min(ms), report.delays_ms.1.max(ms));
+            let during = interrupted(dir.path());
+            for w in &during {
+                *report.during.entry(w).or_insert(0) += 1;
+            }
+            if during.is_empty() {
+                *report.during.entry("none").or_insert(0) += 1;
+            }
         }
         let done_steps = lines.iter().filter(|l| l.starts_with("done ")).count();
         let mut writes: Vec<(Vec<WriteOp>, u64)> = Vec::new();
@@ -84,20 +135,34 @@ fn kill_cycles(mode: &str, cycles: usize, seed: u64) -> (u64, u64) {
             );
         };
         assert!(len >= acked);
-        verified += acked as u64;
+        report.verified += acked as u64;
         model = m;
         db.close().unwrap();
     }
-    (verified, killed)
+    report
 }
 
 #[test]
 fn sigkill_loses_nothing_acknowledged() {
-    let cycles = env_count("STRATA_KILL_CYCLES", 200);
+    let cycles = env_count("STRATA_KILL_CYCLES", 80);
     for mode in ["always", "buffered"] {
         let s = seed(&format!("sigkill_loses_nothing_acknowledged {mode}"));
-        let (ops, killed) = kill_cycles(mode, cycles / 2, s);
-        eprintln!("{mode}: {} cycles ({killed} killed mid-run), {ops} acknowledged writes verified", cycles / 2);
-        assert!(killed > 0, "no cycle killed the child mid-run; the test proved nothing");
+        let r = kill_cycles(mode, cycles / 2, s);
+        eprintln!(
+            "{mode}: {} cycles, {} killed mid-run ({}-{} ms after open), {} acknowledged writes verified; \
+             kills during background work: {:?}",
+            cycles / 2,
+            r.killed,
+            r.delays_ms.0,
+            r.delays_ms.1,
+            r.verified,
+            r.during
+        );
+        assert!(r.killed > 0, "no cycle killed the child mid-run; the test proved nothing");
+        assert!(
+            r.during.keys().any(|k| *k != "none"),
+            "no kill landed during a flush, compaction, split or merge: {:?}",
+            r.during
+        );
     }
 }

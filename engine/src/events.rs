@@ -18,7 +18,11 @@ const RECENT_EVENTS: usize = 1000;
 pub struct Event {
     /// Time, ms since the epoch.
     pub time_ms: u64,
-    /// `flush`, `compaction`, `split`, `merge`, `oversized-key`, `hot-key`, `recovery`, `poison`.
+    /// `flush-start`, `flush` (one per file written), `flush-end`; `compaction-start`,
+    /// `compaction`; `split-start`, `split`; `merge-start`, `merge` (each start is paired with
+    /// the end after the install, so a start without its end in `LOG` marks work a crash
+    /// interrupted); `oversized-key`, `hot-key`, `recovery`, `wal-tail-cut`,
+    /// `wal-prefix-recovered`, `poison`.
     pub kind: &'static str,
     /// Details.
     pub message: String,

@@ -78,6 +78,9 @@ impl Inner {
             // (the flush thread and a caller of `Db::flush`) from flushing the same one.
             let _structure = self.structure.lock();
             let Some(mem) = self.state.read().sealed.first().cloned() else { return Ok(()) };
+            // Paired with `flush-end` after the install (the `flush` events between name each
+            // file written): a start without an end in the log is a flush a crash interrupted.
+            self.events.log(self.clock.now_ms(), "flush-start", format!("memtable of wal {}", mem.first_wal));
             let version = self.state.read().version.clone();
             let mut new_files: Vec<NewFile> = Vec::new();
             let mut bytes = 0u64;
@@ -132,9 +135,15 @@ impl Inner {
                 self.stats.add_table_bytes(table_id, bytes, 0);
             }
             let flushed_seqno = mem.max_seqno();
+            let new_files_count = new_files.len();
             self.opts.pause_hook.fire(crate::hooks::PausePoint::FlushBeforeInstall);
             self.install_flush(&mem, new_files, flushed_seqno)?;
             self.opts.pause_hook.fire(crate::hooks::PausePoint::FlushInstalled);
+            self.events.log(
+                self.clock.now_ms(),
+                "flush-end",
+                format!("memtable of wal {}: {} files, {bytes} bytes", mem.first_wal, new_files_count),
+            );
             self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
             self.stats.flushes.fetch_add(1, Ordering::Relaxed);
             self.delete_obsolete_wals();

@@ -121,6 +121,13 @@ impl Inner {
                 None => return Ok(CompactionResult::default()),
             }
         }
+        // Paired with the `compaction` event logged once it is installed: a start without an
+        // end in the log is a compaction a crash interrupted.
+        self.events.log(
+            self.clock.now_ms(),
+            "compaction-start",
+            format!("table={} partition={} reason={} inputs={}", table.schema.name, part.id, task.reason, inputs.len()),
+        );
         if is_trivial_move(task, &inputs) {
             // Nothing below overlaps and the inputs do not overlap each other: the files move
             // down by manifest edit alone, unread and unwritten (sorted loads stay cheap).

@@ -213,6 +213,9 @@ impl Inner {
             v.put_table(t);
             new_ids = (lid, rid);
             done = true;
+            // Logged when the split is decided, before its manifest write; the `split` event
+            // follows the install.
+            self.events.log(self.clock.now_ms(), "split-start", format!("table={table} partition={id}"));
             Ok(v)
         })?;
         if done {
@@ -282,6 +285,7 @@ impl Inner {
             t.partitions.splice(pos..=pos + 1, [Arc::new(m)]);
             v.put_table(t);
             merged = Some(id);
+            self.events.log(self.clock.now_ms(), "merge-start", format!("table={table} partitions={a}+{b}"));
             Ok(v)
         })?;
         if let Some(id) = merged {
