@@ -156,8 +156,22 @@ fn csv_row(
 fn json_value(v: &Json) -> Result<Value, String> {
     Ok(match v {
         Json::Bool(b) => Value::Boolean(*b),
-        Json::Number(n) if n.is_i64() => Value::Integer(n.as_i64().unwrap_or(0)),
-        Json::Number(n) => Value::Double(n.as_f64().ok_or("number out of range")?),
+        Json::Number(n) => {
+            // The literal decides the type: digits alone are an Integer, never silently a
+            // Double because they do not fit one.
+            let literal = n.to_string();
+            if literal.contains(['.', 'e', 'E']) {
+                Value::Double(
+                    n.as_f64().filter(|d| d.is_finite()).ok_or_else(|| format!("{literal} is not a finite double"))?,
+                )
+            } else {
+                Value::Integer(n.as_i64().ok_or_else(|| {
+                    format!(
+                        "{literal} does not fit an Integer (signed 64-bit); write it as a string, or with a decimal point for a double"
+                    )
+                })?)
+            }
+        }
         Json::String(s) => Value::String(s.clone()),
         Json::Object(o) => match o.get("$binary") {
             Some(Json::String(h)) => Value::Binary(parse_hex(h)?),
@@ -238,13 +252,26 @@ fn read_input(
             }
         }
         Format::Jsonl => {
-            for (i, line) in BufReader::new(input).lines().enumerate() {
-                let text = line.map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
-                if text.trim().is_empty() {
-                    continue;
+            let mut reader = BufReader::new(input);
+            let mut bytes = Vec::new();
+            for line in 1u64.. {
+                bytes.clear();
+                let n = reader
+                    .read_until(b'\n', &mut bytes)
+                    .map_err(|e| CliError::new(format!("{}: line {line}: {e}", path.display())))?;
+                if n == 0 {
+                    break;
                 }
-                let row = json_row(s, table, &text);
-                on_row(Parsed { line: i as u64 + 1, raw: text, row })?;
+                // A line that is not UTF-8 is a rejected row like any other bad line.
+                let (raw, row) = match std::str::from_utf8(&bytes) {
+                    Ok(text) if text.trim().is_empty() => continue,
+                    Ok(text) => (text.trim_end_matches(['\n', '\r']).to_string(), json_row(s, table, text)),
+                    Err(e) => (
+                        String::from_utf8_lossy(&bytes).trim_end().to_string(),
+                        Err(format!("the line is not valid UTF-8 (byte {})", e.valid_up_to())),
+                    ),
+                };
+                on_row(Parsed { line, raw, row })?;
             }
         }
     }
@@ -495,6 +522,54 @@ fn ranges(
         .collect())
 }
 
+/// The attribute columns of a CSV export and each one's type. CSV carries one type per
+/// column (in the header) and writes a missing value as an empty field, so a table it cannot
+/// give back exactly is refused, naming the column and the format that can: a column holding
+/// values of several types, or an empty string (which would come back as no value).
+fn csv_columns(
+    db: &Db,
+    table: &str,
+    start: &PrimaryKey,
+    end: &PrimaryKey,
+    opts: &RangeOptions,
+) -> Result<Vec<(String, ColumnType)>, CliError> {
+    let mut cols: std::collections::BTreeMap<String, ColumnType> = Default::default();
+    let refuse = |why: String| {
+        CliError::new(format!(
+            "cannot export table {table} as CSV without changing data: {why}; --format jsonl keeps every value and type"
+        ))
+    };
+    for r in db.range(table, start, end, opts)? {
+        let r = r?;
+        for c in r.columns {
+            for cell in &c.cells {
+                let t = cell.value.column_type();
+                if matches!(&cell.value, Value::String(s) if s.is_empty()) {
+                    return Err(refuse(format!(
+                        "column {} of row {} holds an empty string, which CSV cannot tell from a missing value",
+                        c.name, r.primary_key
+                    )));
+                }
+                match cols.get(&c.name) {
+                    Some(prev) if *prev != t => {
+                        return Err(refuse(format!(
+                            "column {} holds {} and {} values, and a CSV column has one type",
+                            c.name,
+                            type_name(*prev),
+                            type_name(t)
+                        )));
+                    }
+                    Some(_) => {}
+                    None => {
+                        cols.insert(c.name.clone(), t);
+                    }
+                }
+            }
+        }
+    }
+    Ok(cols.into_iter().collect())
+}
+
 /// export.
 pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     let format = format_of(Some(&a.format), Path::new(""))?;
@@ -523,20 +598,7 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     // CSV needs every column and its type for the header: find them first.
     let mut header: Vec<(String, Option<ColumnType>)> = s.primary_key.iter().map(|c| (c.name.clone(), None)).collect();
     if format == Format::Csv {
-        let mut cols: std::collections::BTreeMap<String, Option<ColumnType>> = Default::default();
-        for r in db.range(&a.table, &start, &end, &opts)? {
-            for c in r?.columns {
-                let t = c.cells.first().map(|x| x.value.column_type());
-                cols.entry(c.name)
-                    .and_modify(|e| {
-                        if *e != t {
-                            *e = None
-                        }
-                    })
-                    .or_insert(t);
-            }
-        }
-        header.extend(cols);
+        header.extend(csv_columns(&db, &a.table, &start, &end, &opts)?.into_iter().map(|(n, t)| (n, Some(t))));
         let names: Vec<String> = header
             .iter()
             .enumerate()
