@@ -126,16 +126,17 @@ fn replay(history: &BTreeMap<u64, (i64, Change)>) -> Vec<i64> {
     bal
 }
 
-/// The note an increment writes: long for a quarter of a second, empty the next, so the table
-/// grows past the split threshold and shrinks below the merge threshold again and again.
-/// Random bytes, so compression cannot hide them from the split planner.
-fn note(started: Instant, rng: &mut StdRng) -> Vec<u8> {
-    let phase = started.elapsed().as_millis() / 250;
+/// The note an increment writes: long for 1,500 transfers (of all writers together), empty
+/// for the next 1,500, so the table grows past the split threshold and shrinks below the merge
+/// threshold again and again, however fast the machine runs. Random bytes, so compression
+/// cannot hide them from the split planner.
+fn note(transfers: &AtomicU64, rng: &mut StdRng) -> Vec<u8> {
+    let phase = transfers.fetch_add(1, Ordering::Relaxed) / 1500;
     let len = if phase.is_multiple_of(2) { 600 } else { 0 };
     (0..len).map(|_| rng.r#gen()).collect()
 }
 
-fn writer(db: &Db, mut rng: StdRng, stop: &AtomicBool, started: Instant) -> (Vec<(u64, i64, Change)>, u64, u64) {
+fn writer(db: &Db, mut rng: StdRng, stop: &AtomicBool, transfers: &AtomicU64) -> (Vec<(u64, i64, Change)>, u64, u64) {
     let mut out = Vec::new();
     let (mut applied, mut refused) = (0, 0);
     while !stop.load(Ordering::Relaxed) {
@@ -148,7 +149,7 @@ fn writer(db: &Db, mut rng: StdRng, stop: &AtomicBool, started: Instant) -> (Vec
         if rng.gen_bool(0.7) {
             let ops = vec![
                 WriteOp::Update(
-                    UpdateRow::new(TABLE, key(a)).increment("balance", -amount).put("note", note(started, &mut rng)),
+                    UpdateRow::new(TABLE, key(a)).increment("balance", -amount).put("note", note(transfers, &mut rng)),
                 ),
                 WriteOp::Update(UpdateRow::new(TABLE, key(b)).increment("balance", amount)),
             ];
@@ -231,7 +232,7 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
             .pk("id", KeyType::Integer)
             .max_versions(1)
             .split_threshold_bytes(24 << 10)
-            .merge_threshold_bytes(6 << 10),
+            .merge_threshold_bytes(10 << 10),
     )
     .unwrap();
     for a in 0..accounts() {
@@ -241,11 +242,12 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
     let stop = Arc::new(AtomicBool::new(false));
     let checks = Arc::new(AtomicU64::new(s));
     let started = Instant::now();
+    let transfers = Arc::new(AtomicU64::new(0));
     let writers: Vec<_> = (0..3)
         .map(|w| {
-            let (db, stop) = (db.clone(), stop.clone());
+            let (db, stop, transfers) = (db.clone(), stop.clone(), transfers.clone());
             let rng = StdRng::seed_from_u64(s.wrapping_add(w));
-            std::thread::spawn(move || writer(&db, rng, &stop, started))
+            std::thread::spawn(move || writer(&db, rng, &stop, &transfers))
         })
         .collect();
     let readers: Vec<_> = (0..2)

@@ -219,10 +219,12 @@ pub struct MergePlan {
     pub bytes: u64,
 }
 
-/// Finds the first pair of adjacent partitions both smaller than `merge_threshold`.
-pub fn plan_merge(sizes: &[u64], merge_threshold: u64) -> Option<MergePlan> {
-    sizes.windows(2).position(|w| matches!(w, [a, b] if *a < merge_threshold && *b < merge_threshold)).map(|i| {
-        MergePlan { left_index: i, bytes: sizes.get(i).copied().unwrap_or(0) + sizes.get(i + 1).copied().unwrap_or(0) }
+/// Every pair of adjacent partitions both smaller than `merge_threshold`, left to right (the
+/// caller tries the next when background work holds one).
+pub fn plan_merges(sizes: &[u64], merge_threshold: u64) -> impl Iterator<Item = MergePlan> + '_ {
+    sizes.windows(2).enumerate().filter_map(move |(i, w)| match w {
+        [a, b] if *a < merge_threshold && *b < merge_threshold => Some(MergePlan { left_index: i, bytes: a + b }),
+        _ => None,
     })
 }
 
@@ -319,7 +321,9 @@ mod tests {
 
     #[test]
     fn small_neighbours_merge() {
-        assert_eq!(plan_merge(&[10, 500, 3, 4], 100), Some(MergePlan { left_index: 2, bytes: 7 }));
-        assert_eq!(plan_merge(&[10, 500, 3], 100), None);
+        assert_eq!(plan_merges(&[10, 500, 3, 4], 100).next(), Some(MergePlan { left_index: 2, bytes: 7 }));
+        assert_eq!(plan_merges(&[10, 500, 3], 100).next(), None);
+        let all: Vec<usize> = plan_merges(&[1, 2, 3, 500, 4, 5], 100).map(|m| m.left_index).collect();
+        assert_eq!(all, vec![0, 1, 4]);
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use strata_format::key::{format_pk, user_key};
 use strata_format::manifest::FileRecord;
 
-use super::planner::{FileSizeView, LoadSplitPlan, SplitPlan, plan_load_split, plan_merge, plan_split};
+use super::planner::{FileSizeView, LoadSplitPlan, SplitPlan, plan_load_split, plan_merges, plan_split};
 use crate::compaction::run::{max_opt, min_opt};
 use crate::db::Inner;
 use crate::error::Result;
@@ -111,11 +111,16 @@ impl Inner {
                     _ => partition_bytes(p),
                 })
                 .collect();
-            if let Some(m) = plan_merge(&sizes, t.schema.options.merge_threshold())
-                && let (Some(a), Some(b)) = (t.partitions.get(m.left_index), t.partitions.get(m.left_index + 1))
-                && self.merge_partitions(&t.schema.name, a.id, b.id, m.bytes)?
-            {
-                changes += 1;
+            // One merge per run (it changes the partitions' positions). A pair that background
+            // work holds is passed over for the next, or a partition always being compacted
+            // would keep every other small pair from merging.
+            for m in plan_merges(&sizes, t.schema.options.merge_threshold()) {
+                if let (Some(a), Some(b)) = (t.partitions.get(m.left_index), t.partitions.get(m.left_index + 1))
+                    && self.merge_partitions(&t.schema.name, a.id, b.id, m.bytes)?
+                {
+                    changes += 1;
+                    break;
+                }
             }
         }
         Ok(changes)
