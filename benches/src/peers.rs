@@ -70,7 +70,7 @@ mod fjall_peer {
             if self.kill_safe { "fjall-killsafe" } else { "fjall" }
         }
         fn open(&self, dir: &Path, sync: bool) -> BenchResult<Box<dyn BenchEngine>> {
-            // fjall's defaults (as the issue asks: each engine's default durability), and the
+            // fjall's defaults (each engine's default durability), and the
             // same 64 MiB block cache as strata's default.
             let db = Database::builder(dir).cache_size(64 << 20).open().map_err(|e| e.to_string())?;
             let ks = db.keyspace("bench", KeyspaceCreateOptions::default).map_err(|e| e.to_string())?;

@@ -50,7 +50,7 @@ pub trait EngineFactory: Sync {
     fn open(&self, dir: &Path, sync: bool) -> BenchResult<Box<dyn BenchEngine>>;
 }
 
-/// strata, one table with a Binary primary key and one Binary column, as the issue asks.
+/// strata, one table with a Binary primary key and one Binary column.
 pub struct StrataEngine {
     db: Db,
 }

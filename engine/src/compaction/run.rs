@@ -150,7 +150,7 @@ impl Inner {
         let now = self.clock.now_ms();
         // Split only while writes pause: on a machine with few cores a second merge thread
         // next to the writer and the flush thread slowed fillrandom's writes by 12-19 % and
-        // settled no sooner (docs/PERFORMANCE.md, session 20); once writes stop, the
+        // settled no sooner (docs/PERFORMANCE.md); once writes stop, the
         // compaction debt is all that is left to do and a spare core halves it. A sealed
         // memtable means the flush thread needs a core (and writers may wait for it).
         let idle = now.saturating_sub(self.last_write_ms.load(Ordering::Relaxed)) >= WRITES_PAUSED_MS

@@ -9,7 +9,7 @@
 //! the write leader, an insert allocates nothing but words in a recycled chunk, and sorted
 //! inserts start where the previous one ended. (A `RwLock<BTreeMap>` inserted faster than a
 //! lock-free list, but under a steady stream of writes readers were parked for milliseconds
-//! behind the writer; crossbeam-skiplist, used until session 15, allocated every node on the
+//! behind the writer; crossbeam-skiplist, used before it, allocated every node on the
 //! heap; see docs/PERFORMANCE.md.) A bloom filter over the rows (`membloom.rs`) lets a point
 //! read skip the search of a memtable that lacks the row.
 
