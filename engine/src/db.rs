@@ -14,22 +14,22 @@ use strata_format::sst::SstBuildOptions;
 use crate::background::Background;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
-use crate::events::{Event, EventLog};
 use crate::fs::{FileLock, FileSystem, write_atomic};
 use crate::memtable::{ChunkPool, Memtable};
-use crate::options::Options;
-use crate::paths;
-use crate::read::RangeIter;
-use crate::schema::{TableSchema, Ttl};
-use crate::sst::BlockCache;
-use crate::stats::Stats;
-use crate::types::{
+use crate::model::schema::{TableSchema, Ttl};
+use crate::model::types::{
     BatchWriteResult, DeleteRow, PkRef, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row, UpdateRow,
     ValueRef, WriteOp, WriteReceipt,
 };
+use crate::observe::events::{Event, EventLog};
+use crate::observe::stats::Stats;
+use crate::options::Options;
+use crate::paths;
+use crate::read::RangeIter;
+use crate::sst::BlockCache;
 use crate::version::{Partition, Table, Version};
-use crate::wal::WalWriter;
 use crate::write::WriteQueue;
+use crate::write::wal::WalWriter;
 
 /// Counters persisted in the manifest besides the tables.
 #[derive(Debug, Clone, Default)]
@@ -124,10 +124,43 @@ pub(crate) struct Inner {
     pub max_l0_files: AtomicUsize,
     pub lock: Mutex<Option<Box<dyn FileLock>>>,
     /// What the open found in the WAL.
-    pub recovery: crate::recovery::RecoveryReport,
+    pub recovery: crate::version::recovery::RecoveryReport,
 }
 
 impl Inner {
+    /// The engine state of a database opened at `path`, starting from what recovery found.
+    fn from_recovered(path: &Path, r: crate::version::recovery::Recovered) -> Inner {
+        Inner {
+            path: path.to_path_buf(),
+            fs: r.opts.fs.clone(),
+            clock: r.opts.clock.clone(),
+            cache: r.cache,
+            mem_pool: r.mem_pool,
+            state: RwLock::new(ReadState::new(Arc::new(r.version), Arc::new(r.mem))),
+            visible_seqno: AtomicU64::new(r.last_seqno),
+            last_seqno: AtomicU64::new(r.last_seqno),
+            last_write_ms: AtomicU64::new(0),
+            queue: WriteQueue::default(),
+            wal: Mutex::new(r.wal),
+            next_wal_number: AtomicU64::new(r.next_wal_number),
+            manifest: Mutex::new(r.manifest),
+            stamps: Mutex::new(r.stamps),
+            poison: Mutex::new(None),
+            poisoned: AtomicBool::new(false),
+            structure: Mutex::new(()),
+            bg: Background::new(r.opts.start_paused),
+            stats: Stats::default(),
+            events: r.events,
+            closed: AtomicBool::new(false),
+            max_l0_files: AtomicUsize::new(r.max_l0_files),
+            oversized: Mutex::new(BTreeMap::new()),
+            hot_keys: Mutex::new(Default::default()),
+            lock: Mutex::new(Some(r.lock)),
+            recovery: r.report,
+            opts: r.opts,
+        }
+    }
+
     /// Marks the database as unable to promise durability; writes fail until reopened.
     pub(crate) fn poison(&self, why: &str) {
         let mut p = self.poison.lock();
@@ -262,8 +295,8 @@ impl Inner {
             self.fs.as_ref(),
             &self.path,
             number,
-            crate::recovery::wal_preallocation(&self.opts),
-            crate::recovery::wal_mapped(&self.opts),
+            crate::version::recovery::wal_preallocation(&self.opts),
+            crate::version::recovery::wal_mapped(&self.opts),
         )?;
         *wal = new_wal;
         drop(wal);
@@ -398,7 +431,8 @@ impl Db {
     /// (or a missing folder with `create_if_missing` off); `Corruption` for damaged files;
     /// I/O errors.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
-        let inner = crate::recovery::open(path.as_ref(), opts)?;
+        let inner =
+            Arc::new(Inner::from_recovered(path.as_ref(), crate::version::recovery::open(path.as_ref(), opts)?));
         crate::background::start(&inner)?;
         inner.bg.kick_flush();
         inner.bg.kick_compaction();
@@ -412,7 +446,7 @@ impl Db {
 
     /// What the open found in the WAL and did about it: files and entries replayed, a torn
     /// tail cut off, or (with `WalRecovery::RecoverPrefix`) where replay stopped.
-    pub fn recovery_report(&self) -> &crate::recovery::RecoveryReport {
+    pub fn recovery_report(&self) -> &crate::version::recovery::RecoveryReport {
         &self.inner.recovery
     }
 
@@ -532,7 +566,7 @@ impl Db {
         // Best effort: the table's folders go once their files are deleted; leftovers are
         // removed at the next open.
         let dir = paths::table_dir(&i.path, name);
-        crate::recovery::remove_empty_dirs(i.fs.as_ref(), &dir);
+        crate::version::recovery::remove_empty_dirs(i.fs.as_ref(), &dir);
         Ok(())
     }
 

@@ -16,55 +16,49 @@
 //! assert_eq!(row.get("amount"), Some(&strata::Value::Integer(12)));
 //! ```
 //!
-//! Where to look: the write path is `write.rs` → `memtable/`/`wal.rs` → `flush.rs`; the read
-//! path is `read.rs` → `iter.rs` → `sst/`; background work is `compaction/` and `split/`;
-//! opening and crash recovery is `recovery.rs`.
+//! Where to look (contributors): the data model is `model/`; the write path is `write/`
+//! (group commit, put batches, the WAL) → `memtable/`; the read path is `read/` (snapshots,
+//! point and range reads, iterators) → `sst/`; the version, the manifest and recovery are
+//! `version/`; background work (flush, compaction, splits and merges) is `background/`; the
+//! file system is `fs/` and time `clock.rs`; statistics, reports and events are `observe/`.
+//! `db.rs` holds the facade and the engine state the others share.
 
 // Data from disk and from callers must never panic the engine: no unwrap/expect outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod background;
 pub mod clock;
-pub mod compaction;
-pub mod db;
-pub mod error;
-pub mod events;
-mod flush;
+mod db;
+mod error;
 pub mod fs;
 #[doc(hidden)]
 pub mod hooks;
-pub mod info;
-pub mod iter;
-pub mod keydesign;
-pub mod membloom;
+#[doc(hidden)]
 pub mod memtable;
-pub mod options;
+mod model;
+mod observe;
+mod options;
+#[doc(hidden)]
 pub mod paths;
-pub mod putbatch;
-pub mod read;
-mod recovery;
+mod read;
 pub mod retry;
-pub mod rowref;
-pub mod rowstate;
-pub mod schema;
-pub mod split;
+#[doc(hidden)]
 pub mod sst;
-pub mod stats;
-pub mod types;
-pub mod validate;
-pub mod version;
-pub mod wal;
+mod version;
 mod write;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{Db, TableDescription, TableUpdate};
 pub use error::{Error, Result};
-pub use events::Event;
-pub use info::{DbStats, LevelStats, PartitionInfo, TableStats};
+pub use model::rowstate::DropCounts;
+pub use model::schema::{PkColumn, TableOptions, TableSchema, Ttl};
+pub use model::types::*;
+pub use model::{keydesign, schema};
+pub use observe::events::Event;
+pub use observe::info::{DbStats, LevelStats, PartitionInfo, TableStats};
+pub use observe::stats::LoadSummary;
 pub use options::{LoadSplit, Options, SyncMode, WalRecovery};
-pub use putbatch::PutBatch;
+pub use read::rowref::RowRef;
 pub use read::{Examined, RangeIter};
-pub use recovery::{RecoveryReport, TornTail};
-pub use rowref::RowRef;
-pub use schema::{PkColumn, TableOptions, TableSchema, Ttl};
-pub use types::*;
+pub use version::recovery::{RecoveryReport, TornTail};
+pub use write::putbatch::PutBatch;

@@ -15,6 +15,7 @@
 
 mod arena;
 mod chunk;
+pub mod membloom;
 mod skiplist;
 
 use std::ops::Bound;
@@ -24,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use arena::ChunkPool;
 use skiplist::{SearchKey, SkipList};
 
-use crate::membloom::{MemBloom, row_hash};
+use crate::memtable::membloom::{MemBloom, row_hash};
 use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key};
 use strata_format::record::RecordKind;
 

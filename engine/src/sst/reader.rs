@@ -15,8 +15,8 @@ use strata_format::sst::SstMeta;
 use super::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, RandomAccessFile};
-use crate::iter::EntrySource;
 use crate::memtable::is_base_record;
+use crate::read::iter::EntrySource;
 
 /// An open SSTable.
 pub struct SstReader {

@@ -18,6 +18,9 @@
 //! acknowledged before its WAL write (and fsync, when required) succeeded; a failed WAL write or
 //! sync poisons the database, so entries inserted but never published are never flushed.
 
+pub mod putbatch;
+pub mod wal;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 
@@ -30,12 +33,12 @@ use strata_format::wal::{
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
+use crate::model::rowstate::{RowState, eval_condition, validate_condition};
+use crate::model::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
+use crate::model::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
 use crate::options::SyncMode;
-use crate::putbatch::PutBatch;
-use crate::rowstate::{RowState, eval_condition, validate_condition};
-use crate::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
-use crate::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
 use crate::version::{Partition, Table, Version};
+use crate::write::putbatch::PutBatch;
 
 type GroupResult = Result<Vec<RowOutcome>>;
 
@@ -887,7 +890,7 @@ mod tests {
 
     use super::*;
     use crate::fs::MemFs;
-    use crate::types::{Condition, PkValue, PrimaryKey, PutRow, ReadOptions, RowExistence, UpdateRow};
+    use crate::model::types::{Condition, PkValue, PrimaryKey, PutRow, ReadOptions, RowExistence, UpdateRow};
     use crate::{Db, KeyType, ManualClock, Options, TableSchema};
 
     fn pk(i: i64) -> PrimaryKey {

@@ -28,24 +28,11 @@ use strata_format::record::RowRecord;
 use super::picker::CompactionTask;
 use crate::db::Inner;
 use crate::error::{Error, Result};
-use crate::iter::{EntrySource, MergeIter};
 use crate::memtable::is_base_record;
-use crate::rowstate::{DropCounts, RowState};
+use crate::model::rowstate::{DropCounts, RowState};
+use crate::read::iter::{EntrySource, MergeIter};
 use crate::sst::{SstFileWriter, SstIter};
 use crate::version::{FileEntry, Partition, Table};
-
-/// What one compaction did.
-#[derive(Debug, Clone, Default)]
-pub struct CompactionResult {
-    /// Bytes read.
-    pub read_bytes: u64,
-    /// Bytes written.
-    pub written_bytes: u64,
-    /// Output files.
-    pub outputs: usize,
-    /// Cells dropped, by reason.
-    pub drops: DropCounts,
-}
 
 struct Output<'a> {
     inner: &'a Inner,
@@ -106,11 +93,11 @@ impl Output<'_> {
 
 impl Inner {
     /// Runs a compaction task on a claimed partition.
-    pub(crate) fn run_compaction(&self, task: &CompactionTask) -> Result<CompactionResult> {
+    pub(crate) fn run_compaction(&self, task: &CompactionTask) -> Result<()> {
         let version = self.state.read().version.clone();
-        let Some(table) = version.tables.get(&task.table_id).cloned() else { return Ok(CompactionResult::default()) };
+        let Some(table) = version.tables.get(&task.table_id).cloned() else { return Ok(()) };
         let Some(part) = table.partitions.iter().find(|p| p.id == task.partition_id).cloned() else {
-            return Ok(CompactionResult::default());
+            return Ok(());
         };
         let mut inputs: Vec<Arc<FileEntry>> = Vec::new();
         for (lvl, id) in &task.inputs {
@@ -118,7 +105,7 @@ impl Inner {
                 Some(f) => inputs.push(f.clone()),
                 // Picked from an older version (another compaction of this partition ran in
                 // between): nothing to do; the picker looks again.
-                None => return Ok(CompactionResult::default()),
+                None => return Ok(()),
             }
         }
         // Paired with the `compaction` event logged once it is installed: a start without an
@@ -144,7 +131,7 @@ impl Inner {
                     task.output_level
                 ),
             );
-            return Ok(CompactionResult::default());
+            return Ok(());
         }
         let read_bytes: u64 = inputs.iter().map(|f| f.rec.size).sum();
         let now = self.clock.now_ms();
@@ -181,7 +168,7 @@ impl Inner {
             outputs.iter().for_each(|f| f.reader.mark_obsolete());
             return Err(e);
         }
-        let result = CompactionResult { read_bytes, written_bytes: written, outputs: outputs.len(), drops };
+        let output_files = outputs.len();
         self.install_compaction(task, outputs)?;
         self.stats.compactions.fetch_add(1, Ordering::Relaxed);
         self.stats.compaction_read_bytes.fetch_add(read_bytes, Ordering::Relaxed);
@@ -201,14 +188,14 @@ impl Inner {
                 task.bottommost,
                 read_bytes,
                 written,
-                result.outputs,
+                output_files,
                 ranges.len(),
                 drops.versions,
                 drops.ttl,
                 drops.deletes
             ),
         );
-        Ok(result)
+        Ok(())
     }
 
     /// Runs one subcompaction per range, the first on this thread and the others on scoped

@@ -6,14 +6,14 @@ use std::sync::atomic::Ordering;
 use strata_format::key::{PkValue, decode_pk, user_key};
 use strata_format::sst::check_file;
 
-use crate::compaction::run::{max_opt, min_opt};
+use crate::background::compaction::run::{max_opt, min_opt};
+use crate::background::split::planner::{FileSizeView, SplitPlan, plan_split};
+use crate::background::split::run::{partition_bytes, size_view};
 use crate::db::Db;
 use crate::error::{Error, Result};
-use crate::rowstate::DropCounts;
-use crate::split::planner::{FileSizeView, SplitPlan, plan_split};
-use crate::split::run::{partition_bytes, size_view};
-use crate::stats::LoadSummary;
-use crate::types::PrimaryKey;
+use crate::model::rowstate::DropCounts;
+use crate::model::types::PrimaryKey;
+use crate::observe::stats::LoadSummary;
 use crate::version::Partition;
 
 /// Files and bytes of one level.

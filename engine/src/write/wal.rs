@@ -68,11 +68,6 @@ impl WalWriter {
     pub fn len(&self) -> u64 {
         self.file.len()
     }
-
-    /// True when only the header was written.
-    pub fn is_empty(&self) -> bool {
-        self.file.len() <= strata_format::wal::WAL_HEADER_LEN as u64
-    }
 }
 
 /// A WAL file read back.

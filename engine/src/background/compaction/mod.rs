@@ -11,7 +11,7 @@ use picker::{PickerConfig, full_compaction, pick_compaction};
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
-use crate::types::PrimaryKey;
+use crate::model::types::PrimaryKey;
 
 impl Inner {
     fn picker_config(&self) -> PickerConfig {
@@ -113,7 +113,7 @@ impl crate::Db {
         let (lo, hi) = {
             let v = self.inner.state.read().version.clone();
             let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
-            (crate::validate::encode_bound(t, start)?, crate::validate::encode_bound(t, end)?)
+            (crate::model::validate::encode_bound(t, start)?, crate::model::validate::encode_bound(t, end)?)
         };
         self.inner.compact_partitions(table, Some(&lo), Some(&hi))
     }

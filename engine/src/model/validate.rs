@@ -4,8 +4,8 @@ use strata_format::key::{MAX_PK_VALUE_BYTES, PkRef, encode_pk, encode_pk_value, 
 use strata_format::value::{MAX_VALUE_BYTES, ValueRef};
 
 use crate::error::{Error, Result};
-use crate::schema::{PkColumn, TableOptions, validate_name};
-use crate::types::PrimaryKey;
+use crate::model::schema::{PkColumn, TableOptions, validate_name};
+use crate::model::types::PrimaryKey;
 use crate::version::Table;
 
 /// Encodes a full primary key after checking it against the table's schema.

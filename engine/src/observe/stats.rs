@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::rowstate::DropCounts;
+use crate::model::rowstate::DropCounts;
 
 /// Width of one load window.
 pub const LOAD_WINDOW_MS: u64 = 10_000;

@@ -8,8 +8,8 @@ use strata_format::key::decode_pk;
 use strata_format::record::PutRef;
 
 use crate::error::{Error, Result};
-use crate::rowstate::select_single_put;
-use crate::types::{PrimaryKey, ReadOptions, Row, ValueRef};
+use crate::model::rowstate::select_single_put;
+use crate::model::types::{PrimaryKey, ReadOptions, Row, ValueRef};
 
 /// A row of a range read, borrowed from the iterator until its next step.
 #[derive(Debug, Clone, Copy)]

@@ -3,15 +3,17 @@
 //! flush, compaction, split or DDL never changes what an open read sees; each of those builds a
 //! new version and installs it (see `Inner::install` in db.rs).
 
+pub(crate) mod recovery;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use strata_format::keysearch::KeyWindows;
 
-use strata_format::key::{partition_key, user_key};
+use strata_format::key::user_key;
 use strata_format::manifest::{FileRecord, PartitionRecord, TableRecord};
 
-use crate::schema::{PkColumn, TableOptions, TableSchema, Ttl};
+use crate::model::schema::{PkColumn, TableOptions, TableSchema, Ttl};
 use crate::sst::SstReader;
 
 /// One SSTable as one partition reads it.
@@ -29,13 +31,8 @@ impl FileEntry {
         self.rec.clip_start.as_deref().is_none_or(|s| pk0 >= s) && self.rec.clip_end.as_deref().is_none_or(|e| pk0 < e)
     }
 
-    /// True when the file may hold records of `pk` that this partition reads.
-    pub fn may_hold(&self, pk: &[u8]) -> bool {
-        self.may_hold_in(pk, partition_key(pk))
-    }
-
-    /// [`FileEntry::may_hold`] with the key's partition-key prefix `pk0` already parsed (a point
-    /// read asks every level-0 file and one file per level about the same key).
+    /// True when the file may hold records of `pk` (whose partition-key prefix is `pk0`) that
+    /// this partition reads (a point read asks every level-0 file and one file per level).
     pub fn may_hold_in(&self, pk: &[u8], pk0: &[u8]) -> bool {
         pk >= user_key(&self.rec.smallest) && pk <= user_key(&self.rec.largest) && self.clip_contains(pk0)
     }
@@ -47,17 +44,6 @@ impl FileEntry {
             Some(c) if c > s => c,
             _ => s,
         }
-    }
-
-    /// True when the file's readable range intersects the user-key range `[lo, hi)`.
-    pub fn overlaps(&self, lo: &[u8], hi: Option<&[u8]>) -> bool {
-        let f_lo = self.effective_lo();
-        let f_hi = user_key(&self.rec.largest);
-        let clip_end_ok = self.rec.clip_end.as_deref().is_none_or(|e| lo < e);
-        f_hi >= lo
-            && hi.is_none_or(|h| f_lo < h)
-            && clip_end_ok
-            && self.rec.clip_start.as_deref().is_none_or(|s| hi.is_none_or(|h| s < h))
     }
 }
 
@@ -73,7 +59,7 @@ pub struct Partition {
     /// Levels; level 0 newest first, deeper levels ordered by key and non-overlapping.
     pub levels: Vec<Vec<Arc<FileEntry>>>,
     /// Read and write counters (shared by the versions of one partition).
-    pub load: Arc<crate::stats::PartitionLoad>,
+    pub load: Arc<crate::observe::stats::PartitionLoad>,
     /// Per level deeper than 0 (index = level), the files' lower keys as flat search windows,
     /// so a point read's search of a level does not chase a pointer per step. Built by
     /// [`Partition::normalize`], which every change of `levels` ends with.
@@ -91,18 +77,13 @@ impl Partition {
         self.levels.iter().flatten()
     }
 
-    /// Total size of the files (shared files counted whole).
-    pub fn file_bytes(&self) -> u64 {
-        self.files().map(|f| f.rec.size).sum()
-    }
-
     /// A partition of `levels`, normalized.
     pub fn new(
         id: u64,
         start: Option<Vec<u8>>,
         end: Option<Vec<u8>>,
         levels: Vec<Vec<Arc<FileEntry>>>,
-        load: Arc<crate::stats::PartitionLoad>,
+        load: Arc<crate::observe::stats::PartitionLoad>,
     ) -> Partition {
         let mut p = Partition { id, start, end, levels, load, level_search: Vec::new() };
         p.normalize();
@@ -131,12 +112,7 @@ impl Partition {
             .collect();
     }
 
-    /// The file of level `level >= 1` that may hold `pk`.
-    pub fn find_in_level(&self, level: usize, pk: &[u8]) -> Option<&Arc<FileEntry>> {
-        self.find_in_level_of(level, pk, partition_key(pk))
-    }
-
-    /// [`Partition::find_in_level`] with `pk`'s partition-key prefix `pk0` already parsed.
+    /// The file of level `level >= 1` that may hold `pk` (whose partition-key prefix is `pk0`).
     pub fn find_in_level_of(&self, level: usize, pk: &[u8], pk0: &[u8]) -> Option<&Arc<FileEntry>> {
         let files = self.levels.get(level)?;
         let lo_at = |i: usize| files.get(i).map_or(&[][..], |f| f.effective_lo());

@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use strata_format::record::{Cell, CellOp, ColumnCells, RowRecord};
 
 use crate::error::{Error, Result};
-use crate::schema::Ttl;
-use crate::types::{Column, ColumnCondition, CompareOp, PrimaryKey, ReadOptions, Row, Value};
+use crate::model::schema::Ttl;
+use crate::model::types::{Column, ColumnCondition, CompareOp, PrimaryKey, ReadOptions, Row, Value};
 
 /// Why compaction dropped cells (reported in statistics).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -301,7 +301,7 @@ pub fn eval_condition(c: &ColumnCondition, row: Option<&BTreeMap<String, Vec<Cel
 pub fn validate_condition(c: &ColumnCondition) -> Result<()> {
     match c {
         ColumnCondition::Single(s) => {
-            crate::schema::validate_name("condition column", &s.column)?;
+            crate::model::schema::validate_name("condition column", &s.column)?;
             if let Value::Double(d) = s.value
                 && !d.is_finite()
             {

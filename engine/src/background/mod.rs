@@ -2,6 +2,10 @@
 //! through crossbeam channels. A panic or error in a background thread poisons the database
 //! instead of being lost.
 
+pub mod compaction;
+pub(crate) mod flush;
+pub mod split;
+
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;

@@ -103,7 +103,7 @@ impl IntoPkValue for &[u8] {
 #[macro_export]
 macro_rules! pk {
     ($($v:expr),+ $(,)?) => {
-        $crate::PrimaryKey(vec![$($crate::types::IntoPkValue::into_pk_value($v)),+])
+        $crate::PrimaryKey(vec![$($crate::IntoPkValue::into_pk_value($v)),+])
     };
 }
 

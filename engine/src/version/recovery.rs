@@ -21,25 +21,19 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-
-use parking_lot::{Mutex, RwLock};
 use strata_format::manifest::ManifestData;
 use strata_format::wal::{SeqnoChain, WalEnd};
 
-use crate::background::Background;
-use crate::db::{Inner, ManifestState, ReadState};
+use crate::db::ManifestState;
 use crate::error::{Error, Result};
-use crate::events::EventLog;
 use crate::fs::{FileSystem, write_atomic};
 use crate::memtable::{ChunkPool, Memtable};
+use crate::observe::events::EventLog;
 use crate::options::{Options, WalRecovery};
 use crate::paths;
 use crate::sst::{BlockCache, SstReader};
-use crate::stats::Stats;
 use crate::version::{FileEntry, Partition, Table, Version, schema_of};
-use crate::wal::{WalWriter, read_wal};
-use crate::write::WriteQueue;
+use crate::write::wal::{WalWriter, read_wal};
 
 /// What the last open found in the WAL and did about it ([`crate::Db::recovery_report`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -93,8 +87,31 @@ fn io<'a>(op: &'static str, p: &'a Path) -> impl FnOnce(std::io::Error) -> Error
     move |e| Error::io(op, p, e)
 }
 
+/// What opening a database recovered: the state the engine starts from. Recovery builds
+/// these pieces only; the engine (`Inner`, in db.rs) is assembled from them, so recovery does
+/// not depend on the engine's runtime parts (write queue, background threads, statistics).
+pub(crate) struct Recovered {
+    pub cache: Arc<BlockCache>,
+    pub mem_pool: Arc<ChunkPool>,
+    pub version: Version,
+    /// The memtable the WAL was replayed into.
+    pub mem: Memtable,
+    pub last_seqno: u64,
+    /// The new WAL the next writes go to.
+    pub wal: WalWriter,
+    pub next_wal_number: u64,
+    pub manifest: ManifestState,
+    /// Highest engine-stamped version per table id.
+    pub stamps: BTreeMap<u64, u64>,
+    pub events: EventLog,
+    pub max_l0_files: usize,
+    pub lock: Box<dyn crate::fs::FileLock>,
+    pub report: RecoveryReport,
+    pub opts: Options,
+}
+
 /// Opens the database in `path`.
-pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
+pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     let fs = opts.fs.clone();
     if !fs.is_dir(path) {
         if !opts.create_if_missing {
@@ -383,36 +400,22 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Arc<Inner>> {
             ),
         );
     }
-    let inner = Inner {
-        path: path.to_path_buf(),
-        fs: fs.clone(),
-        clock: opts.clock.clone(),
+    Ok(Recovered {
         cache,
         mem_pool,
-        state: RwLock::new(ReadState::new(Arc::new(version), Arc::new(mem))),
-        visible_seqno: AtomicU64::new(last_seqno),
-        last_seqno: AtomicU64::new(last_seqno),
-        last_write_ms: AtomicU64::new(0),
-        queue: WriteQueue::default(),
-        wal: Mutex::new(wal),
-        next_wal_number: AtomicU64::new(new_wal_number + 1),
-        manifest: Mutex::new(ms),
-        stamps: Mutex::new(stamps),
-        poison: Mutex::new(None),
-        poisoned: AtomicBool::new(false),
-        structure: Mutex::new(()),
-        bg: Background::new(opts.start_paused),
-        stats: Stats::default(),
+        version,
+        mem,
+        last_seqno,
+        wal,
+        next_wal_number: new_wal_number + 1,
+        manifest: ms,
+        stamps,
         events,
-        closed: AtomicBool::new(false),
-        max_l0_files: AtomicUsize::new(max_l0),
-        oversized: Mutex::new(BTreeMap::new()),
-        hot_keys: Mutex::new(Default::default()),
-        lock: Mutex::new(Some(lock)),
-        recovery: report,
+        max_l0_files: max_l0,
+        lock,
+        report,
         opts,
-    };
-    Ok(Arc::new(inner))
+    })
 }
 
 /// Deletes SSTables and temporary files no manifest names, and folders of vanished partitions

@@ -13,11 +13,11 @@ use strata_format::key::{format_pk, user_key};
 use strata_format::manifest::FileRecord;
 
 use super::planner::{FileSizeView, LoadSplitPlan, SplitPlan, plan_load_split, plan_merges, plan_split};
-use crate::compaction::run::{max_opt, min_opt};
+use crate::background::compaction::run::{max_opt, min_opt};
 use crate::db::Inner;
 use crate::error::Result;
+use crate::observe::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS};
 use crate::options::LoadSplit;
-use crate::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS};
 use crate::version::{FileEntry, Partition, Table};
 
 fn describe_key(k: &[u8]) -> String {

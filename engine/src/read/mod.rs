@@ -6,6 +6,9 @@
 //! first), then level 0 newest first, then one file per deeper level, stopping at the first
 //! record that hides everything older (a put or a delete).
 
+pub mod iter;
+pub mod rowref;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,12 +18,12 @@ use strata_format::record::{PutRef, RowRecord};
 
 use crate::db::{Inner, ReadView};
 use crate::error::{Error, Result};
-use crate::iter::{EntrySource, LevelFile, LevelSource, MemSource, MergeIter, RowGrouper, after_all_versions};
-use crate::rowref::RowRef;
-use crate::rowstate::{DropCounts, RowState, resolve, select, select_single_put, single_put_applies, visible};
+use crate::model::rowstate::{DropCounts, RowState, resolve, select, select_single_put, single_put_applies, visible};
+use crate::model::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
+use crate::model::validate::encode_bound;
+use crate::read::iter::{EntrySource, LevelFile, LevelSource, MemSource, MergeIter, RowGrouper, after_all_versions};
+use crate::read::rowref::RowRef;
 use crate::sst::SstIter;
-use crate::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
-use crate::validate::encode_bound;
 use crate::version::{Partition, Table};
 
 /// A consistent view for reading.
@@ -146,7 +149,7 @@ impl Inner {
     ) -> Result<Option<Row>> {
         validate_read_options(opts)?;
         let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
-        let enc = crate::validate::encode_row_key(table, pk)?;
+        let enc = crate::model::validate::encode_row_key(table, pk)?;
         let recs = self.row_records(snap, table.id, &enc)?;
         let pk0 = partition_key(&enc);
         if let Some(p) = table.partition_for(pk0) {
@@ -185,7 +188,7 @@ impl Inner {
     ) -> Result<R> {
         validate_read_options(opts)?;
         let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
-        let enc = crate::validate::encode_row_key(table, pk)?;
+        let enc = crate::model::validate::encode_row_key(table, pk)?;
         let raw = self.row_record_bytes(snap, table.id, &enc)?;
         let record_load = |cells: usize| {
             let pk0 = partition_key(&enc);
@@ -195,7 +198,7 @@ impl Inner {
             }
         };
         if let [(rec, path)] = raw.as_slice()
-            && table.ttl() == crate::schema::Ttl::Forever
+            && table.ttl() == crate::model::schema::Ttl::Forever
             && opts.filter.is_none()
             && let Some(put) = PutRef::parse(rec).map_err(|e| Error::corruption(*path, e))?
         {
@@ -309,11 +312,11 @@ pub fn validate_read_options(o: &ReadOptions) -> Result<()> {
         return Err(Error::invalid("time-range", format!("time range [{s}, {e}) is empty")));
     }
     if let Some(f) = &o.filter {
-        crate::rowstate::validate_condition(f)?;
+        crate::model::rowstate::validate_condition(f)?;
     }
     if let Some(cols) = &o.columns {
         for c in cols {
-            crate::schema::validate_name("column", c)?;
+            crate::model::schema::validate_name("column", c)?;
         }
     }
     Ok(())
@@ -499,7 +502,8 @@ impl RangeIter {
     /// records are all empty do not exist, as on the owned path.
     fn current_is_plain_put(&self) -> Result<bool> {
         let Some(g) = self.grouper.as_ref() else { return Ok(false) };
-        if g.record_count() != 1 || self.table.ttl() != crate::schema::Ttl::Forever || self.read.filter.is_some() {
+        if g.record_count() != 1 || self.table.ttl() != crate::model::schema::Ttl::Forever || self.read.filter.is_some()
+        {
             return Ok(false);
         }
         let Some(rec) = g.records().next() else { return Ok(false) };

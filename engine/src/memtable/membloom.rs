@@ -3,7 +3,7 @@
 //! stream of writes the active memtable holds a fraction of the rows, and every point read
 //! searched it.
 //!
-//! Blocked: each row sets [`PROBES`] bits inside one 64-byte block chosen by its hash, so a
+//! Blocked: each row sets `PROBES` bits inside one 64-byte block chosen by its hash, so a
 //! lookup touches one cache line. The bits are atomics: the write leader sets them while
 //! readers test them. A reader needs no stronger ordering than `Relaxed`: the bits of an entry
 //! are set before the leader publishes the entry's sequence number (a `Release` store), and a
