@@ -62,21 +62,25 @@ impl Inner {
     /// The stored records of one row, newest first up to the first base record, each with the
     /// file it came from (named in corruption errors).
     ///
-    /// The table is named by id and its files are taken from the snapshot's own version: the
-    /// memtables and the files read must be of one state. A table looked up in another (older)
-    /// version would miss the records a flush moved from the snapshot's memtables into files
-    /// that only the newer version lists.
+    /// `table` must be the snapshot's own (from `snap.version`): the memtables and the files
+    /// read must be of one state. A table looked up in another (older) version would miss the
+    /// records a flush moved from the snapshot's memtables into files only the newer version
+    /// lists (the write leader's lost update; `tests/interleave.rs`). Readers take the table
+    /// from the snapshot they read; the leader looks it up in a fresh one
+    /// ([`Inner::visible_state`]), so the common read pays no second lookup.
     pub(crate) fn row_record_bytes<'s>(
         &'s self,
         snap: &'s Snapshot,
-        table_id: u64,
+        table: &'s Table,
         pk: &[u8],
     ) -> Result<Vec<(Vec<u8>, &'s Path)>> {
-        let table =
-            snap.version.tables.get(&table_id).ok_or_else(|| Error::TableNotFound(format!("table id {table_id}")))?;
+        debug_assert!(
+            snap.version.tables.get(&table.id).is_some_and(|t| std::ptr::eq(t.as_ref(), table)),
+            "a row read with a table of another version"
+        );
         let mut out = Vec::new();
         for m in snap.mems.iter().filter(|m| !m.is_empty()) {
-            if m.get(table_id, pk, snap.seqno, &mut out) {
+            if m.get(table.id, pk, snap.seqno, &mut out) {
                 break;
             }
         }
@@ -121,8 +125,8 @@ impl Inner {
     }
 
     /// The records of one row, newest first up to the first base record.
-    pub(crate) fn row_records(&self, snap: &Snapshot, table_id: u64, pk: &[u8]) -> Result<Vec<RowRecord>> {
-        self.row_record_bytes(snap, table_id, pk)?
+    pub(crate) fn row_records(&self, snap: &Snapshot, table: &Table, pk: &[u8]) -> Result<Vec<RowRecord>> {
+        self.row_record_bytes(snap, table, pk)?
             .iter()
             .map(|(b, path)| RowRecord::decode(b).map_err(|e| Error::corruption(*path, e)))
             .collect()
@@ -131,7 +135,11 @@ impl Inner {
     /// The row as reads see it now (`None` when it does not exist).
     pub(crate) fn visible_state(&self, table: &Table, pk: &[u8], seqno: u64, now: u64) -> Result<Option<RowState>> {
         let snap = self.snapshot_at(seqno);
-        let recs = self.row_records(&snap, table.id, pk)?;
+        // The leader's table is from the version it took at the start of its group; the files
+        // to read are the fresh snapshot's.
+        let table =
+            snap.version.tables.get(&table.id).ok_or_else(|| Error::TableNotFound(table.schema.name.clone()))?;
+        let recs = self.row_records(&snap, table, pk)?;
         if recs.is_empty() {
             return Ok(None);
         }
@@ -150,7 +158,7 @@ impl Inner {
         validate_read_options(opts)?;
         let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let enc = crate::model::validate::encode_row_key(table, pk)?;
-        let recs = self.row_records(snap, table.id, &enc)?;
+        let recs = self.row_records(snap, table, &enc)?;
         let pk0 = partition_key(&enc);
         if let Some(p) = table.partition_for(pk0) {
             let sample = self.opts.load_split.map(|_| pk0);
@@ -189,7 +197,7 @@ impl Inner {
         validate_read_options(opts)?;
         let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let enc = crate::model::validate::encode_row_key(table, pk)?;
-        let raw = self.row_record_bytes(snap, table.id, &enc)?;
+        let raw = self.row_record_bytes(snap, table, &enc)?;
         let record_load = |cells: usize| {
             let pk0 = partition_key(&enc);
             if let Some(p) = table.partition_for(pk0) {
