@@ -403,3 +403,46 @@ fn subcompactions_split_at_whole_rows_and_change_no_row() {
         assert!(w[0].1 < w[1].0, "output files overlap");
     }
 }
+
+/// A snapshot keeps seeing what compaction dropped after it was taken (old versions, deleted
+/// rows) because it pins the files that hold them; dropping it releases them at once, and the
+/// stats report it while it lives.
+#[test]
+fn what_a_snapshot_pins_survives_compaction_and_goes_when_it_is_dropped() {
+    let (opts, fs, clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer).max_versions(1)).unwrap();
+    for i in 0..300i64 {
+        db.put_row(PutRow::new("t", pk![i]).column("v", 1).column("pad", "x".repeat(100))).unwrap();
+    }
+    db.flush().unwrap();
+    let snap = db.snapshot();
+    clock.advance(5_000);
+    for i in 0..300i64 {
+        if i % 3 == 0 {
+            db.delete_row(DeleteRow::new("t", pk![i])).unwrap();
+        } else {
+            db.put_row(PutRow::new("t", pk![i]).column("v", 2)).unwrap();
+        }
+    }
+    db.compact_table("t").unwrap();
+    let live: std::collections::HashSet<u64> =
+        db.partition_records("t").unwrap().iter().flat_map(|p| p.files.iter().map(|f| f.id)).collect();
+    let on_disk = sst_paths(&fs);
+    assert!(on_disk.len() > live.len(), "the snapshot's files were deleted under it: {on_disk:?}");
+    // The snapshot reads the state of its moment; the database the new one.
+    let all = |n: i64| (pk![PkValue::InfMin], pk![n]);
+    let (lo, hi) = all(i64::MAX);
+    assert_eq!(snap.count_range("t", &lo, &hi).unwrap(), 300);
+    let old = snap.get_row("t", &pk![4], &ReadOptions::default()).unwrap().unwrap();
+    assert_eq!(old.get("v"), Some(&Value::Integer(1)));
+    assert!(snap.get_row("t", &pk![3], &ReadOptions::default()).unwrap().is_some());
+    assert_eq!(db.count_range("t", &lo, &hi).unwrap(), 200);
+    let stats = db.stats();
+    assert_eq!(stats.live_snapshots, 1);
+    assert_eq!(stats.oldest_snapshot_age_ms, Some(5_000));
+    drop(snap);
+    assert_eq!(sst_paths(&fs).len(), live.len(), "dropping the snapshot released its files");
+    let stats = db.stats();
+    assert_eq!((stats.live_snapshots, stats.oldest_snapshot_age_ms), (0, None));
+}

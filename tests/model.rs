@@ -27,6 +27,10 @@ struct Harness {
     log: Vec<String>,
     /// Engine events (flush, compaction, split, merge) by kind.
     events: std::collections::BTreeMap<&'static str, usize>,
+    /// Snapshots held, each with the model as it was when it was taken and the step.
+    snaps: Vec<(strata::Snapshot, Model, usize)>,
+    /// Full comparisons made through held snapshots.
+    snapshot_checks: usize,
 }
 
 const COLS: [&str; 4] = ["a", "b", "c", "d"];
@@ -60,6 +64,8 @@ impl Harness {
             step: 0,
             log: Vec::new(),
             events: Default::default(),
+            snaps: Vec::new(),
+            snapshot_checks: 0,
         }
     }
 
@@ -371,7 +377,41 @@ impl Harness {
         }
     }
 
+    /// Reads every row of both tables through a held snapshot and compares them with the model
+    /// as it was when the snapshot was taken (TTL judged at the current time, as every read).
+    fn check_snapshot(&mut self, i: usize) {
+        let now = self.now();
+        let (snap, model, taken) = &self.snaps[i];
+        for t in ["t1", "t2"] {
+            let n = model.tables[t].schema.primary_key.len();
+            let read = ReadOptions::default().max_versions(5);
+            let exp = model.range(t, &PrimaryKey::inf_min(n), &PrimaryKey::inf_max(n), true, &read, now);
+            let got: Vec<Row> = snap
+                .range(t, &PrimaryKey::inf_min(n), &PrimaryKey::inf_max(n), &RangeOptions::default().read(read))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            assert_eq!(
+                got,
+                exp,
+                "step {}: snapshot taken at step {taken}, table {t}\n{}",
+                self.step,
+                self.log.join("\n")
+            );
+            if let Some(row) = exp.first() {
+                let one = snap.get_row(t, &row.primary_key, &ReadOptions::default()).unwrap();
+                assert_eq!(one, model.get(t, &row.primary_key, &ReadOptions::default(), now), "step {}", self.step);
+            }
+        }
+        self.snapshot_checks += 1;
+    }
+
     fn reopen(&mut self) {
+        // Snapshots belong to the database that took them.
+        for i in 0..self.snaps.len() {
+            self.check_snapshot(i);
+        }
+        self.snaps.clear();
         self.tally_events();
         self.db.take().unwrap().close().unwrap();
         self.db = Some(Db::open("/db", self.opts.clone()).unwrap());
@@ -445,6 +485,22 @@ impl Harness {
                     self.model.set_max_versions(t, cur - 1);
                 }
             }
+            96 => {
+                self.log.push(format!("step {} snapshot", self.step));
+                if self.snaps.len() >= 4 {
+                    self.snaps.remove(0);
+                }
+                let snap = self.db().snapshot();
+                self.snaps.push((snap, self.model.clone(), self.step));
+            }
+            97 if !self.snaps.is_empty() => {
+                let i = self.rng.gen_range(0..self.snaps.len());
+                self.check_snapshot(i);
+            }
+            98 if !self.snaps.is_empty() => {
+                let i = self.rng.gen_range(0..self.snaps.len());
+                self.snaps.remove(i);
+            }
             _ => {
                 let t = self.table();
                 let _ = self.db().partition_records(t).unwrap();
@@ -483,8 +539,12 @@ fn engine_agrees_with_the_model() {
         for _ in 0..steps {
             h.step();
         }
+        for i in 0..h.snaps.len() {
+            h.check_snapshot(i);
+        }
+        assert!(h.snapshot_checks > 10, "only {} snapshot comparisons", h.snapshot_checks);
         h.tally_events();
-        eprintln!("events: {:?}", h.events);
+        eprintln!("events: {:?}, snapshot comparisons: {}", h.events, h.snapshot_checks);
         for (k, n) in &h.events {
             *all_events.entry(*k).or_insert(0) += n;
         }

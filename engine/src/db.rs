@@ -125,6 +125,10 @@ pub(crate) struct Inner {
     pub lock: Mutex<Option<Box<dyn FileLock>>>,
     /// What the open found in the WAL.
     pub recovery: crate::version::recovery::RecoveryReport,
+    /// Live user snapshots: id -> when taken (ms).
+    pub snapshots: Mutex<BTreeMap<u64, u64>>,
+    /// The next user snapshot's id.
+    pub next_snapshot_id: AtomicU64,
 }
 
 impl Inner {
@@ -157,6 +161,8 @@ impl Inner {
             hot_keys: Mutex::new(Default::default()),
             lock: Mutex::new(Some(r.lock)),
             recovery: r.report,
+            snapshots: Mutex::new(BTreeMap::new()),
+            next_snapshot_id: AtomicU64::new(1),
             opts: r.opts,
         }
     }
@@ -717,6 +723,14 @@ impl Db {
     ) -> Result<R> {
         let snap = self.inner.snapshot();
         self.inner.with_row_at(&snap, table, pk, opts, f)
+    }
+
+    /// A snapshot of the database as it is now: reads through it see exactly this state for as
+    /// long as it lives, across later writes, flushes, compactions, splits and merges. It pins
+    /// the files and memtables of this state (they stay on disk and in memory until it is
+    /// dropped); `stats()` reports the live snapshots and the oldest one's age.
+    pub fn snapshot(&self) -> crate::Snapshot {
+        self.inner.user_snapshot()
     }
 
     /// BatchGet: many rows read on one snapshot; one result per key.

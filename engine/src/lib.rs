@@ -59,6 +59,7 @@ pub use observe::info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use observe::stats::LoadSummary;
 pub use options::{LoadSplit, Options, SyncMode, WalRecovery};
 pub use read::rowref::RowRef;
+pub use read::snapshot::Snapshot;
 pub use read::{Examined, RangeIter};
 pub use version::recovery::{RecoveryReport, TornTail};
 pub use write::putbatch::PutBatch;

@@ -103,6 +103,11 @@ pub struct DbStats {
     pub splits: u64,
     /// Partition merges since open.
     pub merges: u64,
+    /// User snapshots alive now ([`crate::Db::snapshot`]).
+    pub live_snapshots: usize,
+    /// Age of the oldest live snapshot, ms (`None` without one): what it pins has been kept
+    /// that long.
+    pub oldest_snapshot_age_ms: Option<u64>,
     /// Bytes in memtables (active and sealed).
     pub memtable_bytes: u64,
     /// Sealed memtables waiting for flush.
@@ -243,6 +248,10 @@ impl Db {
         let wal = s.wal_bytes.load(Ordering::Relaxed);
         let flush = s.flush_bytes.load(Ordering::Relaxed);
         let cw = s.compaction_write_bytes.load(Ordering::Relaxed);
+        let (live_snapshots, oldest_snapshot_age_ms) = {
+            let snaps = i.snapshots.lock();
+            (snaps.len(), snaps.values().min().map(|t| i.clock.now_ms().saturating_sub(*t)))
+        };
         DbStats {
             tables,
             user_bytes: user,
@@ -255,6 +264,8 @@ impl Db {
             compactions: s.compactions.load(Ordering::Relaxed),
             splits: s.splits.load(Ordering::Relaxed),
             merges: s.merges.load(Ordering::Relaxed),
+            live_snapshots,
+            oldest_snapshot_age_ms,
             memtable_bytes: mem_bytes as u64,
             sealed_memtables: sealed,
             block_cache_bytes: i.cache.used_bytes(),

@@ -8,6 +8,7 @@
 
 pub mod iter;
 pub mod rowref;
+pub mod snapshot;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,16 +27,17 @@ use crate::read::rowref::RowRef;
 use crate::sst::SstIter;
 use crate::version::{Partition, Table};
 
-/// A consistent view for reading.
+/// A consistent view for reading: the version and memtables of one state, read at one
+/// sequence number. Holding it pins that state's files and memtables.
 #[derive(Clone)]
-pub struct Snapshot {
+pub struct ReadPoint {
     /// The version and memtables, shared with every other snapshot of the same state.
     view: Arc<ReadView>,
     /// Entries above this sequence number are invisible.
     pub seqno: u64,
 }
 
-impl std::ops::Deref for Snapshot {
+impl std::ops::Deref for ReadPoint {
     type Target = ReadView;
     /// `snap.version` and `snap.mems` read through to the shared view.
     fn deref(&self) -> &ReadView {
@@ -45,18 +47,18 @@ impl std::ops::Deref for Snapshot {
 
 impl Inner {
     /// A snapshot at the published sequence number.
-    pub(crate) fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> ReadPoint {
         // The seqno is read under the lock that installs versions, so every entry of every
         // file in the view is at or below it: bottommost compaction writes sequence number 0
         // for rows older than any such snapshot, which must not make a newer write visible.
         let st = self.state.read();
         let seqno = self.visible_seqno.load(Ordering::Acquire);
-        Snapshot { view: st.view().clone(), seqno }
+        ReadPoint { view: st.view().clone(), seqno }
     }
 
     /// A snapshot at `seqno` (the write leader reads its own unpublished entries this way).
-    pub(crate) fn snapshot_at(&self, seqno: u64) -> Snapshot {
-        Snapshot { view: self.state.read().view().clone(), seqno }
+    pub(crate) fn snapshot_at(&self, seqno: u64) -> ReadPoint {
+        ReadPoint { view: self.state.read().view().clone(), seqno }
     }
 
     /// The stored records of one row, newest first up to the first base record, each with the
@@ -70,7 +72,7 @@ impl Inner {
     /// ([`Inner::visible_state`]), so the common read pays no second lookup.
     pub(crate) fn row_record_bytes<'s>(
         &'s self,
-        snap: &'s Snapshot,
+        snap: &'s ReadPoint,
         table: &'s Table,
         pk: &[u8],
     ) -> Result<Vec<(Vec<u8>, &'s Path)>> {
@@ -125,7 +127,7 @@ impl Inner {
     }
 
     /// The records of one row, newest first up to the first base record.
-    pub(crate) fn row_records(&self, snap: &Snapshot, table: &Table, pk: &[u8]) -> Result<Vec<RowRecord>> {
+    pub(crate) fn row_records(&self, snap: &ReadPoint, table: &Table, pk: &[u8]) -> Result<Vec<RowRecord>> {
         self.row_record_bytes(snap, table, pk)?
             .iter()
             .map(|(b, path)| RowRecord::decode(b).map_err(|e| Error::corruption(*path, e)))
@@ -150,7 +152,7 @@ impl Inner {
     /// GetRow.
     pub(crate) fn get_row_at(
         &self,
-        snap: &Snapshot,
+        snap: &ReadPoint,
         table_name: &str,
         pk: &PrimaryKey,
         opts: &ReadOptions,
@@ -188,7 +190,7 @@ impl Inner {
     /// is resolved as by [`Inner::get_row_at`] first.
     pub(crate) fn with_row_at<R>(
         &self,
-        snap: &Snapshot,
+        snap: &ReadPoint,
         table_name: &str,
         pk: &PrimaryKey,
         opts: &ReadOptions,
@@ -231,8 +233,19 @@ impl Inner {
         end: &PrimaryKey,
         opts: &RangeOptions,
     ) -> Result<RangeIter> {
+        self.range_iter_at(self.snapshot(), table_name, start, end, opts)
+    }
+
+    /// [`Inner::range_iter`] on the state `snap` holds.
+    pub(crate) fn range_iter_at(
+        &self,
+        snap: ReadPoint,
+        table_name: &str,
+        start: &PrimaryKey,
+        end: &PrimaryKey,
+        opts: &RangeOptions,
+    ) -> Result<RangeIter> {
         validate_read_options(&opts.read)?;
-        let snap = self.snapshot();
         let table =
             snap.version.table(table_name).cloned().ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let s = encode_bound(&table, start)?;
@@ -271,7 +284,19 @@ impl Inner {
         end: &PrimaryKey,
         opts: &RangeOptions,
     ) -> Result<RangePage> {
-        let mut it = self.range_iter(table, start, end, opts)?;
+        self.get_range_at(self.snapshot(), table, start, end, opts)
+    }
+
+    /// [`Inner::get_range`] on the state `snap` holds.
+    pub(crate) fn get_range_at(
+        &self,
+        snap: ReadPoint,
+        table: &str,
+        start: &PrimaryKey,
+        end: &PrimaryKey,
+        opts: &RangeOptions,
+    ) -> Result<RangePage> {
+        let mut it = self.range_iter_at(snap, table, start, end, opts)?;
         let limit = opts.limit.unwrap_or(RangeOptions::DEFAULT_LIMIT);
         let mut rows = Vec::new();
         let mut bytes = 0usize;
@@ -341,7 +366,7 @@ fn single_partition_key(lo: &[u8], hi: &[u8]) -> Option<Vec<u8>> {
 
 /// Streams the rows of a range in order, across partitions, on one snapshot.
 pub struct RangeIter {
-    snap: Snapshot,
+    snap: ReadPoint,
     table: Arc<Table>,
     forward: bool,
     lo: Vec<u8>,
@@ -361,7 +386,7 @@ pub struct RangeIter {
 
 impl RangeIter {
     fn new(
-        snap: Snapshot,
+        snap: ReadPoint,
         table: Arc<Table>,
         forward: bool,
         lo: Vec<u8>,
