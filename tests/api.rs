@@ -608,3 +608,62 @@ fn sstable_index_and_filter_are_charged_to_the_cache_budget_while_files_are_open
     assert!(db.wait_idle(std::time::Duration::from_secs(30)).unwrap());
     assert_eq!(db.stats().block_cache_pinned_bytes, 0);
 }
+
+/// Prefix reads on the worked example's four-column key: all orders of a device (forward,
+/// backward, through a snapshot, in pages), a two-column prefix, a whole key, a prefix that
+/// matches nothing, and short range bounds that include their prefixes at both ends.
+#[test]
+fn prefix_reads_and_short_bounds_on_the_purchase_table() {
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    purchases(&db);
+    let rows = [
+        (16, "a100", 66661, 200001),
+        (54, "a100", 6777, 200003),
+        (54, "a1001", 6777, 200004),
+        (167, "a101", 283408, 200002),
+    ];
+    for (d, s, c, o) in rows {
+        db.put_row(PutRow::new("purchases", pk![d, s, c, o]).column("Amount", o)).unwrap();
+    }
+    db.flush().unwrap();
+    let keys = |it: RangeIter| it.map(|r| r.unwrap().primary_key).collect::<Vec<_>>();
+    let fwd = RangeOptions::default();
+    let device54 = vec![pk![54, "a100", 6777, 200003], pk![54, "a1001", 6777, 200004]];
+    assert_eq!(keys(db.prefix("purchases", &pk![54], &fwd).unwrap()), device54);
+    let mut rev = device54.clone();
+    rev.reverse();
+    assert_eq!(keys(db.prefix("purchases", &pk![54], &RangeOptions::default().backward()).unwrap()), rev);
+    assert_eq!(keys(db.prefix("purchases", &pk![54, "a1001"], &fwd).unwrap()), vec![device54[1].clone()]);
+    assert_eq!(keys(db.prefix("purchases", &pk![54, "a100", 6777, 200003], &fwd).unwrap()), vec![device54[0].clone()]);
+    assert!(keys(db.prefix("purchases", &pk![55], &fwd).unwrap()).is_empty());
+    let snap = db.snapshot();
+    db.delete_row(DeleteRow::new("purchases", device54[0].clone())).unwrap();
+    assert_eq!(keys(snap.prefix("purchases", &pk![54], &fwd).unwrap()), device54);
+    assert_eq!(keys(db.prefix("purchases", &pk![54], &fwd).unwrap()), vec![device54[1].clone()]);
+    // Pages: the prefix as both bounds.
+    let page = snap.get_range("purchases", &pk![54], &pk![54], &RangeOptions::default().limit(1)).unwrap();
+    assert_eq!(page.rows.len(), 1);
+    let next = page.next_start.unwrap();
+    let page = snap.get_range("purchases", &next, &pk![54], &RangeOptions::default().limit(1)).unwrap();
+    assert_eq!(page.rows[0].primary_key, device54[1]);
+    // Short bounds include their prefixes: devices 16 through 54, and backward 167 down to 54.
+    let got: Vec<_> = snap
+        .range("purchases", &pk![16], &pk![54], &fwd)
+        .unwrap()
+        .map(|r| r.unwrap().primary_key.0[0].clone())
+        .collect();
+    assert_eq!(got, vec![PkValue::Integer(16), PkValue::Integer(54), PkValue::Integer(54)]);
+    let back = RangeOptions::default().backward();
+    let got: Vec<_> = snap
+        .range("purchases", &pk![167], &pk![54], &back)
+        .unwrap()
+        .map(|r| r.unwrap().primary_key.0[0].clone())
+        .collect();
+    assert_eq!(got, vec![PkValue::Integer(167), PkValue::Integer(54), PkValue::Integer(54)]);
+    assert_eq!(snap.count_range("purchases", &pk![7], &pk![8]).unwrap(), 0);
+    assert!(matches!(
+        db.prefix("purchases", &PrimaryKey(vec![PkValue::InfMin]), &fwd),
+        Err(Error::Invalid { rule: "pk-sentinel", .. })
+    ));
+}

@@ -406,6 +406,49 @@ impl Harness {
         self.snapshot_checks += 1;
     }
 
+    /// A prefix read (one column up to the whole key, either direction, sometimes through the
+    /// page API with the prefix as both bounds) against the model's rows that begin with it.
+    fn check_prefix(&mut self) {
+        let table = self.table();
+        let key = self.key(table);
+        let len = self.rng.gen_range(1..=key.0.len());
+        let prefix = PrimaryKey(key.0[..len].to_vec());
+        let forward = self.rng.gen_bool(0.5);
+        let read = self.read_options();
+        let now = self.now();
+        let n = self.model.tables[table].schema.primary_key.len();
+        let (lo, hi) = (PrimaryKey::inf_min(n), PrimaryKey::inf_max(n));
+        let (a, b) = if forward { (&lo, &hi) } else { (&hi, &lo) };
+        let expected: Vec<Row> = self
+            .model
+            .range(table, a, b, forward, &read, now)
+            .into_iter()
+            .filter(|r| r.primary_key.0.starts_with(&prefix.0))
+            .collect();
+        let mut opts = RangeOptions::default().read(read);
+        if !forward {
+            opts = opts.backward();
+        }
+        let got: Vec<Row> = if len < n && self.rng.gen_bool(0.5) {
+            // Pages: the prefix as both bounds, continuing from each page's next start key.
+            let opts = opts.limit(self.rng.gen_range(1..4));
+            let mut rows = Vec::new();
+            let mut start = prefix.clone();
+            loop {
+                let page = self.db().get_range(table, &start, &prefix, &opts).unwrap();
+                rows.extend(page.rows);
+                match page.next_start {
+                    Some(k) => start = k,
+                    None => break,
+                }
+            }
+            rows
+        } else {
+            self.db().prefix(table, &prefix, &opts).unwrap().map(|r| r.unwrap()).collect()
+        };
+        assert_eq!(got, expected, "step {}: prefix {prefix} of {table} forward={forward}", self.step);
+    }
+
     fn reopen(&mut self) {
         // Snapshots belong to the database that took them.
         for i in 0..self.snaps.len() {
@@ -461,7 +504,8 @@ impl Harness {
                 self.check_write(ops);
             }
             52..=74 => self.check_get(),
-            75..=84 => self.check_range(),
+            75..=81 => self.check_range(),
+            82..=84 => self.check_prefix(),
             85..=88 => self.clock.advance(self.rng.gen_range(0..3000)),
             89 => self.clock.advance(self.rng.gen_range(20_000..70_000)),
             90..=91 => {

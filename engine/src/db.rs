@@ -743,6 +743,12 @@ impl Db {
     /// continue from. The range compares whole primary keys column by column, so bounds on
     /// later columns restrict only within equal leading columns.
     ///
+    /// A bound may name fewer columns than the key (at least one): it then stands for every
+    /// key that begins with it and includes them, whichever end it is. The lower bound is
+    /// padded with INF_MIN, the upper with INF_MAX (forward: start with INF_MIN, end with
+    /// INF_MAX; backward the reverse), so `get_range(t, &pk![7], &pk![7], ..)` reads every row
+    /// whose first column is 7, and `get_range(t, &pk![7], &pk![9], ..)` those of 7, 8 and 9.
+    ///
     /// # Errors
     /// `Invalid` for bad bounds or options, missing table, I/O and corruption errors.
     pub fn get_range(
@@ -761,6 +767,20 @@ impl Db {
     /// As [`Db::get_range`].
     pub fn range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey, opts: &RangeOptions) -> Result<RangeIter> {
         self.inner.range_iter(table, start, end, opts)
+    }
+
+    /// Every row whose leading primary-key columns equal `prefix` (one column up to the whole
+    /// key), forward or backward as `opts` says, on one snapshot: "all orders of device 7" is
+    /// `db.prefix("purchases", &pk![7], &RangeOptions::default())`. A prefix that includes the
+    /// partition key (every prefix does) skips, through the SSTables' partition-key filters,
+    /// the files that cannot hold it, so a prefix that matches nothing costs about a point miss.
+    /// For pages, pass the prefix as both bounds of [`Db::get_range`] and continue from each
+    /// page's next start key with the same end.
+    ///
+    /// # Errors
+    /// As [`Db::get_range`]; `pk-sentinel` for INF_MIN or INF_MAX in a prefix.
+    pub fn prefix(&self, table: &str, prefix: &PrimaryKey, opts: &RangeOptions) -> Result<RangeIter> {
+        self.inner.prefix_iter_at(self.inner.snapshot(), table, prefix, opts)
     }
 
     /// Counts the rows of a range.

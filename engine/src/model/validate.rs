@@ -5,7 +5,7 @@ use strata_format::value::{MAX_VALUE_BYTES, ValueRef};
 
 use crate::error::{Error, Result};
 use crate::model::schema::{PkColumn, TableOptions, validate_name};
-use crate::model::types::PrimaryKey;
+use crate::model::types::{PkValue, PrimaryKey};
 use crate::version::Table;
 
 /// Encodes a full primary key after checking it against the table's schema.
@@ -24,6 +24,23 @@ pub fn encode_row_key(table: &Table, pk: &PrimaryKey) -> Result<Vec<u8>> {
 pub fn encode_bound(table: &Table, pk: &PrimaryKey) -> Result<Vec<u8>> {
     check_key(table, pk, true)?;
     Ok(encode_pk(&pk.0))
+}
+
+/// Encodes a range bound that may name fewer columns than the key (at least one). A short
+/// bound stands for every key that begins with it: as the range's lower bound its missing
+/// columns are INF_MIN, as its upper bound INF_MAX, so both ends include the rows of their
+/// prefix (`lower` says which end this bound is).
+///
+/// # Errors
+/// As [`encode_bound`]; an empty bound is a column-count error.
+pub fn encode_prefix_bound(table: &Table, pk: &PrimaryKey, lower: bool) -> Result<Vec<u8>> {
+    let n = table.schema.primary_key.len();
+    if pk.0.is_empty() || pk.0.len() >= n {
+        return encode_bound(table, pk);
+    }
+    let mut padded = pk.0.clone();
+    padded.resize(n, if lower { PkValue::InfMin } else { PkValue::InfMax });
+    encode_bound(table, &PrimaryKey(padded))
 }
 
 fn check_key(table: &Table, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {

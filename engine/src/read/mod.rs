@@ -21,7 +21,7 @@ use crate::db::{Inner, ReadView};
 use crate::error::{Error, Result};
 use crate::model::rowstate::{DropCounts, RowState, resolve, select, select_single_put, single_put_applies, visible};
 use crate::model::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
-use crate::model::validate::encode_bound;
+use crate::model::validate::encode_prefix_bound;
 use crate::read::iter::{EntrySource, LevelFile, LevelSource, MemSource, MergeIter, RowGrouper, after_all_versions};
 use crate::read::rowref::RowRef;
 use crate::sst::SstIter;
@@ -248,9 +248,11 @@ impl Inner {
         validate_read_options(&opts.read)?;
         let table =
             snap.version.table(table_name).cloned().ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
-        let s = encode_bound(&table, start)?;
-        let e = encode_bound(&table, end)?;
         let forward = opts.direction == Direction::Forward;
+        // Short bounds cover their whole prefix: forward, the start is the lower end;
+        // backward, the upper.
+        let s = encode_prefix_bound(&table, start, forward)?;
+        let e = encode_prefix_bound(&table, end, !forward)?;
         match (forward, s.cmp(&e)) {
             (_, std::cmp::Ordering::Equal) => {
                 return Err(Error::invalid("range-empty-bounds", format!("range start {start} equals its end")));
@@ -273,6 +275,40 @@ impl Inner {
             return Err(Error::invalid("range-limit", "a range limit must be at least 1"));
         }
         let (lo, hi) = if forward { (s, e) } else { (after_all_versions(&e), after_all_versions(&s)) };
+        Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.clock.now_ms()))
+    }
+
+    /// Every row whose leading key columns equal `prefix` (one column up to the whole key),
+    /// in the direction `opts` asks, on the state `snap` holds.
+    pub(crate) fn prefix_iter_at(
+        &self,
+        snap: ReadPoint,
+        table_name: &str,
+        prefix: &PrimaryKey,
+        opts: &RangeOptions,
+    ) -> Result<RangeIter> {
+        if prefix.0.iter().any(|v| v.key_type().is_none()) {
+            return Err(Error::invalid(
+                "pk-sentinel",
+                format!("a prefix names values, not INF_MIN or INF_MAX: {prefix}"),
+            ));
+        }
+        let key_len = snap.version.table(table_name).map(|t| t.schema.primary_key.len());
+        if key_len != Some(prefix.0.len()) {
+            // A short prefix is the range whose two bounds are the prefix, each padded to cover
+            // it (a missing table or an empty prefix gets its error there).
+            return self.range_iter_at(snap, table_name, prefix, prefix, opts);
+        }
+        // The whole key: the range of that one row.
+        validate_read_options(&opts.read)?;
+        if opts.limit == Some(0) {
+            return Err(Error::invalid("range-limit", "a range limit must be at least 1"));
+        }
+        let table =
+            snap.version.table(table_name).cloned().ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+        let lo = crate::model::validate::encode_bound(&table, prefix)?;
+        let hi = after_all_versions(&lo);
+        let forward = opts.direction == Direction::Forward;
         Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.clock.now_ms()))
     }
 

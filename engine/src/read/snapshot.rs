@@ -100,6 +100,15 @@ impl Snapshot {
         self.inner.range_iter_at(self.at.clone(), table, start, end, opts)
     }
 
+    /// Every row whose leading key columns equal `prefix`, as of the snapshot
+    /// ([`crate::Db::prefix`]).
+    ///
+    /// # Errors
+    /// As [`crate::Db::prefix`].
+    pub fn prefix(&self, table: &str, prefix: &PrimaryKey, opts: &RangeOptions) -> Result<RangeIter> {
+        self.inner.prefix_iter_at(self.at.clone(), table, prefix, opts)
+    }
+
     /// Counts the rows of a range as of the snapshot.
     ///
     /// # Errors

@@ -113,7 +113,10 @@ impl crate::Db {
         let (lo, hi) = {
             let v = self.inner.state.read().version.clone();
             let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
-            (crate::model::validate::encode_bound(t, start)?, crate::model::validate::encode_bound(t, end)?)
+            (
+                crate::model::validate::encode_prefix_bound(t, start, true)?,
+                crate::model::validate::encode_prefix_bound(t, end, false)?,
+            )
         };
         self.inner.compact_partitions(table, Some(&lo), Some(&hi))
     }
