@@ -1,5 +1,6 @@
 //! Criterion micro-benchmarks of the hot paths: key encoding, block building and search,
-//! memtable insert and lookup, WAL framing, SSTable point lookups. Each reports throughput.
+//! memtable insert and lookup, WAL framing, SSTable point lookups, and database reads (point,
+//! miss, prefix, missing prefix, through a snapshot). Each reports throughput.
 //!
 //! `cargo bench -p strata-benches --bench micro`
 
@@ -232,9 +233,64 @@ fn sst(c: &mut Criterion) {
     g.finish();
 }
 
+/// Reads through the database on a two-column key (device, order), 200,000 rows flushed to
+/// SSTables: a point read and a point miss, a prefix read of one device and of a device that
+/// does not exist, and the same point read through a held snapshot (its cost against a plain
+/// read is the snapshot's overhead per read).
+fn reads(c: &mut Criterion) {
+    use strata::{Db, KeyType, Options, PutRow, RangeOptions, ReadOptions, TableSchema, pk};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), Options::default()).expect("open");
+    db.create_table(TableSchema::new("t").pk("device", KeyType::Integer).pk("order", KeyType::Integer))
+        .expect("create");
+    for d in 0..2_000i64 {
+        for o in 0..100i64 {
+            db.put_row(PutRow::new("t", pk![d * 2, o]).column("v", vec![7u8; 100])).expect("put");
+        }
+    }
+    db.flush().expect("flush");
+    let read = ReadOptions::default();
+    let fwd = RangeOptions::default();
+    let mut g = c.benchmark_group("db");
+    g.throughput(Throughput::Elements(1));
+    let mut i = 0i64;
+    g.bench_function("point read", |b| {
+        b.iter(|| {
+            i = (i + 7919) % 200_000;
+            black_box(db.get_row("t", &pk![(i / 100) * 2, i % 100], &read).expect("get"))
+        })
+    });
+    g.bench_function("point miss", |b| {
+        b.iter(|| {
+            i = (i + 7919) % 200_000;
+            black_box(db.get_row("t", &pk![(i / 100) * 2 + 1, i % 100], &read).expect("get"))
+        })
+    });
+    g.bench_function("prefix of one device (100 rows)", |b| {
+        b.iter(|| {
+            i = (i + 7919) % 2_000;
+            black_box(db.prefix("t", &pk![i * 2], &fwd).expect("prefix").count())
+        })
+    });
+    g.bench_function("prefix of a missing device", |b| {
+        b.iter(|| {
+            i = (i + 7919) % 2_000;
+            black_box(db.prefix("t", &pk![i * 2 + 1], &fwd).expect("prefix").count())
+        })
+    });
+    let snap = db.snapshot();
+    g.bench_function("point read through a snapshot", |b| {
+        b.iter(|| {
+            i = (i + 7919) % 200_000;
+            black_box(snap.get_row("t", &pk![(i / 100) * 2, i % 100], &read).expect("get"))
+        })
+    });
+    g.finish();
+}
+
 mod group {
     #![allow(missing_docs)]
     use super::*;
-    criterion_group!(benches, keys, blocks, memtable, wal, sst);
+    criterion_group!(benches, keys, blocks, memtable, wal, sst, reads);
 }
 criterion_main!(group::benches);
