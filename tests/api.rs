@@ -509,8 +509,7 @@ fn a_batch_is_atomic_and_reports_each_row() {
     let receipts = ok.into_result().unwrap();
     assert_eq!(receipts.len(), 2);
     assert_eq!(receipts[1].seqno, receipts[0].seqno + 1);
-    let got =
-        db.batch_get(&[("t".into(), pk![1]), ("t".into(), pk![2]), ("nope".into(), pk![1])], &ReadOptions::default());
+    let got = db.batch_get(&[("t", pk![1]), ("t", pk![2]), ("nope", pk![1])], &ReadOptions::default());
     assert!(got[0].as_ref().unwrap().is_none());
     assert!(got[1].as_ref().unwrap().is_some());
     assert!(got[2].is_err());
@@ -666,4 +665,35 @@ fn prefix_reads_and_short_bounds_on_the_purchase_table() {
         db.prefix("purchases", &PrimaryKey(vec![PkValue::InfMin]), &fwd),
         Err(Error::Invalid { rule: "pk-sentinel", .. })
     ));
+}
+
+/// The small conveniences: typed accessors on values, the common conditions by name, a TTL
+/// from a `Duration`, borrowed table names in a batch get.
+#[test]
+fn value_accessors_condition_shorthands_and_ttl_from_a_duration() {
+    assert_eq!(Value::Integer(3).as_i64(), Some(3));
+    assert_eq!(Value::Double(0.5).as_f64(), Some(0.5));
+    assert_eq!(Value::Integer(3).as_f64(), None, "an Integer is not a Double");
+    assert_eq!(Value::String("x".into()).as_str(), Some("x"));
+    assert_eq!(Value::Binary(vec![1]).as_bytes(), Some(&[1u8][..]));
+    assert_eq!(Value::Boolean(true).as_bool(), Some(true));
+    assert_eq!(Value::Boolean(true).as_i64(), None);
+    assert_eq!(Ttl::from(std::time::Duration::from_secs(86_400)), Ttl::Seconds(86_400));
+    assert_eq!(Ttl::from(std::time::Duration::from_millis(1_500)), Ttl::Seconds(2), "rounded up");
+    assert_eq!(Ttl::from(std::time::Duration::ZERO), Ttl::Seconds(1));
+
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("id", KeyType::Integer)).unwrap();
+    db.put_row(PutRow::new("t", pk![1]).column("n", 1).condition(Condition::expect_not_exist())).unwrap();
+    let again = db.put_row(PutRow::new("t", pk![1]).column("n", 9).condition(Condition::expect_not_exist()));
+    assert!(matches!(again, Err(Error::ConditionFailed(_))));
+    let cas = |from: i64, to: i64| {
+        db.update_row(UpdateRow::new("t", pk![1]).put("n", to).condition(Condition::column_equals("n", from)))
+    };
+    assert!(matches!(cas(5, 6), Err(Error::ConditionFailed(_))));
+    cas(1, 2).unwrap();
+    db.update_row(UpdateRow::new("t", pk![1]).put("m", 1).condition(Condition::expect_exist())).unwrap();
+    let rows = db.batch_get(&[("t", pk![1])], &ReadOptions::default());
+    assert_eq!(rows[0].as_ref().unwrap().as_ref().unwrap().get("n").and_then(Value::as_i64), Some(2));
 }

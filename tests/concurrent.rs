@@ -161,7 +161,7 @@ fn writer(db: &Db, mut rng: StdRng, stop: &AtomicBool, transfers: &AtomicU64) ->
             applied += 1;
         } else {
             // Read both, then move `amount` on the condition that neither changed meanwhile.
-            let rows = db.batch_get(&[(TABLE.into(), key(a)), (TABLE.into(), key(b))], &ReadOptions::default());
+            let rows = db.batch_get(&[(TABLE, key(a)), (TABLE, key(b))], &ReadOptions::default());
             let va = balance(&rows[0].as_ref().unwrap().clone().unwrap());
             let vb = balance(&rows[1].as_ref().unwrap().clone().unwrap());
             let cond = |v: i64| {

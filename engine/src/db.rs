@@ -395,6 +395,7 @@ impl Inner {
 
 /// A description of a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TableDescription {
     /// Schema and current options.
     pub schema: TableSchema,
@@ -634,7 +635,9 @@ impl Db {
         out.pop().unwrap_or(Err(Error::NotApplied))
     }
 
-    /// PutRow.
+    /// PutRow: writes the whole row, replacing any row with that key (its old columns
+    /// disappear); cells without a version get the engine's stamp. With a condition, the check
+    /// and the write are one atomic step.
     ///
     /// # Errors
     /// Validation, condition, missing-table, busy or I/O errors.
@@ -663,7 +666,11 @@ impl Db {
         self.inner.write_one(crate::write::OnePut { table, pk, columns })
     }
 
-    /// UpdateRow.
+    /// UpdateRow: applies its column operations in order (put a value, delete one version,
+    /// delete every version, increment an Integer); columns not named keep their values. On a
+    /// missing row, an update that puts or increments creates it; one that only deletes
+    /// creates nothing. Deleting every column leaves the row (with its key only) until
+    /// [`Db::delete_row`]. The receipt carries the incremented values.
     ///
     /// # Errors
     /// As [`Db::put_row`], plus increment errors.
@@ -671,7 +678,8 @@ impl Db {
         self.single(WriteOp::Update(row))
     }
 
-    /// DeleteRow.
+    /// DeleteRow: removes the row, every column and version (a missing row is not an error
+    /// unless the condition expects it to exist).
     ///
     /// # Errors
     /// As [`Db::put_row`].
@@ -733,10 +741,11 @@ impl Db {
         self.inner.user_snapshot()
     }
 
-    /// BatchGet: many rows read on one snapshot; one result per key.
-    pub fn batch_get(&self, keys: &[(String, PrimaryKey)], opts: &ReadOptions) -> Vec<Result<Option<Row>>> {
+    /// BatchGet: many rows read on one snapshot; one result per key. Table names may be
+    /// borrowed (`&[("orders", key)]`) or owned.
+    pub fn batch_get<T: AsRef<str>>(&self, keys: &[(T, PrimaryKey)], opts: &ReadOptions) -> Vec<Result<Option<Row>>> {
         let snap = self.inner.snapshot();
-        keys.iter().map(|(t, pk)| self.inner.get_row_at(&snap, t, pk, opts)).collect()
+        keys.iter().map(|(t, pk)| self.inner.get_row_at(&snap, t.as_ref(), pk, opts)).collect()
     }
 
     /// GetRange: one page of rows in `[start, end)` (or `(end, start]` backward) and the key to
@@ -838,6 +847,9 @@ impl Db {
     }
 }
 
+/// Dropping a `Db` closes it as [`Db::close`] does (flushes the memtables, stops background
+/// work, releases the folder lock) but has nowhere to report an error: a failed final flush
+/// leaves the data in the WAL, recovered at the next open. Call `close` to see the error.
 impl Drop for Db {
     fn drop(&mut self) {
         let _ = self.close_inner();

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 /// table, column or value concerned. Only [`Error::Busy`] is worth retrying as is; see
 /// [`Error::is_retryable`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A request broke a rule of the data model.
     #[error("invalid request ({rule}): {message}")]

@@ -71,6 +71,46 @@ pub enum Value {
 }
 
 impl Value {
+    /// The integer, if this is an Integer.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Integer(i) => Some(*i),
+            _ => None,
+        }
+    }
+
+    /// The double, if this is a Double (an Integer is not converted: the types differ).
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Double(d) => Some(*d),
+            _ => None,
+        }
+    }
+
+    /// The string, if this is a String.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The bytes, if this is a Binary.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Binary(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The boolean, if this is a Boolean.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Boolean(b) => Some(*b),
+            _ => None,
+        }
+    }
+
     /// The value's type.
     pub fn column_type(&self) -> ColumnType {
         match self {

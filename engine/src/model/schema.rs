@@ -18,6 +18,15 @@ pub enum Ttl {
     Seconds(u64),
 }
 
+impl From<std::time::Duration> for Ttl {
+    /// A TTL of the duration in whole seconds, rounded up (at least one second): a cell is
+    /// never kept for less than asked.
+    fn from(d: std::time::Duration) -> Ttl {
+        let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+        Ttl::Seconds(secs.max(1))
+    }
+}
+
 impl Ttl {
     /// The TTL in milliseconds, or `None` for forever.
     pub fn as_ms(self) -> Option<u64> {

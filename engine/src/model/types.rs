@@ -247,6 +247,22 @@ impl Condition {
         Condition { row, column: None }
     }
 
+    /// The write applies only if the row exists.
+    pub fn expect_exist() -> Self {
+        Condition::row(RowExistence::ExpectExist)
+    }
+
+    /// The write applies only if the row does not exist (an insert).
+    pub fn expect_not_exist() -> Self {
+        Condition::row(RowExistence::ExpectNotExist)
+    }
+
+    /// The write applies only if the newest version of `column` equals `value` (a row or a
+    /// column that is missing fails it): compare-and-set.
+    pub fn column_equals(column: impl Into<String>, value: impl Into<Value>) -> Self {
+        Condition::row(RowExistence::Ignore).with_column(ColumnCondition::compare(column, CompareOp::Equal, value))
+    }
+
     /// Adds a column condition.
     pub fn with_column(mut self, c: ColumnCondition) -> Self {
         self.column = Some(c);

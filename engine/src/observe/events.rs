@@ -15,6 +15,7 @@ const RECENT_EVENTS: usize = 1000;
 
 /// One logged event.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Event {
     /// Time, ms since the epoch.
     pub time_ms: u64,

@@ -18,6 +18,7 @@ use crate::version::Partition;
 
 /// Files and bytes of one level.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LevelStats {
     /// Files.
     pub files: usize,
@@ -27,6 +28,7 @@ pub struct LevelStats {
 
 /// One partition.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct PartitionInfo {
     /// Partition id.
     pub id: u64,
@@ -52,6 +54,7 @@ pub struct PartitionInfo {
 
 /// One table.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct TableStats {
     /// Name.
     pub name: String,
@@ -80,6 +83,7 @@ pub struct TableStats {
 
 /// Engine-wide statistics.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct DbStats {
     /// Tables.
     pub tables: Vec<TableStats>,

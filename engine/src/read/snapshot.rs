@@ -73,8 +73,8 @@ impl Snapshot {
     }
 
     /// BatchGet as of the snapshot: one result per key.
-    pub fn batch_get(&self, keys: &[(String, PrimaryKey)], opts: &ReadOptions) -> Vec<Result<Option<Row>>> {
-        keys.iter().map(|(t, pk)| self.inner.get_row_at(&self.at, t, pk, opts)).collect()
+    pub fn batch_get<T: AsRef<str>>(&self, keys: &[(T, PrimaryKey)], opts: &ReadOptions) -> Vec<Result<Option<Row>>> {
+        keys.iter().map(|(t, pk)| self.inner.get_row_at(&self.at, t.as_ref(), pk, opts)).collect()
     }
 
     /// GetRange as of the snapshot: one page and the key to continue from. Later pages read
