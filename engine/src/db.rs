@@ -226,8 +226,15 @@ impl Inner {
 
     /// Writes the manifest for `version` and `ms` atomically.
     fn write_manifest(&self, version: &Version, ms: &ManifestState) -> Result<()> {
+        let data = self.manifest_data(version, ms);
+        let path = paths::manifest(&self.path);
+        write_atomic(self.fs.as_ref(), &path, &data.encode()).map_err(|e| Error::io("write manifest", &path, e))
+    }
+
+    /// The manifest's contents for `version` and `ms`, with the current version stamps.
+    pub(crate) fn manifest_data(&self, version: &Version, ms: &ManifestState) -> ManifestData {
         let stamps = self.stamps.lock().clone();
-        let data = ManifestData {
+        ManifestData {
             generation: ms.generation,
             next_file_id: ms.next_file_id,
             next_table_id: ms.next_table_id,
@@ -235,9 +242,7 @@ impl Inner {
             flushed_seqno: ms.flushed_seqno,
             min_wal_number: ms.min_wal_number,
             tables: version.table_records(&stamps),
-        };
-        let path = paths::manifest(&self.path);
-        write_atomic(self.fs.as_ref(), &path, &data.encode()).map_err(|e| Error::io("write manifest", &path, e))
+        }
     }
 
     /// Builds a new version with `f`, writes it to the manifest, and installs it (retiring the
@@ -382,7 +387,7 @@ impl Inner {
         }
     }
 
-    fn flush_and_wait(&self) -> Result<()> {
+    pub(crate) fn flush_and_wait(&self) -> Result<()> {
         self.check_writable()?;
         {
             // Rotation must not interleave with a write group.
@@ -517,6 +522,19 @@ impl Db {
             self.inner.poison(&format!("WAL sync failed: {e}"));
         }
         r
+    }
+
+    /// Writes a consistent, openable copy of the whole database into `dest` (a new or empty
+    /// folder) while writes go on: every write acknowledged before the call is in it. SSTables
+    /// are hard-linked where the file system allows (they never change) and copied otherwise;
+    /// the copy's manifest is written last, so a crash leaves no half checkpoint that opens.
+    /// Open the copy with [`Db::open`].
+    ///
+    /// # Errors
+    /// `Invalid` (`checkpoint-destination`) for a folder that is not empty; flush and I/O
+    /// errors.
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<crate::CheckpointInfo> {
+        self.inner.checkpoint(dest.as_ref())
     }
 
     /// Writes the memtable to SSTables now and waits for it.

@@ -61,5 +61,6 @@ pub use options::{LoadSplit, Options, SyncMode, WalRecovery};
 pub use read::rowref::RowRef;
 pub use read::snapshot::Snapshot;
 pub use read::{Examined, RangeIter};
+pub use version::checkpoint::CheckpointInfo;
 pub use version::recovery::{RecoveryReport, TornTail};
 pub use write::putbatch::PutBatch;

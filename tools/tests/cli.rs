@@ -355,3 +355,20 @@ fn csv_round_trips_every_type_or_refuses_the_table() {
     assert_ne!(code, 0);
     assert!(err.contains("Note") && err.contains("jsonl"), "{err}");
 }
+
+/// `strata checkpoint DIR DEST` writes a copy that the command line reads like the original.
+#[test]
+fn checkpoint_from_the_shell_gives_a_copy_that_opens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    create(a);
+    ok(&["put", a, "orders", "Customer=alice", "Order=1", "Amount:int=12"]);
+    let out = ok(&["checkpoint", a, b, "--json"]);
+    let j: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert!(j["files"].as_u64().unwrap() >= 1, "{out}");
+    assert!(ok(&["get", b, "orders", "Customer=alice", "Order=1"]).contains("12"));
+    let (code, _, err) = strata(&["checkpoint", a, b]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not empty"), "{err}");
+}

@@ -103,6 +103,14 @@ pub trait FileSystem: Send + Sync + Debug {
     fn file_size(&self, path: &Path) -> io::Result<u64>;
     /// Takes an exclusive lock; fails with `WouldBlock` if another holder has it.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+    /// Gives the immutable file `from` a second name `to`: a hard link where the file system
+    /// allows, else a synced copy (this default). The caller syncs `to`'s folder.
+    fn link_or_copy(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let data = self.read(from)?;
+        let mut f = self.create(to)?;
+        f.append(&data)?;
+        f.sync()
+    }
 }
 
 /// Writes `data` to `path` through a temporary file, syncs it, renames it into place and syncs

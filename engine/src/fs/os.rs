@@ -331,6 +331,15 @@ impl FileSystem for OsFs {
     fn file_size(&self, path: &Path) -> io::Result<u64> {
         Ok(fs::metadata(path)?.len())
     }
+    fn link_or_copy(&self, from: &Path, to: &Path) -> io::Result<()> {
+        // A link shares the (already synced) data; another device or a file system without
+        // links gets a synced copy.
+        if fs::hard_link(from, to).is_ok() {
+            return Ok(());
+        }
+        fs::copy(from, to)?;
+        File::open(to)?.sync_all()
+    }
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
         let try_lock = |f: &File| match f.try_lock() {
             Ok(()) => Ok(()),

@@ -69,6 +69,9 @@ pub enum Command {
     Compact(report::CompactArgs),
     /// Verify every checksum of every live file. Exit 0 sound, 1 corrupt.
     Check(DirJson),
+    /// Write a consistent, openable copy of the database into DEST (new or empty), SSTables
+    /// hard-linked where possible.
+    Checkpoint(report::CheckpointArgs),
     /// Key-design helpers: spliced keys and hash prefixes.
     Key(keys::KeyArgs),
     /// db_bench-style workloads on strata (see docs/PERFORMANCE.md for the peers).
@@ -140,6 +143,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Advise(a) => report::advise(&a, out),
         Command::Compact(a) => report::compact(&a, out),
         Command::Check(a) => report::check(&a, out),
+        Command::Checkpoint(a) => report::checkpoint(&a, out),
         Command::Key(a) => keys::run(&a, out),
         Command::Bench(a) => crate::bench::run(&a, out, err),
     };

@@ -475,3 +475,42 @@ pub fn check(a: &DirJson, out: &mut dyn Write) -> CliResult {
     }
     Ok(if problems.is_empty() { 0 } else { crate::EXIT_FAIL })
 }
+
+/// Arguments of checkpoint.
+#[derive(clap::Args, Debug)]
+pub struct CheckpointArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Destination: a new or empty folder.
+    pub dest: PathBuf,
+    /// JSON output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// checkpoint.
+pub fn checkpoint(a: &CheckpointArgs, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    let t0 = std::time::Instant::now();
+    let info = db.checkpoint(&a.dest)?;
+    db.close()?;
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            json!({"dest": a.dest, "files": info.files, "bytes": info.bytes, "seqno": info.seqno, "seconds": t0.elapsed().as_secs_f64()})
+        )?;
+    } else {
+        writeln!(
+            out,
+            "checkpoint of {} in {}: {} SSTables, {} bytes, through sequence number {} ({:.2} s); open it like any database",
+            a.dir.display(),
+            a.dest.display(),
+            info.files,
+            info.bytes,
+            info.seqno,
+            t0.elapsed().as_secs_f64()
+        )?;
+    }
+    Ok(0)
+}
