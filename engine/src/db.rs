@@ -815,12 +815,7 @@ impl Db {
     /// # Errors
     /// As [`Db::get_range`].
     pub fn count_range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey) -> Result<u64> {
-        let mut it = self.inner.range_iter(table, start, end, &RangeOptions::default())?;
-        let mut n = 0;
-        while it.next_examined()?.is_some() {
-            n += 1;
-        }
-        Ok(n)
+        self.inner.count_range_at(self.inner.snapshot(), table, start, end)
     }
 
     /// Deletes every row of a range, in batches of 1000 (each batch atomic; the range as a

@@ -312,6 +312,23 @@ impl Inner {
         Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.clock.now_ms()))
     }
 
+    /// Counts the rows of a range on the state `snap` holds (rows a filter rejects count too:
+    /// they exist).
+    pub(crate) fn count_range_at(
+        &self,
+        snap: ReadPoint,
+        table: &str,
+        start: &PrimaryKey,
+        end: &PrimaryKey,
+    ) -> Result<u64> {
+        let mut it = self.range_iter_at(snap, table, start, end, &RangeOptions::default())?;
+        let mut n = 0;
+        while it.next_examined()?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// GetRange: one page.
     pub(crate) fn get_range(
         &self,

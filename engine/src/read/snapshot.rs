@@ -114,12 +114,7 @@ impl Snapshot {
     /// # Errors
     /// As [`crate::Db::count_range`].
     pub fn count_range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey) -> Result<u64> {
-        let mut it = self.inner.range_iter_at(self.at.clone(), table, start, end, &RangeOptions::default())?;
-        let mut n = 0;
-        while it.next_examined()?.is_some() {
-            n += 1;
-        }
-        Ok(n)
+        self.inner.count_range_at(self.at.clone(), table, start, end)
     }
 }
 
