@@ -566,25 +566,40 @@ fn a_range_restricts_only_leading_columns() {
     assert_eq!(keys, vec![pk![0, 2], pk![1, 0], pk![1, 1], pk![1, 2], pk![2, 0]]);
 }
 
+/// Whether another process can open the database at `dir` now (the crash-test child opens it
+/// and prints `open`, or panics on the error).
+fn another_process_opens(dir: &std::path::Path) -> bool {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crash-child"))
+        .args([dir.to_str().unwrap(), "1", "0", "buffered"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().any(|l| l == "open")
+}
+
 #[test]
 fn a_second_open_of_the_same_folder_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
-    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::Locked(_))));
+    // In this process: said so (share the Db instead); from another: locked.
+    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::AlreadyOpen(_))));
+    assert!(!another_process_opens(dir.path()));
     drop(db);
+    assert!(another_process_opens(dir.path()));
     assert!(Db::open(dir.path(), Options::default()).is_ok());
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Db>();
 }
 
 /// The lock is not the `LOCK` file's name: deleting it while the database is open does not let
-/// a second opener in (which would then delete the first one's in-progress files as orphans).
+/// a second opener in (which would then delete the first one's in-progress files as orphans),
+/// in this process or another.
 #[test]
 fn deleting_the_lock_file_does_not_let_a_second_opener_in() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     std::fs::remove_file(dir.path().join("LOCK")).unwrap();
-    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::Locked(_))));
+    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::AlreadyOpen(_))));
+    assert!(!another_process_opens(dir.path()), "another process opened a database whose LOCK file was deleted");
     drop(db);
     assert!(Db::open(dir.path(), Options::default()).is_ok());
 }

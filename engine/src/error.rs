@@ -62,9 +62,13 @@ pub enum Error {
     /// The database was closed.
     #[error("database is closed")]
     Closed,
-    /// Another process (or handle) holds the database folder.
+    /// Another process holds the database folder.
     #[error("database {} is locked: it is open in another process", .0.display())]
     Locked(PathBuf),
+    /// This process already has the folder open (one `Db` per folder: share it by reference
+    /// or `Arc`).
+    #[error("database {} is already open in this process; share that Db (it is Send + Sync) instead of opening it again", .0.display())]
+    AlreadyOpen(PathBuf),
     /// The folder is not a strata database.
     #[error("{} is not a strata database: {reason}", path.display())]
     NotADatabase {

@@ -10,6 +10,7 @@ mod fault;
 mod mapped;
 mod mem;
 mod os;
+pub(crate) use os::OPEN_IN_THIS_PROCESS;
 #[cfg(target_os = "linux")]
 mod writeback;
 

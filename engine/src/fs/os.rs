@@ -271,9 +271,30 @@ impl RandomAccessFile for OsReadable {
 struct OsLock {
     _file: File,
     _folder: File,
+    /// The folder's (device, inode), registered as open in this process until the lock drops.
+    id: Option<(u64, u64)>,
 }
 
 impl FileLock for OsLock {}
+
+impl Drop for OsLock {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            open_in_this_process().lock().remove(&id);
+        }
+    }
+}
+
+/// Database folders this process holds locks on, by (device, inode): `flock` refuses a second
+/// lock in the same process exactly as in another one, and this tells the two apart.
+fn open_in_this_process() -> &'static parking_lot::Mutex<std::collections::HashSet<(u64, u64)>> {
+    static OPEN: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashSet<(u64, u64)>>> =
+        std::sync::OnceLock::new();
+    OPEN.get_or_init(Default::default)
+}
+
+/// The error `FileSystem::lock` returns for a folder this process already holds.
+pub(crate) const OPEN_IN_THIS_PROCESS: &str = "already open in this process";
 
 impl FileSystem for OsFs {
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -350,10 +371,30 @@ impl FileSystem for OsFs {
         };
         let folder_path = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let folder = File::open(folder_path)?;
+        #[cfg(unix)]
+        let id = {
+            use std::os::unix::fs::MetadataExt;
+            let m = folder.metadata()?;
+            Some((m.dev(), m.ino()))
+        };
+        #[cfg(not(unix))]
+        let id = None;
+        // Held across the flocks, so two threads opening the same folder at once are told
+        // apart from another process.
+        let mut open = open_in_this_process().lock();
+        if let Some(id) = id
+            && open.contains(&id)
+        {
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, OPEN_IN_THIS_PROCESS));
+        }
         try_lock(&folder)?;
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
         try_lock(&file)?;
-        Ok(Box::new(OsLock { _file: file, _folder: folder }))
+        if let Some(id) = id {
+            open.insert(id);
+        }
+        drop(open);
+        Ok(Box::new(OsLock { _file: file, _folder: folder, id }))
     }
 }
 
