@@ -169,50 +169,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
         let _ = fs.remove_file(&tmp);
     }
 
-    // Open every file the manifest names (a shared file once).
-    let mut version = Version::default();
-    let mut readers: BTreeMap<u64, Arc<SstReader>> = BTreeMap::new();
-    let mut stamps = BTreeMap::new();
-    let mut live_paths = HashSet::new();
-    for t in &data.tables {
-        let mut partitions = Vec::new();
-        for p in &t.partitions {
-            let mut levels: Vec<Vec<Arc<FileEntry>>> = Vec::new();
-            for f in &p.files {
-                let fpath = paths::sst_file(path, &t.name, f.home_partition, f.id);
-                let reader = match readers.get(&f.id) {
-                    Some(r) => r.clone(),
-                    None => {
-                        let r = SstReader::open(fs.clone(), &fpath, f.id, cache.clone())?;
-                        let mismatches = f.identity_mismatches(t.id, r.size, &r.meta.props);
-                        if !mismatches.is_empty() {
-                            return Err(Error::Corruption {
-                                path: fpath,
-                                offset: 0,
-                                detail: format!(
-                                    "not the SSTable the manifest names (a file copied or moved in its place?): {}",
-                                    mismatches.join("; ")
-                                ),
-                            });
-                        }
-                        readers.insert(f.id, r.clone());
-                        r
-                    }
-                };
-                live_paths.insert(fpath);
-                let l = f.level as usize;
-                if levels.len() <= l {
-                    levels.resize_with(l + 1, Vec::new);
-                }
-                if let Some(level) = levels.get_mut(l) {
-                    level.push(Arc::new(FileEntry { reader, rec: f.clone() }));
-                }
-            }
-            partitions.push(Arc::new(Partition::new(p.id, p.start.clone(), p.end.clone(), levels, Default::default())));
-        }
-        stamps.insert(t.id, t.last_stamp_ms);
-        version.put_table(Table { id: t.id, schema: schema_of(t), created_ms: t.created_ms, partitions });
-    }
+    let (version, mut stamps, live_paths) = load_version(&fs, path, &data, &cache)?;
     remove_orphans(fs.as_ref(), path, &version, &live_paths);
 
     // Replay the WAL.
@@ -294,21 +251,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
                     }
                 }
             }
-            for (i, e) in b.entries.iter().enumerate() {
-                let seqno = b.first_seqno + i as u64;
-                last_seqno = last_seqno.max(seqno);
-                if seqno <= data.flushed_seqno || !version.tables.contains_key(&e.table_id) {
-                    continue;
-                }
-                if e.stamp > 0 {
-                    let s = stamps.entry(e.table_id).or_insert(0);
-                    *s = (*s).max(e.stamp);
-                }
-                if !mem.insert_batch([(e.table_id, e.pk.as_slice(), seqno, e.record.as_slice())]) {
-                    return Err(Error::Busy("the WAL does not fit in memory: memtable arena full".into()));
-                }
-                replayed += 1;
-            }
+            replayed += replay_batch(b, data.flushed_seqno, &version, &mut stamps, &mem, &mut last_seqno)?;
         }
         if stop {
             // The gap was found inside this file, which now ends before it.
@@ -418,6 +361,90 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
         report,
         opts,
     })
+}
+
+/// Opens every SSTable `data` names (a shared file once), checking each is the file the
+/// manifest recorded, and builds the version. Returns it with the tables' stamp high-water
+/// marks and the paths of the live files.
+fn load_version(
+    fs: &Arc<dyn FileSystem>,
+    path: &Path,
+    data: &ManifestData,
+    cache: &Arc<BlockCache>,
+) -> Result<(Version, BTreeMap<u64, u64>, HashSet<std::path::PathBuf>)> {
+    let mut version = Version::default();
+    let mut readers: BTreeMap<u64, Arc<SstReader>> = BTreeMap::new();
+    let mut stamps = BTreeMap::new();
+    let mut live_paths = HashSet::new();
+    for t in &data.tables {
+        let mut partitions = Vec::new();
+        for p in &t.partitions {
+            let mut levels: Vec<Vec<Arc<FileEntry>>> = Vec::new();
+            for f in &p.files {
+                let fpath = paths::sst_file(path, &t.name, f.home_partition, f.id);
+                let reader = match readers.get(&f.id) {
+                    Some(r) => r.clone(),
+                    None => {
+                        let r = SstReader::open(fs.clone(), &fpath, f.id, cache.clone())?;
+                        let mismatches = f.identity_mismatches(t.id, r.size, &r.meta.props);
+                        if !mismatches.is_empty() {
+                            return Err(Error::Corruption {
+                                path: fpath,
+                                offset: 0,
+                                detail: format!(
+                                    "not the SSTable the manifest names (a file copied or moved in its place?): {}",
+                                    mismatches.join("; ")
+                                ),
+                            });
+                        }
+                        readers.insert(f.id, r.clone());
+                        r
+                    }
+                };
+                live_paths.insert(fpath);
+                let l = f.level as usize;
+                if levels.len() <= l {
+                    levels.resize_with(l + 1, Vec::new);
+                }
+                if let Some(level) = levels.get_mut(l) {
+                    level.push(Arc::new(FileEntry { reader, rec: f.clone() }));
+                }
+            }
+            partitions.push(Arc::new(Partition::new(p.id, p.start.clone(), p.end.clone(), levels, Default::default())));
+        }
+        stamps.insert(t.id, t.last_stamp_ms);
+        version.put_table(Table { id: t.id, schema: schema_of(t), created_ms: t.created_ms, partitions });
+    }
+    Ok((version, stamps, live_paths))
+}
+
+/// Inserts a WAL batch's entries into `mem`, skipping those already flushed or of dropped
+/// tables, and raises the tables' stamps and `last_seqno`. Returns how many it inserted.
+fn replay_batch(
+    b: &strata_format::wal::WalBatch,
+    flushed: u64,
+    version: &Version,
+    stamps: &mut BTreeMap<u64, u64>,
+    mem: &Memtable,
+    last_seqno: &mut u64,
+) -> Result<u64> {
+    let mut replayed = 0;
+    for (i, e) in b.entries.iter().enumerate() {
+        let seqno = b.first_seqno + i as u64;
+        *last_seqno = (*last_seqno).max(seqno);
+        if seqno <= flushed || !version.tables.contains_key(&e.table_id) {
+            continue;
+        }
+        if e.stamp > 0 {
+            let s = stamps.entry(e.table_id).or_insert(0);
+            *s = (*s).max(e.stamp);
+        }
+        if !mem.insert_batch([(e.table_id, e.pk.as_slice(), seqno, e.record.as_slice())]) {
+            return Err(Error::Busy("the WAL does not fit in memory: memtable arena full".into()));
+        }
+        replayed += 1;
+    }
+    Ok(replayed)
 }
 
 /// Deletes SSTables and temporary files no manifest names, and folders of vanished partitions
