@@ -129,11 +129,13 @@ pub(crate) struct Inner {
     pub snapshots: Mutex<BTreeMap<u64, u64>>,
     /// The next user snapshot's id.
     pub next_snapshot_id: AtomicU64,
+    /// Opened with `Db::open_read_only`: no lock, no background work, every write refused.
+    pub read_only: bool,
 }
 
 impl Inner {
     /// The engine state of a database opened at `path`, starting from what recovery found.
-    fn from_recovered(path: &Path, r: crate::version::recovery::Recovered) -> Inner {
+    fn from_recovered(path: &Path, r: crate::version::recovery::Recovered, read_only: bool) -> Inner {
         Inner {
             path: path.to_path_buf(),
             fs: r.opts.fs.clone(),
@@ -163,6 +165,7 @@ impl Inner {
             recovery: r.report,
             snapshots: Mutex::new(BTreeMap::new()),
             next_snapshot_id: AtomicU64::new(1),
+            read_only,
             opts: r.opts,
         }
     }
@@ -186,6 +189,9 @@ impl Inner {
     pub(crate) fn check_writable(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
+        }
+        if self.read_only {
+            return Err(Error::ReadOnly(self.path.clone()));
         }
         if !self.poisoned.load(Ordering::Acquire) {
             return Ok(());
@@ -444,11 +450,50 @@ impl Db {
     /// I/O errors.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner =
-            Arc::new(Inner::from_recovered(path.as_ref(), crate::version::recovery::open(path.as_ref(), opts)?));
+            Arc::new(Inner::from_recovered(path.as_ref(), crate::version::recovery::open(path.as_ref(), opts)?, false));
         crate::background::start(&inner)?;
         inner.bg.kick_flush();
         inner.bg.kick_compaction();
         Ok(Db { inner })
+    }
+
+    /// Opens the database in `path` read-only, as of now: without taking its lock and without
+    /// writing anything, so another process may have it open for writing meanwhile. The state
+    /// read is what the writer has in its manifest, SSTables and WAL (as far as the operating
+    /// system has them), consistent as of this call; the writer deleting files this reader
+    /// uses does not disturb it. [`Db::catch_up`] moves to the writer's newer state. Writes,
+    /// flushes and compactions fail with `ReadOnly`.
+    ///
+    /// # Errors
+    /// `NotADatabase` without a manifest; `Corruption`; I/O errors (after a few retries while
+    /// the writer replaces the files being opened).
+    pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        let r = crate::version::readonly::open_read_only(path.as_ref(), opts)?;
+        Ok(Db { inner: Arc::new(Inner::from_recovered(path.as_ref(), r, true)) })
+    }
+
+    /// A read-only database moves to the writer's current state (as [`Db::open_read_only`]
+    /// would find it); reads and snapshots begun before keep the state they had. A database
+    /// open for writing is always current: this does nothing.
+    ///
+    /// # Errors
+    /// As [`Db::open_read_only`].
+    pub fn catch_up(&self) -> Result<()> {
+        let i = &self.inner;
+        if !i.read_only {
+            return Ok(());
+        }
+        let r = crate::version::readonly::open_read_only(&i.path, i.opts.clone())?;
+        {
+            let mut st = i.state.write();
+            *st = ReadState::new(Arc::new(r.version), Arc::new(r.mem));
+            i.last_seqno.store(r.last_seqno, Ordering::Release);
+            i.visible_seqno.store(r.last_seqno, Ordering::Release);
+        }
+        *i.stamps.lock() = r.stamps;
+        *i.manifest.lock() = r.manifest;
+        i.max_l0_files.store(r.max_l0_files, Ordering::Release);
+        Ok(())
     }
 
     /// The database folder.
@@ -475,7 +520,7 @@ impl Db {
 
     fn close_inner(&self) -> Result<()> {
         let i = &self.inner;
-        if i.closed.swap(true, Ordering::AcqRel) {
+        if i.closed.swap(true, Ordering::AcqRel) || i.read_only {
             return Ok(());
         }
         i.bg.shutdown();

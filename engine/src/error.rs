@@ -62,6 +62,9 @@ pub enum Error {
     /// The database was closed.
     #[error("database is closed")]
     Closed,
+    /// The database was opened read-only ([`crate::Db::open_read_only`]): it writes nothing.
+    #[error("database {} is open read-only", .0.display())]
+    ReadOnly(PathBuf),
     /// Another process holds the database folder.
     #[error("database {} is locked: it is open in another process", .0.display())]
     Locked(PathBuf),

@@ -43,6 +43,11 @@ impl EventLog {
         EventLog { file: Mutex::new(file), recent: Mutex::new(VecDeque::new()) }
     }
 
+    /// A log kept in memory only (a read-only database writes no `LOG`).
+    pub fn in_memory() -> Self {
+        EventLog { file: Mutex::new(None), recent: Mutex::new(VecDeque::new()) }
+    }
+
     /// Records an event.
     pub fn log(&self, time_ms: u64, kind: &'static str, message: String) {
         let line = format!("{time_ms} {kind} {message}\n");

@@ -4,6 +4,7 @@
 //! new version and installs it (see `Inner::install` in db.rs).
 
 pub(crate) mod checkpoint;
+pub(crate) mod readonly;
 pub(crate) mod recovery;
 
 use std::collections::BTreeMap;

@@ -366,7 +366,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
 /// Opens every SSTable `data` names (a shared file once), checking each is the file the
 /// manifest recorded, and builds the version. Returns it with the tables' stamp high-water
 /// marks and the paths of the live files.
-fn load_version(
+pub(crate) fn load_version(
     fs: &Arc<dyn FileSystem>,
     path: &Path,
     data: &ManifestData,
@@ -420,7 +420,7 @@ fn load_version(
 
 /// Inserts a WAL batch's entries into `mem`, skipping those already flushed or of dropped
 /// tables, and raises the tables' stamps and `last_seqno`. Returns how many it inserted.
-fn replay_batch(
+pub(crate) fn replay_batch(
     b: &strata_format::wal::WalBatch,
     flushed: u64,
     version: &Version,

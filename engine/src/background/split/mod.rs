@@ -12,6 +12,7 @@ impl crate::Db {
     /// # Errors
     /// I/O errors of the manifest write.
     pub fn run_split_planner(&self) -> crate::Result<usize> {
+        self.inner.check_writable()?;
         self.inner.run_split_planner()
     }
 }

@@ -1,0 +1,151 @@
+//! Read-only opens ([`crate::Db::open_read_only`]): a database another process has open for
+//! writing, read without its lock and without writing a byte, as of the moment of opening.
+//!
+//! The loader reads the manifest, opens the SSTables it names and replays the live WAL files
+//! into a memtable of its own, changing nothing: a torn or zero tail of a log the writer is
+//! still appending to is where its records end, not damage to cut. The writer may flush and
+//! delete a log or compact away a file between the manifest read and the file's open; the
+//! loader then starts over from the newer manifest (a few times). Once open, every file the
+//! reader uses is held open (mapped or by descriptor), so the writer deleting it does not
+//! disturb the reader. [`crate::Db::catch_up`] loads the newer state the same way.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use strata_format::manifest::ManifestData;
+use strata_format::wal::{SeqnoChain, WalEnd};
+
+use super::recovery::{Recovered, RecoveryReport, load_version, replay_batch};
+use crate::db::ManifestState;
+use crate::error::{Error, Result};
+use crate::fs::{FileLock, MemFs};
+use crate::memtable::{ChunkPool, Memtable};
+use crate::observe::events::EventLog;
+use crate::options::Options;
+use crate::paths;
+use crate::sst::BlockCache;
+use crate::write::wal::{WalWriter, read_wal};
+
+/// Loads attempted before giving up while the writer keeps changing files underneath.
+const ATTEMPTS: usize = 8;
+
+/// Stands in for the folder lock a read-only open does not take.
+#[derive(Debug)]
+struct NoLock;
+impl FileLock for NoLock {}
+
+/// Loads the state of the database at `path` without writing anything.
+pub(crate) fn open_read_only(path: &Path, opts: Options) -> Result<Recovered> {
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        match load(path, &opts) {
+            Ok(r) => return Ok(r),
+            Err(e) if changed_underneath(&e) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or(Error::Closed))
+}
+
+/// True for the errors a writer changing files during the load explains: a file gone, or a
+/// log gone between listing and reading (a gap in the sequence numbers).
+fn changed_underneath(e: &Error) -> bool {
+    match e {
+        Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        Error::Corruption { detail, .. } => detail.contains("sequence numbers jump"),
+        _ => false,
+    }
+}
+
+fn load(path: &Path, opts: &Options) -> Result<Recovered> {
+    let fs = opts.fs.clone();
+    let manifest_path = paths::manifest(path);
+    if !fs.exists(&manifest_path) {
+        return Err(Error::NotADatabase { path: path.to_path_buf(), reason: "no MANIFEST".into() });
+    }
+    let bytes = fs.read(&manifest_path).map_err(|e| Error::io("read manifest", &manifest_path, e))?;
+    let data = ManifestData::decode(&bytes).map_err(|e| Error::corruption(&manifest_path, e))?;
+    let cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+    let (version, mut stamps, _) = load_version(&fs, path, &data, &cache)?;
+    let wal_dir = paths::wal_dir(path);
+    let mut numbers: Vec<u64> = fs
+        .list(&wal_dir)
+        .map_err(|e| Error::io("list", &wal_dir, e))?
+        .iter()
+        .filter_map(|n| paths::parse_wal_name(n))
+        .filter(|n| *n >= data.min_wal_number)
+        .collect();
+    numbers.sort_unstable();
+    let chunk_bytes = opts.write_buffer_bytes.saturating_add(opts.write_buffer_bytes / 8);
+    let mem_pool = ChunkPool::new(chunk_bytes, 0);
+    let mem = Memtable::for_buffer(0, opts.write_buffer_bytes, &mem_pool);
+    let mut chain = SeqnoChain::after_flushed(data.flushed_seqno);
+    let mut last_seqno = data.flushed_seqno;
+    let mut report = RecoveryReport::default();
+    let newest = numbers.last().copied();
+    for n in numbers {
+        let wpath = paths::wal_file(path, n);
+        let w = match read_wal(fs.as_ref(), &wpath) {
+            Ok(w) => w,
+            // The writer created it a moment ago and its header is not there yet.
+            Err(Error::Corruption { .. }) if Some(n) == newest => continue,
+            Err(e) => return Err(e),
+        };
+        report.wal_files_replayed += 1;
+        for (b, &offset) in w.batches.iter().zip(&w.offsets) {
+            if let Err(gap) = chain.check(b.first_seqno, b.entries.len()) {
+                return Err(Error::Corruption {
+                    path: wpath,
+                    offset,
+                    detail: format!("sequence numbers jump from {} to {}", gap.expected, gap.found),
+                });
+            }
+            report.entries_replayed +=
+                replay_batch(b, data.flushed_seqno, &version, &mut stamps, &mem, &mut last_seqno)?;
+        }
+        match (&w.end, Some(n) == newest) {
+            (WalEnd::Clean | WalEnd::ZeroTail { .. }, _) | (WalEnd::TornTail { .. }, true) => {}
+            (WalEnd::TornTail { offset, reason } | WalEnd::Corrupt { offset, reason }, _) => {
+                return Err(Error::Corruption { path: wpath, offset: *offset, detail: reason.clone() });
+            }
+        }
+    }
+    mem.cover_seqno(last_seqno);
+    report.last_seqno = last_seqno;
+    // The engine state wants a log writer; a read-only database's lives in memory and is
+    // never written (every write is refused first).
+    let scratch = MemFs::new();
+    crate::fs::FileSystem::create_dir_all(&scratch, &paths::wal_dir(Path::new("/read-only")))
+        .map_err(|e| Error::io("create dir", Path::new("/read-only"), e))?;
+    let wal = WalWriter::create(&scratch, Path::new("/read-only"), 1, 0, false)?;
+    let max_l0_files = version
+        .tables
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.levels.first().map_or(0, Vec::len))
+        .max()
+        .unwrap_or(0);
+    Ok(Recovered {
+        cache,
+        mem_pool,
+        version,
+        mem,
+        last_seqno,
+        wal,
+        next_wal_number: 2,
+        manifest: ManifestState {
+            generation: data.generation,
+            next_file_id: data.next_file_id,
+            next_table_id: data.next_table_id,
+            next_partition_id: data.next_partition_id,
+            flushed_seqno: data.flushed_seqno,
+            min_wal_number: data.min_wal_number,
+        },
+        stamps,
+        events: EventLog::in_memory(),
+        max_l0_files,
+        lock: Box::new(NoLock),
+        report,
+        opts: opts.clone(),
+    })
+}
