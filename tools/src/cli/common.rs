@@ -61,6 +61,16 @@ pub fn open_db(dir: &Path, create: bool) -> Result<Db, CliError> {
     Ok(Db::open(dir, opts)?)
 }
 
+/// Opens an existing database read-only for a command that only reads: no lock is taken and
+/// nothing is written, so it works while an application has the database open (it reads the
+/// state as of the command's start).
+pub fn open_db_read_only(dir: &Path) -> Result<Db, CliError> {
+    if !dir.join("MANIFEST").exists() {
+        return Err(CliError::new(format!("{} is not a strata database (no MANIFEST)", dir.display())));
+    }
+    Ok(Db::open_read_only(dir, Options::default())?)
+}
+
 /// The schema of a table.
 pub fn schema(db: &Db, table: &str) -> Result<TableSchema, CliError> {
     Ok(db.describe_table(table)?.schema)

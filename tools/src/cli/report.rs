@@ -9,7 +9,7 @@ use serde_json::json;
 use strata::keydesign::{SplicePart, hash_prefix, splice};
 use strata::{Db, PartitionInfo, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Value};
 
-use super::common::{CliError, CliResult, bar, human_bytes, open_db};
+use super::common::{CliError, CliResult, bar, human_bytes, open_db, open_db_read_only};
 use super::transfer::read_sample;
 use super::{DirJson, TableJson};
 use crate::display::pk_value_json;
@@ -57,7 +57,7 @@ fn partition_json(p: &PartitionInfo) -> serde_json::Value {
 
 /// stats.
 pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
-    let db = open_db(&a.dir, false)?;
+    let db = open_db_read_only(&a.dir)?;
     let s = db.stats();
     if a.json {
         for t in &s.tables {
@@ -145,7 +145,7 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
 
 /// partitions.
 pub fn partitions(a: &TableJson, out: &mut dyn Write) -> CliResult {
-    let db = open_db(&a.dir, false)?;
+    let db = open_db_read_only(&a.dir)?;
     let parts = db.partitions(&a.table)?;
     let split = db.describe_table(&a.table)?.schema.options.split_threshold_bytes;
     let load = |p: &PartitionInfo| p.load_total.writes + p.load_total.reads;
@@ -452,7 +452,7 @@ pub fn compact(a: &CompactArgs, out: &mut dyn Write) -> CliResult {
 
 /// check.
 pub fn check(a: &DirJson, out: &mut dyn Write) -> CliResult {
-    let db = open_db(&a.dir, false)?;
+    let db = open_db_read_only(&a.dir)?;
     let problems = db.check()?;
     let files = db.stats().tables.iter().map(|t| t.sst_files).sum::<usize>();
     db.close()?;

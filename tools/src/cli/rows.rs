@@ -10,7 +10,8 @@ use strata::{
 };
 
 use super::common::{
-    CliError, CliResult, infer_value, key_and_columns, open_db, parse_type, parse_typed, row_json, schema, write_table,
+    CliError, CliResult, infer_value, key_and_columns, open_db, open_db_read_only, parse_type, parse_typed, row_json,
+    schema, write_table,
 };
 use crate::keytext::parse_pk;
 
@@ -242,7 +243,7 @@ fn read_options(columns: &Option<Vec<String>>, versions: Option<u32>) -> ReadOpt
 
 /// get.
 pub fn get(a: &GetArgs, out: &mut dyn Write) -> CliResult {
-    let db = open_db(&a.dir, false)?;
+    let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
     let pk = key_only(&s, &a.key)?;
     let row = db.get_row(&a.table, &pk, &read_options(&a.columns, a.versions))?;
@@ -311,7 +312,7 @@ pub fn scan_bounds(
 
 /// scan.
 pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
-    let db = open_db(&a.dir, false)?;
+    let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
     let (start, end) = scan_bounds(&s, &a.from, &a.to, a.reverse)?;
     let mut opts = RangeOptions::default().read(read_options(&a.columns, a.versions));

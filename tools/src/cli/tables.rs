@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::json;
 use strata::{KeyType, TableSchema, TableUpdate, Ttl};
 
-use super::common::{CliError, CliResult, human_bytes, open_db, parse_size};
+use super::common::{CliError, CliResult, human_bytes, open_db, open_db_read_only, parse_size};
 use super::{DirJson, TableArg, TableJson};
 use crate::display::utc;
 
@@ -94,7 +94,7 @@ pub fn create(a: &CreateTableArgs, out: &mut dyn Write) -> CliResult {
 
 /// tables.
 pub fn list(a: &DirJson, out: &mut dyn Write) -> CliResult {
-    let db = open_db(&a.dir, false)?;
+    let db = open_db_read_only(&a.dir)?;
     for t in db.list_tables() {
         if a.json {
             writeln!(out, "{}", json!({"table": t}))?;
@@ -115,7 +115,7 @@ fn ttl_text(t: Ttl) -> String {
 
 /// describe.
 pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
-    let db = open_db(&a.dir, false)?;
+    let db = open_db_read_only(&a.dir)?;
     let d = db.describe_table(&a.table)?;
     let o = &d.schema.options;
     if a.json {

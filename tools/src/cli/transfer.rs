@@ -21,7 +21,7 @@ use strata::{
     ColumnType, Db, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Row, TableSchema, Value, WriteOp,
 };
 
-use super::common::{CliError, CliResult, infer_value, open_db, parse_type, parse_typed, schema};
+use super::common::{CliError, CliResult, infer_value, open_db, open_db_read_only, parse_type, parse_typed, schema};
 use super::rows::scan_bounds;
 use crate::keytext::{parse_hex, parse_pk_value};
 use strata_format::key::hex;
@@ -582,7 +582,7 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
             Some((s, e))
         }
     };
-    let db = open_db(&a.dir, false)?;
+    let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
     let (start, end) = scan_bounds(&s, &a.from, &a.to, false)?;
     let read = ReadOptions { time_range, ..Default::default() };
