@@ -275,8 +275,20 @@ pub fn read_records(file: &[u8]) -> Result<(u64, Vec<RawRecord<'_>>, WalEnd), De
             }
             Err((_, reason)) => {
                 let rest = file.get(pos..).unwrap_or(&[]);
+                // A record header of zeros is space never written: the file is sized up front,
+                // so a page the writer's appends reached but a power cut kept from the disk
+                // reads as zeros, and pages written back out of order can leave later records
+                // behind it. Those records were never synced (a synced append has every byte
+                // before it on disk), so this is the end of the log, not damage in its middle.
+                let unwritten = rest.get(..RECORD_HEADER_LEN).is_some_and(|h| h.iter().all(|b| *b == 0));
                 let end = if rest.iter().all(|b| *b == 0) {
                     WalEnd::ZeroTail { offset: pos as u64 }
+                } else if unwritten {
+                    WalEnd::TornTail {
+                        offset: pos as u64,
+                        reason: "unwritten space (a zero record header) before records a power cut left out of order"
+                            .into(),
+                    }
                 } else if let Some(at) = later_valid_record(file, pos + 1, next_seqno) {
                     WalEnd::Corrupt {
                         offset: pos as u64,
@@ -514,6 +526,25 @@ mod tests {
             assert_eq!(recs.len(), 5, "bit {bit}");
             assert!(matches!(end, WalEnd::TornTail { .. }), "bit {bit} of the last record: {end:?}");
         }
+    }
+
+    /// Pages written back out of order before a power cut: a zero page where records should
+    /// be, then valid (unsynced) records. The zeros are the log's end (a tail to cut), not
+    /// damage in its middle; a non-zero damaged header in the same place is corruption.
+    #[test]
+    fn unwritten_space_before_later_records_is_a_tail_and_garbage_is_not() {
+        let f = file_with(6);
+        let second = file_with(1).len();
+        let third = file_with(2).len();
+        let mut hole = f.clone();
+        hole[second..third].fill(0);
+        let (_, recs, end) = read_records(&hole).unwrap();
+        assert_eq!(recs.len(), 1);
+        assert!(matches!(end, WalEnd::TornTail { offset, .. } if offset == second as u64), "{end:?}");
+        let mut garbage = f.clone();
+        garbage[second..third].fill(0x5a);
+        let (_, _, end) = read_records(&garbage).unwrap();
+        assert!(matches!(end, WalEnd::Corrupt { .. }), "{end:?}");
     }
 
     #[test]
