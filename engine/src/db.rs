@@ -42,6 +42,20 @@ pub(crate) struct ManifestState {
     pub min_wal_number: u64,
 }
 
+impl From<&ManifestData> for ManifestState {
+    /// The counters a manifest records.
+    fn from(data: &ManifestData) -> Self {
+        ManifestState {
+            generation: data.generation,
+            next_file_id: data.next_file_id,
+            next_table_id: data.next_table_id,
+            next_partition_id: data.next_partition_id,
+            flushed_seqno: data.flushed_seqno,
+            min_wal_number: data.min_wal_number,
+        }
+    }
+}
+
 /// What readers snapshot: the version and the memtables, swapped together.
 pub(crate) struct ReadState {
     pub version: Arc<Version>,
@@ -272,13 +286,7 @@ impl Inner {
         }
         *ms = next_ms;
         let new_files = new_v.file_ids();
-        let max_l0 = new_v
-            .tables
-            .values()
-            .flat_map(|t| t.partitions.iter())
-            .map(|p| p.levels.first().map_or(0, Vec::len))
-            .max()
-            .unwrap_or(0);
+        let max_l0 = new_v.max_l0_files();
         {
             let mut st = self.state.write();
             st.version = Arc::new(new_v);

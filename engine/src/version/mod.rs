@@ -183,6 +183,16 @@ impl Version {
         self.by_name.get(name).and_then(|id| self.tables.get(id))
     }
 
+    /// The most level-0 files any partition has (drives write backpressure).
+    pub fn max_l0_files(&self) -> usize {
+        self.tables
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .map(|p| p.levels.first().map_or(0, Vec::len))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Inserts or replaces a table.
     pub fn put_table(&mut self, t: Table) {
         self.by_name.insert(t.schema.name.clone(), t.id);

@@ -118,13 +118,7 @@ fn load(path: &Path, opts: &Options) -> Result<Recovered> {
     crate::fs::FileSystem::create_dir_all(&scratch, &paths::wal_dir(Path::new("/read-only")))
         .map_err(|e| Error::io("create dir", Path::new("/read-only"), e))?;
     let wal = WalWriter::create(&scratch, Path::new("/read-only"), 1, 0, false)?;
-    let max_l0_files = version
-        .tables
-        .values()
-        .flat_map(|t| t.partitions.iter())
-        .map(|p| p.levels.first().map_or(0, Vec::len))
-        .max()
-        .unwrap_or(0);
+    let max_l0_files = version.max_l0_files();
     Ok(Recovered {
         cache,
         mem_pool,
@@ -133,14 +127,7 @@ fn load(path: &Path, opts: &Options) -> Result<Recovered> {
         last_seqno,
         wal,
         next_wal_number: 2,
-        manifest: ManifestState {
-            generation: data.generation,
-            next_file_id: data.next_file_id,
-            next_table_id: data.next_table_id,
-            next_partition_id: data.next_partition_id,
-            flushed_seqno: data.flushed_seqno,
-            min_wal_number: data.min_wal_number,
-        },
+        manifest: ManifestState::from(&data),
         stamps,
         events: EventLog::in_memory(),
         max_l0_files,

@@ -306,21 +306,8 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     let new_wal_number = wal_numbers.last().map_or(data.min_wal_number, |n| n + 1).max(data.min_wal_number);
     let wal = WalWriter::create(fs.as_ref(), path, new_wal_number, wal_preallocation(&opts), wal_mapped(&opts))?;
     let mem = mem.with_first_wal(first_wal.unwrap_or(new_wal_number));
-    let ms = ManifestState {
-        generation: data.generation,
-        next_file_id: data.next_file_id,
-        next_table_id: data.next_table_id,
-        next_partition_id: data.next_partition_id,
-        flushed_seqno: data.flushed_seqno,
-        min_wal_number: data.min_wal_number,
-    };
-    let max_l0 = version
-        .tables
-        .values()
-        .flat_map(|t| t.partitions.iter())
-        .map(|p| p.levels.first().map_or(0, Vec::len))
-        .max()
-        .unwrap_or(0);
+    let ms = ManifestState::from(&data);
+    let max_l0 = version.max_l0_files();
     let events = EventLog::open(&fs, &paths::event_log(path));
     events.log(
         opts.clock.now_ms(),
