@@ -233,15 +233,7 @@ impl Inner {
 
     /// Creates a folder (and parents) and syncs its parent so the entry is durable.
     pub(crate) fn ensure_dir(&self, dir: &Path) -> Result<()> {
-        if self.fs.is_dir(dir) {
-            return Ok(());
-        }
-        if let Some(parent) = dir.parent() {
-            self.ensure_dir(parent)?;
-        }
-        self.fs.create_dir_all(dir).map_err(|e| Error::io("create dir", dir, e))?;
-        let parent = dir.parent().unwrap_or(Path::new("/"));
-        self.fs.sync_dir(parent).map_err(|e| Error::io("sync dir", parent, e))
+        crate::fs::ensure_dir(self.fs.as_ref(), dir).map_err(|e| Error::io("create dir", dir, e))
     }
 
     /// Writes the manifest for `version` and `ms` atomically.

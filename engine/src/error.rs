@@ -72,6 +72,9 @@ pub enum Error {
     /// or `Arc`).
     #[error("database {} is already open in this process; share that Db (it is Send + Sync) instead of opening it again", .0.display())]
     AlreadyOpen(PathBuf),
+    /// Another [`crate::BackupStore`] (in this or another process) has the backup folder.
+    #[error("backup folder {} is in use by another backup, restore or purge", .0.display())]
+    BackupFolderBusy(PathBuf),
     /// The folder is not a strata database.
     #[error("{} is not a strata database: {reason}", path.display())]
     NotADatabase {

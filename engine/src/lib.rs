@@ -27,6 +27,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod background;
+mod backup;
 pub mod clock;
 mod db;
 mod error;
@@ -47,6 +48,7 @@ pub mod sst;
 mod version;
 mod write;
 
+pub use backup::{BackupCreated, BackupInfo, BackupProgress, BackupStore, PurgeInfo, RestoreInfo};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::{Db, TableDescription, TableUpdate};
 pub use error::{Error, Result};

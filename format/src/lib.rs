@@ -5,6 +5,7 @@
 //! files, syncs, caches or decides policy: decoders take byte slices and report *what* is wrong
 //! and *where* ([`DecodeError`]); the engine decides what a torn tail or a bad checksum means.
 
+pub mod backup;
 pub mod block;
 pub mod bloom;
 pub mod codec;

@@ -114,6 +114,19 @@ pub trait FileSystem: Send + Sync + Debug {
     }
 }
 
+/// Creates a folder (and missing parents), syncing each new folder's parent so the entry is
+/// durable.
+pub fn ensure_dir(fs: &dyn FileSystem, dir: &Path) -> io::Result<()> {
+    if fs.is_dir(dir) {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        ensure_dir(fs, parent)?;
+    }
+    fs.create_dir_all(dir)?;
+    fs.sync_dir(dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
+}
+
 /// Writes `data` to `path` through a temporary file, syncs it, renames it into place and syncs
 /// the directory: after this returns, a power cut leaves either the old or the new content.
 pub fn write_atomic(fs: &dyn FileSystem, path: &Path, data: &[u8]) -> io::Result<()> {

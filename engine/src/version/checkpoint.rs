@@ -16,12 +16,16 @@
 //! `Db::open` refuses as not a database; delete it and take the checkpoint again.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use strata_format::manifest::ManifestData;
 
 use crate::db::Inner;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
 use crate::paths;
+use crate::version::Version;
 
 /// What a checkpoint copied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -36,7 +40,67 @@ pub struct CheckpointInfo {
     pub seqno: u64,
 }
 
+/// A consistent set of files to copy: a held version (its files cannot be deleted while it is
+/// held), the manifest that describes it, and each of its SSTables once.
+pub(crate) struct PinnedFiles {
+    /// Held so compactions that replace the files meanwhile do not delete them.
+    _version: Arc<Version>,
+    /// The manifest of exactly this version.
+    pub manifest: ManifestData,
+    /// Each SSTable once.
+    pub files: Vec<PinnedFile>,
+}
+
+/// One SSTable of a [`PinnedFiles`].
+pub(crate) struct PinnedFile {
+    /// File id (the manifest's).
+    pub id: u64,
+    /// Size the manifest records.
+    pub size: u64,
+    /// Its path in the source database.
+    pub source: PathBuf,
+    /// Its table's name and home partition: where it lives in a copy.
+    pub table: String,
+    /// Partition folder it lives in.
+    pub home_partition: u64,
+}
+
+impl PinnedFile {
+    /// Where this file lives in a database at `root`.
+    pub fn path_in(&self, root: &Path) -> PathBuf {
+        paths::sst_file(root, &self.table, self.home_partition, self.id)
+    }
+}
+
 impl Inner {
+    /// Flushes (so every write acknowledged before the call is in an SSTable and a copy needs no
+    /// WAL), then takes the version and the manifest counters together, under the manifest
+    /// lock as an install does.
+    pub(crate) fn pin_files(&self) -> Result<PinnedFiles> {
+        self.flush_and_wait()?;
+        let (version, ms) = {
+            let ms = self.manifest.lock();
+            (self.state.read().version.clone(), ms.clone())
+        };
+        let mut seen = HashSet::new();
+        let mut files = Vec::new();
+        for t in version.tables.values() {
+            for f in t.partitions.iter().flat_map(|p| p.files()) {
+                if seen.insert(f.rec.id) {
+                    files.push(PinnedFile {
+                        id: f.rec.id,
+                        size: f.rec.size,
+                        source: f.reader.path.clone(),
+                        table: t.schema.name.clone(),
+                        home_partition: f.rec.home_partition,
+                    });
+                }
+            }
+        }
+        let manifest = self.manifest_data(&version, &ms);
+        Ok(PinnedFiles { _version: version, manifest, files })
+    }
+
     /// Writes a checkpoint into `dest` (a missing or empty folder).
     pub(crate) fn checkpoint(&self, dest: &Path) -> Result<CheckpointInfo> {
         let fs = self.fs.as_ref();
@@ -46,37 +110,26 @@ impl Inner {
                 format!("{} is not empty; a checkpoint goes into a new or empty folder", dest.display()),
             ));
         }
-        self.flush_and_wait()?;
-        let (version, ms) = {
-            let ms = self.manifest.lock();
-            (self.state.read().version.clone(), ms.clone())
-        };
+        let pinned = self.pin_files()?;
         self.ensure_dir(&paths::wal_dir(dest))?;
         self.ensure_dir(&paths::tables_dir(dest))?;
-        let mut info = CheckpointInfo { seqno: ms.flushed_seqno, ..Default::default() };
-        let mut linked = HashSet::new();
+        let mut info = CheckpointInfo { seqno: pinned.manifest.flushed_seqno, ..Default::default() };
         let mut folders = HashSet::new();
-        for t in version.tables.values() {
-            for f in t.partitions.iter().flat_map(|p| p.files()) {
-                if !linked.insert(f.rec.id) {
-                    continue;
-                }
-                let to = paths::sst_file(dest, &t.schema.name, f.rec.home_partition, f.rec.id);
-                if let Some(dir) = to.parent() {
-                    self.ensure_dir(dir)?;
-                    folders.insert(dir.to_path_buf());
-                }
-                fs.link_or_copy(&f.reader.path, &to).map_err(|e| Error::io("link or copy", &to, e))?;
-                info.files += 1;
-                info.bytes += f.rec.size;
+        for f in &pinned.files {
+            let to = f.path_in(dest);
+            if let Some(dir) = to.parent() {
+                self.ensure_dir(dir)?;
+                folders.insert(dir.to_path_buf());
             }
+            fs.link_or_copy(&f.source, &to).map_err(|e| Error::io("link or copy", &to, e))?;
+            info.files += 1;
+            info.bytes += f.size;
         }
         for dir in &folders {
             fs.sync_dir(dir).map_err(|e| Error::io("sync dir", dir, e))?;
         }
-        let data = self.manifest_data(&version, &ms);
         let path = paths::manifest(dest);
-        write_atomic(fs, &path, &data.encode()).map_err(|e| Error::io("write manifest", &path, e))?;
+        write_atomic(fs, &path, &pinned.manifest.encode()).map_err(|e| Error::io("write manifest", &path, e))?;
         Ok(info)
     }
 }
