@@ -16,6 +16,19 @@
 //! assert_eq!(row.get("amount"), Some(&strata::Value::Integer(12)));
 //! ```
 //!
+//! What it offers, and where:
+//! - tables and schemas: [`Db::create_table`], [`TableSchema`], [`Db::update_table`];
+//! - writes: [`Db::put_row`], [`Db::update_row`], [`Db::delete_row`], atomic
+//!   [`Db::batch_write`], conditional writes with [`Condition`], bulk loads with [`PutBatch`];
+//! - reads: [`Db::get_row`], [`Db::batch_get`], ranges ([`Db::range`], [`Db::get_range`]) and
+//!   prefixes ([`Db::prefix`]) forward or backward, each also on a held [`Snapshot`]
+//!   ([`Db::snapshot`]);
+//! - durability: [`Options::sync_mode`] (see `docs/DURABILITY.md`), [`Db::sync`], [`Db::flush`];
+//!   a crash is recovered at [`Db::open`], reported by [`Db::recovery_report`];
+//! - copies: [`Db::checkpoint`] (an openable copy, hard-linked) and incremental backups with
+//!   [`BackupStore`]; [`Db::open_read_only`] beside a writer in another process;
+//! - operation: [`Db::stats`], [`Db::check`], [`Db::compact_table`], [`Db::partitions`].
+//!
 //! Where to look (contributors): the data model is `model/`; the write path is `write/`
 //! (group commit, put batches, the WAL) → `memtable/`; the read path is `read/` (snapshots,
 //! point and range reads, iterators) → `sst/`; the version, the manifest and recovery are

@@ -116,6 +116,7 @@ impl BackupMeta {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
 
     fn sample() -> BackupMeta {

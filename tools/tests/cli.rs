@@ -386,3 +386,107 @@ fn checkpoint_from_the_shell_gives_a_copy_that_opens() {
     assert_ne!(code, 0);
     assert!(err.contains("not empty"), "{err}");
 }
+
+#[test]
+fn backup_restore_list_verify_purge_from_the_shell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    let b = tmp.path().join("backups");
+    let b = b.to_str().unwrap();
+    create(d);
+    ok(&["put", d, "orders", "Customer=alice", "Order=1", "Amount:int=12"]);
+    let first: serde_json::Value = serde_json::from_str(ok(&["backup", d, b, "--json"]).trim()).unwrap();
+    assert_eq!(first["id"], 1);
+    assert!(first["copied_files"].as_u64().unwrap() >= 1, "{first}");
+    ok(&["put", d, "orders", "Customer=bob", "Order=2", "Amount:int=7"]);
+    let second: serde_json::Value = serde_json::from_str(ok(&["backup", d, b, "--json"]).trim()).unwrap();
+    assert_eq!(second["id"], 2);
+    assert!(second["shared_files"].as_u64().unwrap() >= 1, "the second backup copied everything again: {second}");
+    let list: Vec<serde_json::Value> =
+        ok(&["backups", "list", b, "--json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(list.iter().map(|j| j["id"].as_u64().unwrap()).collect::<Vec<_>>(), vec![1, 2]);
+    assert!(ok(&["backups", "verify", b]).contains("backup 2: OK"));
+
+    let r1 = tmp.path().join("r1");
+    let r1 = r1.to_str().unwrap();
+    let restored: serde_json::Value =
+        serde_json::from_str(ok(&["restore", b, r1, "--id", "1", "--json"]).trim()).unwrap();
+    assert_eq!(restored["id"], 1);
+    assert_eq!(strata(&["get", r1, "orders", "Customer=bob", "Order=2"]).0, 1, "backup 1 holds bob's row");
+    assert_eq!(strata(&["get", r1, "orders", "Customer=alice", "Order=1"]).0, 0);
+    let r2 = tmp.path().join("r2");
+    let r2 = r2.to_str().unwrap();
+    assert!(ok(&["restore", b, r2]).contains("restored backup 2"));
+    assert_eq!(strata(&["get", r2, "orders", "Customer=bob", "Order=2"]).0, 0);
+    // Into a folder that is not empty: refused.
+    let (code, _, err) = strata(&["restore", b, r2]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not empty"), "{err}");
+
+    // A damaged shared file: verify exits 1 naming it; restore refuses.
+    let shared = Path::new(b).join("shared");
+    let victim = std::fs::read_dir(&shared).unwrap().map(|e| e.unwrap().path()).max().unwrap();
+    let mut bytes = std::fs::read(&victim).unwrap();
+    bytes[0] ^= 1;
+    std::fs::write(&victim, bytes).unwrap();
+    let (code, out, _) = strata(&["backups", "verify", b, "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["sound"], false);
+    let r3 = tmp.path().join("r3");
+    let (code, _, err) = strata(&["restore", b, r3.to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("corruption"), "{err}");
+
+    let purged: serde_json::Value =
+        serde_json::from_str(ok(&["backups", "purge", b, "--keep", "1", "--json"]).trim()).unwrap();
+    assert_eq!(purged["removed"], serde_json::json!([1]));
+}
+
+/// Kills `strata backup` at random moments: afterwards every backup the folder lists verifies
+/// and restores, and a new backup succeeds.
+#[test]
+fn a_killed_backup_leaves_no_backup_or_a_complete_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    let b = tmp.path().join("backups");
+    let b = b.to_str().unwrap();
+    create(d);
+    // Enough data that a backup takes a while: a CSV of 40,000 rows with 300-byte notes.
+    let csv = tmp.path().join("rows.csv");
+    let mut text = String::from("Customer:string,Order:int,Note:string\n");
+    for i in 0..40_000 {
+        text.push_str(&format!("c{:05},{i},{}\n", i % 500, "n".repeat(300)));
+    }
+    std::fs::write(&csv, text).unwrap();
+    ok(&["import", d, "orders", csv.to_str().unwrap()]);
+    let mut rng = 7u64;
+    for round in 0..8 {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let delay = std::time::Duration::from_millis(1 + (rng >> 33) % 60);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["backup", d, b, "--json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        let _ = child.wait();
+        let list: Vec<serde_json::Value> =
+            ok(&["backups", "list", b, "--json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        for j in &list {
+            assert!(j["damage"].is_null(), "round {round}: {j}");
+        }
+        assert!(ok(&["backups", "verify", b]).lines().all(|l| l.ends_with("OK")), "round {round}");
+        if let Some(last) = list.last() {
+            let dest = tmp.path().join(format!("restore{round}"));
+            ok(&["restore", b, dest.to_str().unwrap(), "--id", &last["id"].to_string()]);
+            let n = ok(&["scan", dest.to_str().unwrap(), "orders", "--json"]).lines().count();
+            assert_eq!(n, 40_000, "round {round}");
+        }
+    }
+    ok(&["backup", d, b]);
+}

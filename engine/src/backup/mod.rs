@@ -436,10 +436,14 @@ fn missing_file(meta: &BackupMeta, id: u64) -> Error {
     }
 }
 
+/// Where each SSTable of a backup lives in a restored database: file id -> (table name, home
+/// partition).
+type Places = BTreeMap<u64, (String, u64)>;
+
 /// Decodes a backup's manifest and places each of its SSTables (table name, home partition),
 /// checking that the manifest and the file list name the same files and that every table name
 /// is one the data model allows (so no path leaves the destination).
-fn planned_restore(meta: &BackupMeta) -> Result<(ManifestData, BTreeMap<u64, (String, u64)>)> {
+fn planned_restore(meta: &BackupMeta) -> Result<(ManifestData, Places)> {
     let where_ = PathBuf::from(format!("backup {} manifest", meta.id));
     let manifest = ManifestData::decode(&meta.manifest).map_err(|e| Error::corruption(&where_, e))?;
     let mut places = BTreeMap::new();

@@ -44,6 +44,20 @@ impl From<std::io::Error> for CliError {
     }
 }
 
+/// A byte-counting progress bar on stderr with an ETA, or `None` when stderr is not a terminal,
+/// the output is JSON, or there is nothing to count.
+pub fn byte_progress(total_bytes: u64, json: bool) -> Option<indicatif::ProgressBar> {
+    if json || total_bytes == 0 || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new(total_bytes);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} ETA {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(pb)
+}
+
 /// Result of a CLI command: the exit status.
 pub type CliResult = Result<i32, CliError>;
 

@@ -1,6 +1,7 @@
 //! The `strata` command line: argument definitions and dispatch. Each command lives in its own
 //! module and writes to the given streams, so tests run it in process.
 
+pub mod backup;
 pub mod common;
 pub mod demo;
 pub mod keys;
@@ -72,6 +73,13 @@ pub enum Command {
     /// Write a consistent, openable copy of the database into DEST (new or empty), SSTables
     /// hard-linked where possible.
     Checkpoint(report::CheckpointArgs),
+    /// Take an incremental backup of DIR into the backup folder BACKUPS (files earlier backups
+    /// hold are shared, not copied again; each copy is read back against its checksum).
+    Backup(backup::BackupArgs),
+    /// Restore a backup (default: the newest) into DEST (new or empty), checking every file.
+    Restore(backup::RestoreArgs),
+    /// List, verify or purge the backups of a backup folder.
+    Backups(backup::BackupsArgs),
     /// Key-design helpers: spliced keys and hash prefixes.
     Key(keys::KeyArgs),
     /// db_bench-style workloads on strata (see docs/PERFORMANCE.md for the peers).
@@ -144,6 +152,9 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Compact(a) => report::compact(&a, out),
         Command::Check(a) => report::check(&a, out),
         Command::Checkpoint(a) => report::checkpoint(&a, out),
+        Command::Backup(a) => backup::backup(&a, out),
+        Command::Restore(a) => backup::restore(&a, out),
+        Command::Backups(a) => backup::backups(&a, out),
         Command::Key(a) => keys::run(&a, out),
         Command::Bench(a) => crate::bench::run(&a, out, err),
     };

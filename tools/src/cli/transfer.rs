@@ -7,7 +7,7 @@
 //! the reason, and the load goes on. Rows are written with PutRow, so a rerun is idempotent.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +21,9 @@ use strata::{
     ColumnType, Db, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Row, TableSchema, Value, WriteOp,
 };
 
-use super::common::{CliError, CliResult, infer_value, open_db, open_db_read_only, parse_type, parse_typed, schema};
+use super::common::{
+    CliError, CliResult, byte_progress, infer_value, open_db, open_db_read_only, parse_type, parse_typed, schema,
+};
 use super::rows::scan_bounds;
 use crate::keytext::{parse_hex, parse_pk_value};
 use strata_format::key::hex;
@@ -342,16 +344,7 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     let total_bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
     let bytes_read = Arc::new(AtomicU64::new(0));
     let rejects_path = a.rejects.clone().unwrap_or_else(|| PathBuf::from(format!("{}.rejects", a.file.display())));
-    let progress = if std::io::stderr().is_terminal() && total_bytes > 0 {
-        let pb = indicatif::ProgressBar::new(total_bytes);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} ETA {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(pb)
-    } else {
-        None
-    };
+    let progress = byte_progress(total_bytes, false);
     let start = Instant::now();
     let (tx, rx) = crossbeam_channel::bounded::<Vec<Parsed>>(a.workers.max(1) * 2);
     let (rej_tx, rej_rx) = crossbeam_channel::unbounded::<(Parsed, String)>();
