@@ -158,7 +158,10 @@ fn every_schema_rule_has_its_error() {
     assert!(matches!(db.create_table(t("t")), Err(Error::TableExists(_))));
     assert!(matches!(db.drop_table("nope"), Err(Error::TableNotFound(_))));
     assert!(matches!(db.put_row(PutRow::new("nope", pk![1])), Err(Error::TableNotFound(_))));
-    assert_eq!(rule(db.update_table("t", TableUpdate { max_versions: Some(0), ttl: None })), "max-versions");
+    assert_eq!(
+        rule(db.update_table("t", TableUpdate { max_versions: Some(0), ttl: None, ..Default::default() })),
+        "max-versions"
+    );
 }
 
 #[test]
@@ -415,7 +418,7 @@ fn versions_beyond_max_versions_are_invisible_at_once_and_reads_select_versions(
     let r = db.get_row("t", &pk![2], &ReadOptions::default()).unwrap().unwrap();
     assert_eq!(r.column("c").unwrap().cells.len(), 1, "the latest version by default");
     // Lowering max_versions applies to reads at once.
-    db.update_table("t", TableUpdate { max_versions: Some(1), ttl: None }).unwrap();
+    db.update_table("t", TableUpdate { max_versions: Some(1), ttl: None, ..Default::default() }).unwrap();
     assert_eq!(db.get_row("t", &pk![2], &all).unwrap().unwrap().column("c").unwrap().cells.len(), 1);
 }
 

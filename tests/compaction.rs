@@ -106,7 +106,7 @@ fn lowering_max_versions_applies_to_reads_at_once_and_to_files_at_compaction() {
     }
     db.compact_table("t").unwrap();
     assert!(physical(&fs).iter().all(|(_, _, r)| r.cell_count() == 5));
-    db.update_table("t", TableUpdate { max_versions: Some(2), ttl: None }).unwrap();
+    db.update_table("t", TableUpdate { max_versions: Some(2), ttl: None, ..Default::default() }).unwrap();
     let r = db.get_row("t", &pk![1], &ReadOptions::default().max_versions(10)).unwrap().unwrap();
     assert_eq!(r.column("c").unwrap().cells.len(), 2);
     db.compact_table("t").unwrap();

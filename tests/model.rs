@@ -525,7 +525,9 @@ impl Harness {
                 let t = self.table();
                 let cur = self.model.tables[t].schema.options.max_versions;
                 if cur > 1 && self.rng.gen_bool(0.3) {
-                    self.db().update_table(t, TableUpdate { max_versions: Some(cur - 1), ttl: None }).unwrap();
+                    self.db()
+                        .update_table(t, TableUpdate { max_versions: Some(cur - 1), ttl: None, ..Default::default() })
+                        .unwrap();
                     self.model.set_max_versions(t, cur - 1);
                 }
             }

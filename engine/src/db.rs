@@ -427,6 +427,9 @@ pub struct TableUpdate {
     pub max_versions: Option<u32>,
     /// New TTL.
     pub ttl: Option<Ttl>,
+    /// New max version offset (seconds): how far a written version may lie from now. Raising
+    /// it admits older versions, as a restore of exported cells needs.
+    pub max_version_offset_secs: Option<u64>,
 }
 
 /// An open strata database. `Send + Sync`: share it between threads by reference or `Arc`.
@@ -685,6 +688,9 @@ impl Db {
             }
             if let Some(ttl) = update.ttl {
                 t.schema.options.ttl = ttl;
+            }
+            if let Some(offset) = update.max_version_offset_secs {
+                t.schema.options.max_version_offset_secs = offset;
             }
             t.schema.options.validate()?;
             let mut v = v.clone();

@@ -11,12 +11,17 @@ pub mod keytext;
 pub mod sst_dump;
 pub mod wal_dump;
 
-/// Exit status: success.
+/// Exit status: success (also when the reader of stdout closed the pipe early, as `head` does).
 pub const EXIT_OK: i32 = 0;
-/// Exit status: corruption found, or (for `get`) no such row.
+/// Exit status: the command ran and the answer is "no": a failed write condition, a missing row
+/// `get` asked for, damage found by `check` or `backups verify`, rows an import rejected.
 pub const EXIT_FAIL: i32 = 1;
-/// Exit status: usage error or operational error.
+/// Exit status: usage error: bad arguments, a request the data model refuses, a table or
+/// folder that does not exist.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status: data or I/O error: corruption that stopped the command, a failed read or write,
+/// a database locked by another process.
+pub const EXIT_ERROR: i32 = 3;
 
 /// Parses a tool's command line; a usage error prints clap's message and exits with
 /// `EXIT_USAGE` (`--help` and `--version` print and exit with `EXIT_OK`).

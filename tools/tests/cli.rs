@@ -54,16 +54,18 @@ fn tables_rows_and_scans_from_the_shell() {
         "Amount:int=12",
         "Note=hello",
         "Raw:bin=0x00ff",
-        "Rate=1.5",
-        "Paid=true",
+        "Rate:double=1.5",
+        "Paid:bool=true",
     ]);
-    ok(&["put", d, "orders", "Customer=bob", "Order=2", "Amount=7"]);
+    ok(&["put", d, "orders", "Customer=bob", "Order=2", "Amount:int=7"]);
     // get: exit 0 with the row, 1 when missing, 2 on errors.
     let got = ok(&["get", d, "orders", "Customer=alice", "Order=1", "--json"]);
     let j: serde_json::Value = serde_json::from_str(got.trim()).unwrap();
-    assert_eq!(j["columns"]["Amount"][0]["value"], 12);
-    assert_eq!(j["columns"]["Raw"][0]["type"], "binary");
-    assert_eq!(j["columns"]["Rate"][0]["type"], "double");
+    assert_eq!(j["Customer"], "alice");
+    assert_eq!(j["Amount"][0]["value"], 12);
+    assert_eq!(j["Raw"][0]["value"]["$binary"], "00ff");
+    assert!(j["Rate"][0]["value"].is_f64() && j["Paid"][0]["value"] == true, "{j}");
+    assert_eq!(j["Note"][0]["value"], "hello");
     assert_eq!(strata(&["get", d, "orders", "Customer=carol", "Order=1"]).0, 1);
     let (code, _, err) = strata(&["get", d, "nope", "Customer=carol", "Order=1"]);
     assert_eq!(code, 2);
@@ -76,11 +78,12 @@ fn tables_rows_and_scans_from_the_shell() {
         ok(&["update", d, "orders", "Customer=alice", "Order=1", "--incr", "Amount=5", "--delete", "Note", "--json"]);
     assert!(out.contains("\"Amount\":17"), "{out}");
     let (code, _, err) =
-        strata(&["update", d, "orders", "Customer=alice", "Order=1", "Amount=1", "--if", "Amount>100"]);
-    assert_eq!(code, 2);
+        strata(&["update", d, "orders", "Customer=alice", "Order=1", "Amount:int=1", "--if", "Amount:int>100"]);
+    assert_eq!(code, 1, "a failed condition exits 1");
     assert!(err.contains("condition failed"), "{err}");
-    let (code, _, err) = strata(&["put", d, "orders", "Customer=bob", "Order=2", "--expect", "not-exist", "Amount=1"]);
-    assert_eq!(code, 2, "{err}");
+    let (code, _, err) =
+        strata(&["put", d, "orders", "Customer=bob", "Order=2", "--expect", "not-exist", "Amount:int=1"]);
+    assert_eq!(code, 1, "{err}");
     // scan: table, JSON lines, limit with the next start key, reverse.
     let table = ok(&["scan", d, "orders"]);
     assert!(table.lines().next().unwrap().starts_with("Customer  Order"), "{table}");
@@ -95,7 +98,7 @@ fn tables_rows_and_scans_from_the_shell() {
     assert!(rev.lines().next().unwrap().contains("bob"));
     ok(&["delete", d, "orders", "Customer=bob", "Order=2"]);
     assert_eq!(strata(&["get", d, "orders", "Customer=bob", "Order=2"]).0, 1);
-    ok(&["alter", d, "orders", "--max-versions", "1"]);
+    ok(&["alter", d, "orders", "--max-versions", "1", "--yes"]);
     assert!(ok(&["describe", d, "orders"]).contains("max versions        1"));
     // Reports.
     let stats = ok(&["stats", d]);
@@ -144,7 +147,7 @@ fn import_then_export_gives_back_the_same_file() {
     let jl = tmp.path().join("out.jsonl");
     ok(&["export", a, "orders", "--format", "jsonl", "--output", jl.to_str().unwrap()]);
     create(b);
-    ok(&["import", b, "orders", jl.to_str().unwrap()]);
+    ok(&["import", b, "orders", jl.to_str().unwrap(), "--keep-versions"]);
     let again = ok(&["export", b, "orders", "--format", "jsonl"]);
     assert_eq!(again, std::fs::read_to_string(&jl).unwrap());
     assert_eq!(ok(&["scan", b, "orders", "--json"]).lines().count(), 2000);
@@ -159,14 +162,15 @@ fn rejected_rows_go_to_a_file_with_the_reason() {
     let input = tmp.path().join("in.csv");
     std::fs::write(&input, "Customer,Order,Amount:int\nx,1,5\ny,notanumber,5\nz,3,abc\nw,4,6\n").unwrap();
     let (code, out, err) = strata(&["import", d, "orders", input.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(code, 1, "rejected rows exit 1: {err}");
     assert!(out.starts_with("imported 2 rows"), "{out}");
     assert!(err.contains("2 of 4 rows rejected"), "{err}");
     let rejects = std::fs::read_to_string(tmp.path().join("in.csv.rejects")).unwrap();
     assert_eq!(rejects.lines().count(), 2);
     assert!(rejects.contains("\"line\":3") && rejects.contains("not an integer"), "{rejects}");
-    // A rerun is idempotent.
-    strata(&["import", d, "orders", input.to_str().unwrap()]);
+    // A rerun is idempotent; --allow-rejects exits 0.
+    let (code, _, err) = strata(&["import", d, "orders", input.to_str().unwrap(), "--allow-rejects"]);
+    assert_eq!(code, 0, "{err}");
     assert_eq!(ok(&["scan", d, "orders", "--json"]).lines().count(), 2);
 }
 
@@ -227,8 +231,8 @@ fn a_database_open_elsewhere_is_read_but_not_written() {
     ok(&["export", d, "orders", "--format", "jsonl"]);
     // Writing commands take the lock and say who has it.
     let (code, _, err) = strata(&["put", d, "orders", "Customer=carol", "Order=3"]);
-    assert_eq!(code, 2);
-    assert!(err.contains("open in another process"), "{err}");
+    assert_eq!(code, 3);
+    assert!(err.contains("open for writing in another process"), "{err}");
     drop(db);
     ok(&["put", d, "orders", "Customer=carol", "Order=3"]);
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Map, Value as Json, json};
 use strata::{Db, Error, KeyType, Options, PkValue, PrimaryKey, Row, TableSchema, Value};
 
-use crate::display::{pk_value_json, utc, value_json, value_text};
+use crate::display::value_text;
 use crate::keytext::{parse_hex, parse_pk_value};
 
 /// A CLI failure: a one-line message and an exit status.
@@ -19,28 +19,57 @@ pub struct CliError {
 }
 
 impl CliError {
-    /// A usage or operational error (exit 2).
+    /// A usage error (exit 2): bad arguments or input the command cannot take.
     pub fn new(message: impl Into<String>) -> Self {
         CliError { message: message.into(), code: crate::EXIT_USAGE }
+    }
+
+    /// A data or I/O error (exit 3).
+    pub fn data(message: impl Into<String>) -> Self {
+        CliError { message: message.into(), code: crate::EXIT_ERROR }
+    }
+
+    /// The reader of stdout went away (`strata export ... | head`): not an error; the command
+    /// stops quietly with exit 0.
+    pub fn closed_pipe() -> Self {
+        CliError { message: String::new(), code: crate::EXIT_OK }
+    }
+
+    /// True for [`CliError::closed_pipe`].
+    pub fn is_closed_pipe(&self) -> bool {
+        self.code == crate::EXIT_OK && self.message.is_empty()
     }
 }
 
 impl From<Error> for CliError {
     fn from(e: Error) -> Self {
+        let code = match &e {
+            Error::ConditionFailed(_) => crate::EXIT_FAIL,
+            Error::Invalid { .. } | Error::TableNotFound(_) | Error::TableExists(_) | Error::NotADatabase { .. } => {
+                crate::EXIT_USAGE
+            }
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe => {
+                return CliError::closed_pipe();
+            }
+            _ => crate::EXIT_ERROR,
+        };
         let message = match &e {
             Error::Locked(p) => format!(
-                "database {} is open in another process (every command takes the folder lock, reads included); stop that process or work on a copy",
+                "database {} is open for writing in another process; stop that process or work on a copy (reading commands open read-only and work beside it)",
                 p.display()
             ),
             _ => e.to_string(),
         };
-        CliError::new(message)
+        CliError { message, code }
     }
 }
 
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
-        CliError::new(format!("I/O error: {e}"))
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return CliError::closed_pipe();
+        }
+        CliError::data(format!("I/O error: {e}"))
     }
 }
 
@@ -54,6 +83,20 @@ pub fn byte_progress(total_bytes: u64, json: bool) -> Option<indicatif::Progress
     pb.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {msg} ETA {eta}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(pb)
+}
+
+/// A spinner on stderr counting rows (for commands whose total is not known up front), or
+/// `None` when stderr is not a terminal or `quiet`.
+pub fn row_progress(quiet: bool) -> Option<indicatif::ProgressBar> {
+    if quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return None;
+    }
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
     Some(pb)
 }
@@ -114,19 +157,101 @@ pub fn parse_typed(v: &str, t: strata::ColumnType) -> Result<Value, CliError> {
     })
 }
 
-/// Infers a value's type: integer, then double, then boolean, else string.
-pub fn infer_value(v: &str) -> Value {
-    if let Ok(i) = v.parse::<i64>() {
-        return Value::Integer(i);
+/// The value of an untyped `Name=value` argument: a String, unless the text could also be read
+/// as a number or a boolean (`007`, `1e3`, `12`, `true`), which is refused: the user says which
+/// type with `Name:int=12` or `Name:string=007`. A type is never guessed from one value.
+pub fn untyped_value(name: &str, v: &str) -> Result<Value, CliError> {
+    if let Some(t) = ambiguous_as(v) {
+        return Err(CliError::new(format!(
+            "{name}={v} is ambiguous: {v:?} reads as a {t} or a string; write {name}:{t}={v} or {name}:string={v}"
+        )));
     }
-    if v.contains(['.', 'e', 'E']) && v.parse::<f64>().is_ok_and(f64::is_finite) {
-        return Value::Double(v.parse().unwrap_or(0.0));
+    Ok(Value::String(v.to_string()))
+}
+
+/// The non-string type a literal could be read as, if any.
+fn ambiguous_as(v: &str) -> Option<&'static str> {
+    if v.parse::<i64>().is_ok() {
+        Some("int")
+    } else if v.parse::<f64>().is_ok() {
+        Some("double")
+    } else if v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("false") {
+        Some("bool")
+    } else {
+        None
     }
-    match v {
-        "true" => Value::Boolean(true),
-        "false" => Value::Boolean(false),
-        _ => Value::String(v.to_string()),
+}
+
+/// The narrowest column type every value of a column reads as exactly, for import inference:
+/// Integer when each is an integer written canonically (no leading zero or `+`: `007` stays a
+/// String, since an Integer would lose its zeros), else Double when each is a finite number
+/// (again without a leading zero),
+/// else Boolean when each is `true`/`false`, else String.
+#[derive(Debug, Clone, Copy)]
+pub struct TypeInference {
+    int: bool,
+    double: bool,
+    boolean: bool,
+    seen: u64,
+}
+
+impl Default for TypeInference {
+    fn default() -> Self {
+        TypeInference { int: true, double: true, boolean: true, seen: 0 }
     }
+}
+
+impl TypeInference {
+    /// Takes one (non-empty) value into account.
+    pub fn see(&mut self, v: &str) {
+        self.seen += 1;
+        if self.int {
+            self.int = v.parse::<i64>().is_ok_and(|i| i.to_string() == v);
+        }
+        if self.double {
+            self.double = no_leading_zero(v) && v.parse::<f64>().is_ok_and(f64::is_finite);
+        }
+        if self.boolean {
+            self.boolean = v == "true" || v == "false";
+        }
+    }
+
+    /// The type decided (String for a column with no values).
+    pub fn decided(&self) -> strata::ColumnType {
+        match (self.seen, self.int, self.double, self.boolean) {
+            (0, ..) => strata::ColumnType::String,
+            (_, true, ..) => strata::ColumnType::Integer,
+            (_, _, true, _) => strata::ColumnType::Double,
+            (_, _, _, true) => strata::ColumnType::Boolean,
+            _ => strata::ColumnType::String,
+        }
+    }
+
+    /// Values seen.
+    pub fn values(&self) -> u64 {
+        self.seen
+    }
+}
+
+/// False for numbers whose integer part has a leading zero (`007`, `-01.5`, `+3`), which are
+/// codes rather than quantities: a number type would lose the text.
+fn no_leading_zero(v: &str) -> bool {
+    let digits = v.strip_prefix('-').unwrap_or(v);
+    let int_part = digits.split(['.', 'e', 'E']).next().unwrap_or("");
+    !(v.starts_with('+') || int_part.len() > 1 && int_part.starts_with('0'))
+}
+
+/// Parses `--types Col=type,Col=type`.
+pub fn parse_types(spec: Option<&str>) -> Result<std::collections::BTreeMap<String, strata::ColumnType>, CliError> {
+    let mut out = std::collections::BTreeMap::new();
+    for part in spec.unwrap_or("").split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (n, t) = part
+            .split_once('=')
+            .or_else(|| part.split_once(':'))
+            .ok_or_else(|| CliError::new(format!("--types: {part:?} is not Column=type")))?;
+        out.insert(n.trim().to_string(), parse_type(t.trim())?);
+    }
+    Ok(out)
 }
 
 /// `Name=value`, `Name:type=value`: splits into name, optional type, raw value.
@@ -155,7 +280,7 @@ pub fn key_and_columns(schema: &TableSchema, args: &[String]) -> Result<(Primary
         } else {
             let v = match ty {
                 Some(t) => parse_typed(&raw, parse_type(&t)?)?,
-                None => infer_value(&raw),
+                None => untyped_value(&name, &raw)?,
             };
             cols.push((name, v));
         }
@@ -174,25 +299,45 @@ pub fn key_names(schema: &TableSchema) -> String {
     schema.primary_key.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-/// A row as one JSON object: `{"pk": {...}, "columns": {name: [{version, time, type, value}]}}`.
+/// A row as one JSON object, the one row shape of every command (`get`, `scan`, `update`
+/// `--json`, `export --format jsonl`, and what `import` reads): each primary-key column by name
+/// with its value, and each attribute column by name with its cells, newest first:
+/// `{"Customer": "alice", "Order": 1, "Amount": [{"version": 1764000000000, "value": 12}]}`.
+/// A value's JSON type is its type: an integer literal is an Integer, a number with a `.` or an
+/// exponent a Double (`1.0`), `true`/`false` a Boolean, a string a String, and
+/// `{"$binary": "<hex>"}` a Binary.
 pub fn row_json(schema: &TableSchema, row: &Row) -> Json {
-    let mut pk = Map::new();
+    let mut m = Map::new();
     for (c, v) in schema.primary_key.iter().zip(&row.primary_key.0) {
-        pk.insert(c.name.clone(), pk_value_json(v));
+        m.insert(c.name.clone(), pk_json(v));
     }
-    let mut cols = Map::new();
     for c in &row.columns {
-        let cells: Vec<Json> = c
-            .cells
-            .iter()
-            .map(|cell| {
-                let v = value_json(&cell.value);
-                json!({"version": cell.version, "time": utc(cell.version), "type": v["type"], "value": v["value"]})
-            })
-            .collect();
-        cols.insert(c.name.clone(), Json::Array(cells));
+        let cells = c.cells.iter().map(|x| json!({"version": x.version, "value": typed_json(&x.value)})).collect();
+        m.insert(c.name.clone(), Json::Array(cells));
     }
-    json!({"pk": pk, "columns": cols})
+    Json::Object(m)
+}
+
+/// An attribute value as JSON, its type told by the JSON type (see [`row_json`]).
+pub fn typed_json(v: &Value) -> Json {
+    match v {
+        Value::Integer(i) => json!(i),
+        Value::Double(d) => json!(d),
+        Value::Boolean(b) => json!(b),
+        Value::String(s) => json!(s),
+        Value::Binary(b) => json!({"$binary": strata_format::key::hex(b)}),
+    }
+}
+
+/// A primary-key value as JSON, as [`typed_json`] writes attribute values.
+pub fn pk_json(v: &PkValue) -> Json {
+    match v {
+        PkValue::Integer(i) => json!(i),
+        PkValue::String(x) => json!(x),
+        PkValue::Binary(b) => json!({"$binary": strata_format::key::hex(b)}),
+        PkValue::InfMin => json!("INF_MIN"),
+        PkValue::InfMax => json!("INF_MAX"),
+    }
 }
 
 /// Writes rows as an aligned table: key columns, then every attribute column seen; each cell
@@ -282,10 +427,22 @@ mod tests {
 
     #[test]
     fn values_are_inferred_or_typed() {
-        assert_eq!(infer_value("12"), Value::Integer(12));
-        assert_eq!(infer_value("1.5"), Value::Double(1.5));
-        assert_eq!(infer_value("true"), Value::Boolean(true));
-        assert_eq!(infer_value("a100"), Value::String("a100".into()));
+        for ambiguous in ["12", "007", "1e3", "1.5", "true", "-3", "inf"] {
+            assert!(untyped_value("C", ambiguous).is_err(), "{ambiguous} accepted untyped");
+        }
+        assert_eq!(untyped_value("C", "a100").unwrap(), Value::String("a100".into()));
+        let decide = |vals: &[&str]| {
+            let mut t = TypeInference::default();
+            vals.iter().for_each(|v| t.see(v));
+            t.decided()
+        };
+        assert_eq!(decide(&["1", "-20"]), strata::ColumnType::Integer);
+        assert_eq!(decide(&["1", "007"]), strata::ColumnType::String);
+        assert_eq!(decide(&["1", "0.5", "-2.25"]), strata::ColumnType::Double);
+        assert_eq!(decide(&["1", "1e3"]), strata::ColumnType::Double);
+        assert_eq!(decide(&["new", "true"]), strata::ColumnType::String);
+        assert_eq!(decide(&["false", "true"]), strata::ColumnType::Boolean);
+        assert_eq!(decide(&["0x12", "7"]), strata::ColumnType::String);
         assert_eq!(parse_typed("0x00ff", strata::ColumnType::Binary).unwrap(), Value::Binary(vec![0, 255]));
         assert_eq!(parse_size("10GiB").unwrap(), 10 << 30);
         assert_eq!(parse_size("64k").unwrap(), 64 << 10);

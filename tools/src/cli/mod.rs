@@ -19,10 +19,16 @@ pub use common::{CliError, CliResult};
 
 /// strata: an embedded wide-column table store — command line.
 ///
-/// Every command that takes a DIR opens the database in that folder (taking its lock: a
-/// database open in another process is reported, never shared). Data commands accept `--json`
-/// for one JSON object per row on stdout; messages go to stderr. Exit status: 0 success,
-/// 1 not found (get) or corrupt (check), 2 error.
+/// Commands that change data open the database for writing (taking its lock: a database open
+/// for writing in another process is reported, never shared); commands that only read open it
+/// read-only and work beside a running application. `--json` prints one JSON object per line
+/// for streams (rows, partitions, backups) and one object for a report or a result; messages
+/// go to stderr (docs/CLI.md has every shape).
+///
+/// Exit status: 0 success; 1 the answer is "no" (a failed condition, a missing row for `get`,
+/// damage found by `check` or `backups verify`, rows an import rejected); 2 usage error (bad
+/// arguments, a request the data model refuses, no such table or database); 3 data or I/O
+/// error. A closed stdout (`| head`) ends the command quietly with 0.
 #[derive(Parser, Debug)]
 #[command(name = "strata", version)]
 pub struct Cli {
@@ -160,6 +166,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     };
     match r {
         Ok(code) => code,
+        Err(e) if e.is_closed_pipe() => crate::EXIT_OK,
         Err(e) => {
             let _ = writeln!(err, "strata: {}", e.message);
             e.code

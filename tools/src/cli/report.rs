@@ -9,7 +9,7 @@ use serde_json::json;
 use strata::keydesign::{SplicePart, hash_prefix, splice};
 use strata::{Db, PartitionInfo, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Value};
 
-use super::common::{CliError, CliResult, bar, human_bytes, open_db, open_db_read_only};
+use super::common::{CliError, CliResult, bar, byte_progress, human_bytes, open_db, open_db_read_only, row_progress};
 use super::transfer::read_sample;
 use super::{DirJson, TableJson};
 use crate::display::pk_value_json;
@@ -21,6 +21,9 @@ pub struct CompactArgs {
     pub dir: PathBuf,
     /// Table (default: every table).
     pub table: Option<String>,
+    /// JSON output: one object with the result.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn range_text(p: &PartitionInfo) -> String {
@@ -437,30 +440,72 @@ pub fn compact(a: &CompactArgs, out: &mut dyn Write) -> CliResult {
         None => db.list_tables(),
     };
     let t0 = std::time::Instant::now();
+    let before: HashMap<String, u64> =
+        tables.iter().filter_map(|t| db.describe_table(t).ok().map(|d| (t.clone(), d.sst_bytes))).collect();
+    let total: u64 = before.values().sum();
+    // Compaction reports no progress of its own: the bar advances by each table's size as it
+    // finishes.
+    let progress = byte_progress(total, a.json);
     for t in &tables {
+        if let Some(pb) = &progress {
+            pb.set_message(format!("compacting {t}"));
+        }
         db.compact_table(t)?;
+        if let Some(pb) = &progress {
+            pb.inc(before.get(t).copied().unwrap_or(0));
+        }
+    }
+    if let Some(pb) = &progress {
+        pb.finish_and_clear();
     }
     let sizes: HashMap<String, u64> =
         tables.iter().filter_map(|t| db.describe_table(t).ok().map(|d| (t.clone(), d.sst_bytes))).collect();
+    let stats = db.stats();
+    let dropped: HashMap<String, strata::DropCounts> =
+        stats.tables.iter().map(|t| (t.name.clone(), t.dropped)).collect();
     db.close()?;
-    for t in &tables {
-        writeln!(out, "compacted {t}: {}", human_bytes(sizes.get(t).copied().unwrap_or(0)))?;
+    let seconds = t0.elapsed().as_secs_f64();
+    if a.json {
+        let per: Vec<_> = tables
+            .iter()
+            .map(|t| {
+                let d = dropped.get(t).copied().unwrap_or_default();
+                json!({"table": t, "bytes_before": before.get(t), "bytes_after": sizes.get(t),
+                       "dropped_since_open": {"versions": d.versions, "ttl": d.ttl, "deletes": d.deletes}})
+            })
+            .collect();
+        writeln!(out, "{}", json!({"tables": per, "seconds": seconds}))?;
+    } else {
+        for t in &tables {
+            writeln!(
+                out,
+                "compacted {t}: {} -> {}",
+                human_bytes(before.get(t).copied().unwrap_or(0)),
+                human_bytes(sizes.get(t).copied().unwrap_or(0))
+            )?;
+        }
+        writeln!(out, "done in {seconds:.2} s")?;
     }
-    writeln!(out, "done in {:.2} s", t0.elapsed().as_secs_f64())?;
     Ok(0)
 }
 
 /// check.
 pub fn check(a: &DirJson, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
+    let spinner = row_progress(a.json);
+    if let Some(pb) = &spinner {
+        pb.set_message("verifying every checksum of every live file");
+        pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    }
     let problems = db.check()?;
+    if let Some(pb) = &spinner {
+        pb.finish_and_clear();
+    }
     let files = db.stats().tables.iter().map(|t| t.sst_files).sum::<usize>();
     db.close()?;
     if a.json {
-        for (p, msgs) in &problems {
-            writeln!(out, "{}", json!({"file": p, "problems": msgs}))?;
-        }
-        writeln!(out, "{}", json!({"ok": problems.is_empty(), "sst_files": files, "corrupt_files": problems.len()}))?;
+        let damaged: Vec<_> = problems.iter().map(|(p, msgs)| json!({"file": p, "problems": msgs})).collect();
+        writeln!(out, "{}", json!({"sound": problems.is_empty(), "sst_files": files, "damaged_files": damaged}))?;
     } else {
         for (p, msgs) in &problems {
             for m in msgs {

@@ -10,8 +10,8 @@ use strata::{
 };
 
 use super::common::{
-    CliError, CliResult, infer_value, key_and_columns, open_db, open_db_read_only, parse_type, parse_typed, row_json,
-    schema, write_table,
+    CliError, CliResult, key_and_columns, open_db, open_db_read_only, parse_type, parse_typed, row_json, schema,
+    untyped_value, write_table,
 };
 use crate::keytext::parse_pk;
 
@@ -52,7 +52,7 @@ fn condition(c: &CondArgs) -> Result<Condition, CliError> {
             let (lhs, rhs) = (s.get(..pos).unwrap_or(""), s.get(pos + len..).unwrap_or(""));
             let (name, value) = match lhs.split_once(':') {
                 Some((n, t)) => (n.to_string(), parse_typed(rhs, parse_type(t)?)?),
-                None => (lhs.to_string(), infer_value(rhs)),
+                None => (lhs.to_string(), untyped_value(lhs, rhs)?),
             };
             Some(ColumnCondition::compare(name, op, value))
         }
@@ -73,6 +73,9 @@ pub struct PutArgs {
     /// Version (ms since the epoch) of every cell; engine-stamped when omitted.
     #[arg(long)]
     pub version: Option<u64>,
+    /// JSON output: one object with the result.
+    #[arg(long)]
+    pub json: bool,
     /// Conditions.
     #[command(flatten)]
     pub cond: CondArgs,
@@ -139,6 +142,9 @@ pub struct DeleteArgs {
     /// `Name=value` for every primary-key column.
     #[arg(required = true)]
     pub key: Vec<String>,
+    /// JSON output: one object with the result.
+    #[arg(long)]
+    pub json: bool,
     /// Conditions.
     #[command(flatten)]
     pub cond: CondArgs,
@@ -185,6 +191,13 @@ fn key_only(schema: &TableSchema, args: &[String]) -> Result<PrimaryKey, CliErro
     Ok(pk)
 }
 
+/// A primary key as the JSON object of the row shape: each key column by name.
+fn key_json(s: &TableSchema, pk: &PrimaryKey) -> serde_json::Value {
+    let m: serde_json::Map<String, serde_json::Value> =
+        s.primary_key.iter().zip(&pk.0).map(|(c, v)| (c.name.clone(), super::common::pk_json(v))).collect();
+    serde_json::Value::Object(m)
+}
+
 /// put.
 pub fn put(a: &PutArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
@@ -196,7 +209,11 @@ pub fn put(a: &PutArgs, out: &mut dyn Write) -> CliResult {
     }
     let r = db.put_row(p)?;
     db.close()?;
-    writeln!(out, "put {pk} (seq {})", r.seqno)?;
+    if a.json {
+        writeln!(out, "{}", serde_json::json!({"put": key_json(&s, &pk), "seqno": r.seqno}))?;
+    } else {
+        writeln!(out, "put {pk} (seq {})", r.seqno)?;
+    }
     Ok(0)
 }
 
@@ -228,7 +245,7 @@ pub fn update(a: &UpdateArgs, out: &mut dyn Write) -> CliResult {
     if a.json {
         let incs: serde_json::Map<String, serde_json::Value> =
             r.increments.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect();
-        writeln!(out, "{}", serde_json::json!({"seqno": r.seqno, "increments": incs}))?;
+        writeln!(out, "{}", serde_json::json!({"updated": key_json(&s, &pk), "seqno": r.seqno, "increments": incs}))?;
     } else {
         let incs: Vec<String> = r.increments.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let tail = if incs.is_empty() { String::new() } else { format!(", {}", incs.join(", ")) };
@@ -280,9 +297,13 @@ pub fn delete(a: &DeleteArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
     let s = schema(&db, &a.table)?;
     let pk = key_only(&s, &a.key)?;
-    db.delete_row(DeleteRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?))?;
+    let r = db.delete_row(DeleteRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?))?;
     db.close()?;
-    writeln!(out, "deleted {pk}")?;
+    if a.json {
+        writeln!(out, "{}", serde_json::json!({"deleted": key_json(&s, &pk), "seqno": r.seqno}))?;
+    } else {
+        writeln!(out, "deleted {pk}")?;
+    }
     Ok(0)
 }
 

@@ -48,6 +48,17 @@ pub struct AlterArgs {
     /// New TTL in seconds, or `forever`.
     #[arg(long)]
     pub ttl: Option<String>,
+    /// New max version offset in seconds (how far a written version may lie from now).
+    #[arg(long)]
+    pub max_version_offset: Option<u64>,
+    /// Do not ask: a change that shrinks retention (fewer versions, a shorter TTL) makes data
+    /// invisible at once and drops it for good at the next compaction; on a terminal alter
+    /// counts what it would hide and asks, elsewhere it refuses without --yes.
+    #[arg(long)]
+    pub yes: bool,
+    /// JSON output: one object with the result.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn parse_ttl(s: &str) -> Result<Ttl, CliError> {
@@ -150,15 +161,99 @@ pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
 
 /// alter.
 pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
-    if a.max_versions.is_none() && a.ttl.is_none() {
-        return Err(CliError::new("nothing to change: give --max-versions and/or --ttl"));
+    if a.max_versions.is_none() && a.ttl.is_none() && a.max_version_offset.is_none() {
+        return Err(CliError::new("nothing to change: give --max-versions, --ttl and/or --max-version-offset"));
     }
     let ttl = a.ttl.as_deref().map(parse_ttl).transpose()?;
     let db = open_db(&a.dir, false)?;
-    db.update_table(&a.table, TableUpdate { max_versions: a.max_versions, ttl })?;
+    let old = db.describe_table(&a.table)?.schema.options;
+    let new_max = a.max_versions.unwrap_or(old.max_versions);
+    let new_ttl = ttl.unwrap_or(old.ttl);
+    let shrinks = new_max < old.max_versions || ttl_ms(new_ttl) < ttl_ms(old.ttl);
+    let mut hidden = None;
+    if shrinks {
+        let h = count_hidden(&db, &a.table, old.max_versions, new_max, new_ttl)?;
+        let what = format!(
+            "this hides {} rows and {} cells of table {} now (of {} rows, {} cells) and drops them for good at the next compaction",
+            h.rows, h.cells, a.table, h.total_rows, h.total_cells
+        );
+        if !a.yes {
+            if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+                return Err(CliError::new(format!("{what}; pass --yes to confirm")));
+            }
+            eprint!("{what}. Proceed? [y/N] ");
+            let mut answer = String::new();
+            std::io::stdin().read_line(&mut answer)?;
+            if !matches!(answer.trim(), "y" | "Y" | "yes") {
+                eprintln!("nothing changed");
+                return Ok(crate::EXIT_FAIL);
+            }
+        }
+        hidden = Some(h);
+    }
+    let update = TableUpdate { max_versions: a.max_versions, ttl, max_version_offset_secs: a.max_version_offset };
+    db.update_table(&a.table, update)?;
+    let o = db.describe_table(&a.table)?.schema.options;
     db.close()?;
-    writeln!(out, "altered table {}", a.table)?;
+    if a.json {
+        writeln!(
+            out,
+            "{}",
+            json!({"table": a.table, "max_versions": o.max_versions, "ttl_secs": o.ttl.as_ms().map(|ms| ms / 1000),
+                   "max_version_offset_secs": o.max_version_offset_secs,
+                   "hidden_rows": hidden.as_ref().map(|h| h.rows), "hidden_cells": hidden.as_ref().map(|h| h.cells)})
+        )?;
+    } else {
+        writeln!(
+            out,
+            "altered table {}: max versions {}, ttl {}, max version offset {} s",
+            a.table,
+            o.max_versions,
+            ttl_text(o.ttl),
+            o.max_version_offset_secs
+        )?;
+    }
     Ok(0)
+}
+
+fn ttl_ms(t: Ttl) -> u64 {
+    t.as_ms().unwrap_or(u64::MAX)
+}
+
+/// What a retention change hides: counted over the whole table, exactly.
+struct Hidden {
+    rows: u64,
+    cells: u64,
+    total_rows: u64,
+    total_cells: u64,
+}
+
+fn count_hidden(db: &strata::Db, table: &str, old_max: u32, new_max: u32, new_ttl: Ttl) -> Result<Hidden, CliError> {
+    let n = db.describe_table(table)?.schema.primary_key.len();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let opts = strata::RangeOptions::default().read(strata::ReadOptions::default().max_versions(old_max));
+    let mut h = Hidden { rows: 0, cells: 0, total_rows: 0, total_cells: 0 };
+    for row in db.range(table, &strata::PrimaryKey::inf_min(n), &strata::PrimaryKey::inf_max(n), &opts)? {
+        let row = row?;
+        let (mut kept, mut cells) = (0u64, 0u64);
+        for c in &row.columns {
+            for (i, cell) in c.cells.iter().enumerate() {
+                cells += 1;
+                if i < new_max as usize && !new_ttl.expired(cell.version, now) {
+                    kept += 1;
+                }
+            }
+        }
+        h.total_rows += 1;
+        h.total_cells += cells;
+        h.cells += cells - kept;
+        if cells > 0 && kept == 0 {
+            h.rows += 1;
+        }
+    }
+    Ok(h)
 }
 
 /// drop.

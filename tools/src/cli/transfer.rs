@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use clap::Args;
@@ -22,7 +22,8 @@ use strata::{
 };
 
 use super::common::{
-    CliError, CliResult, byte_progress, infer_value, open_db, open_db_read_only, parse_type, parse_typed, schema,
+    CliError, CliResult, byte_progress, open_db, open_db_read_only, parse_type, parse_typed, parse_types, row_json,
+    row_progress, schema,
 };
 use super::rows::scan_bounds;
 use crate::keytext::{parse_hex, parse_pk_value};
@@ -49,6 +50,28 @@ pub struct ImportArgs {
     /// Where rejected rows go (default: FILE.rejects).
     #[arg(long)]
     pub rejects: Option<PathBuf>,
+    /// Attribute column types, `Col=type,...` (int, double, bool, string, bin). For CSV,
+    /// columns typed neither here nor in the header (`Zip:string`) get one type each, inferred
+    /// from every value of the file and reported before writing; for JSON lines, a typed column
+    /// only accepts values of its type (otherwise each JSON value keeps its own type).
+    #[arg(long)]
+    pub types: Option<String>,
+    /// Exit 0 even when rows were rejected (by default rejected rows make the exit status 1).
+    #[arg(long)]
+    pub allow_rejects: bool,
+    /// Keep the versions the file gives (a JSON-lines export carries every cell's version):
+    /// the import restores cells as they were. Without it, versions in the file are refused
+    /// and every cell is stamped at write time. The table's max version offset still applies:
+    /// cells older than it are rejected rows, naming the `alter` that admits them.
+    #[arg(long)]
+    pub keep_versions: bool,
+    /// Continue an import stopped by Ctrl-C: skip the input rows the state file
+    /// (FILE.import-state) records as written, append to the rejects file.
+    #[arg(long)]
+    pub resume: bool,
+    /// JSON output: one object with the result.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of export.
@@ -76,6 +99,9 @@ pub struct ExportArgs {
     /// Read with N threads over ranges from split_points_by_size (output order is kept).
     #[arg(long, default_value_t = 1)]
     pub parallel: usize,
+    /// No progress display and no summary line on stderr.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,10 +165,9 @@ fn csv_row(
                 *slot = Some(v);
             }
         } else if !field.is_empty() {
-            let v = match ty {
-                Some(t) => parse_typed(field, *t).map_err(|e| format!("{name}: {}", e.message))?,
-                None => infer_value(field),
-            };
+            let t = ty.ok_or_else(|| format!("column {name} has no type"))?;
+            let v =
+                parse_typed(field, t).map_err(|e| format!("{name}: {} for a {} column", e.message, type_name(t)))?;
             p.columns.push((name.clone(), v, None));
         }
     }
@@ -183,7 +208,19 @@ fn json_value(v: &Json) -> Result<Value, String> {
     })
 }
 
-fn json_row(s: &TableSchema, table: &str, line: &str) -> Result<PutRow, String> {
+/// A JSON value for a column of type `t`: it must be of that type (an integer literal is also
+/// a Double when the column is one); never converted from another type.
+fn json_value_as(v: &Json, t: Option<ColumnType>) -> Result<Value, String> {
+    let value = json_value(v)?;
+    match (t, &value) {
+        (None, _) => Ok(value),
+        (Some(ColumnType::Double), Value::Integer(i)) => Ok(Value::Double(*i as f64)),
+        (Some(t), v) if v.column_type() == t => Ok(value),
+        (Some(t), v) => Err(format!("{} value where the column is typed {}", type_name(v.column_type()), type_name(t))),
+    }
+}
+
+fn json_row(s: &TableSchema, table: &str, line: &str, types: &Types) -> Result<PutRow, String> {
     let obj: Map<String, Json> = serde_json::from_str(line).map_err(|e| format!("bad JSON: {e}"))?;
     let mut pk = Vec::new();
     for c in &s.primary_key {
@@ -209,48 +246,163 @@ fn json_row(s: &TableSchema, table: &str, line: &str) -> Result<PutRow, String> 
                 for c in cells {
                     let ver = c.get("version").and_then(Json::as_u64).ok_or_else(|| format!("{k}: version missing"))?;
                     let val = c.get("value").ok_or_else(|| format!("{k}: value missing"))?;
-                    p.columns.push((k.clone(), json_value(val).map_err(|e| format!("{k}: {e}"))?, Some(ver)));
+                    let t = types.get(k).copied();
+                    p.columns.push((k.clone(), json_value_as(val, t).map_err(|e| format!("{k}: {e}"))?, Some(ver)));
                 }
             }
             Json::Null => {}
-            v => p.columns.push((k.clone(), json_value(v).map_err(|e| format!("{k}: {e}"))?, None)),
+            v => {
+                let t = types.get(k).copied();
+                p.columns.push((k.clone(), json_value_as(v, t).map_err(|e| format!("{k}: {e}"))?, None));
+            }
         }
     }
     Ok(p)
 }
 
-/// Parses CSV (typed header) or JSON lines into rows of table `s`, in file order, handing each
-/// (or why it was rejected) to `on_row`. Shared by import and `advise --sample`.
-fn read_input(
+/// Attribute column types given by `--types` or decided for an import.
+type Types = std::collections::BTreeMap<String, ColumnType>;
+
+/// What `on_row` tells the reader.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// Keep reading.
+    Continue,
+    /// Stop after this row (an interrupted import).
+    Stop,
+}
+
+/// A CSV header: each column's name and the type it gives (`Name:type`), if any.
+type CsvHeader = Vec<(String, Option<ColumnType>)>;
+
+/// Reads a CSV header.
+fn csv_header(rdr: &mut csv::Reader<impl Read>, path: &Path) -> Result<CsvHeader, CliError> {
+    rdr.headers()
+        .map_err(|e| CliError::new(format!("{}: bad CSV header: {e}", path.display())))?
+        .iter()
+        .map(|h| match h.split_once(':') {
+            Some((n, t)) => parse_type(t).map(|t| (n.to_string(), Some(t))),
+            None => Ok((h.to_string(), None)),
+        })
+        .collect()
+}
+
+/// How each attribute column of an input got its type, for the report.
+#[derive(Debug, Clone)]
+struct TypeDecision {
+    column: String,
+    column_type: ColumnType,
+    /// "header", "--types", or "inferred from N values".
+    source: String,
+}
+
+/// Decides one type per attribute column of a CSV file: the header's, else `--types`, else
+/// inferred from every value of the file (a pass over it before anything is written). A column
+/// typed differently by the header and `--types` is refused. Standard input cannot be read
+/// twice, so there every column needs a type.
+fn decide_csv_types(s: &TableSchema, path: &Path, given: &Types) -> Result<(CsvHeader, Vec<TypeDecision>), CliError> {
+    let open = || -> Result<Box<dyn Read>, CliError> {
+        if path == Path::new("-") {
+            Ok(Box::new(std::io::stdin()))
+        } else {
+            Ok(Box::new(File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?))
+        }
+    };
+    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(open()?);
+    let mut header = csv_header(&mut rdr, path)?;
+    let mut decisions = Vec::new();
+    let mut to_infer = Vec::new();
+    for (i, (name, ty)) in header.iter_mut().enumerate() {
+        if s.pk_index(name).is_some() {
+            continue;
+        }
+        match (*ty, given.get(name)) {
+            (Some(h), Some(g)) if h != *g => {
+                return Err(CliError::new(format!(
+                    "column {name} is typed {} in the header and {} by --types",
+                    type_name(h),
+                    type_name(*g)
+                )));
+            }
+            (Some(h), _) => {
+                decisions.push(TypeDecision { column: name.clone(), column_type: h, source: "header".into() })
+            }
+            (None, Some(g)) => {
+                *ty = Some(*g);
+                decisions.push(TypeDecision { column: name.clone(), column_type: *g, source: "--types".into() });
+            }
+            (None, None) => to_infer.push(i),
+        }
+    }
+    if !to_infer.is_empty() {
+        if path == Path::new("-") {
+            let names: Vec<&str> = to_infer.iter().filter_map(|i| header.get(*i)).map(|(n, _)| n.as_str()).collect();
+            return Err(CliError::new(format!(
+                "columns {} have no type; standard input cannot be read twice to infer one: type them in the header (Name:int) or with --types",
+                names.join(", ")
+            )));
+        }
+        let mut inference = vec![crate::cli::common::TypeInference::default(); to_infer.len()];
+        for rec in rdr.records() {
+            let Ok(rec) = rec else { continue };
+            for (slot, i) in inference.iter_mut().zip(&to_infer) {
+                if let Some(v) = rec.get(*i).filter(|v| !v.is_empty()) {
+                    slot.see(v);
+                }
+            }
+        }
+        for (inf, i) in inference.iter().zip(&to_infer) {
+            if let Some((name, ty)) = header.get_mut(*i) {
+                *ty = Some(inf.decided());
+                decisions.push(TypeDecision {
+                    column: name.clone(),
+                    column_type: inf.decided(),
+                    source: format!("inferred from {} values", inf.values()),
+                });
+            }
+        }
+    }
+    decisions.sort_by(|a, b| a.column.cmp(&b.column));
+    Ok((header, decisions))
+}
+
+/// What [`read_input`] reads and how.
+#[derive(Clone, Copy)]
+struct InputSpec<'a> {
     format: Format,
+    schema: &'a TableSchema,
+    table: &'a str,
+    path: &'a Path,
+    /// Types `--types` gives (JSON lines).
+    types: &'a Types,
+    /// The CSV header with every attribute column typed.
+    header: &'a [(String, Option<ColumnType>)],
+}
+
+/// Parses CSV or JSON lines into rows of table `s`, in file order, handing each (or why it was
+/// rejected) to `on_row`, which may stop the reading. `header` is the CSV header with every
+/// attribute column typed ([`decide_csv_types`]). Shared by import and `advise --sample`.
+fn read_input(
+    spec: &InputSpec<'_>,
     input: impl Read,
-    s: &TableSchema,
-    table: &str,
-    path: &Path,
-    mut on_row: impl FnMut(Parsed) -> Result<(), CliError>,
+    mut on_row: impl FnMut(Parsed) -> Result<Next, CliError>,
 ) -> Result<(), CliError> {
+    let InputSpec { format, schema: s, table, path, types, header } = *spec;
     match format {
         Format::Csv => {
             let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(input);
-            let header: Vec<(String, Option<ColumnType>)> = rdr
-                .headers()
-                .map_err(|e| CliError::new(format!("{}: bad CSV header: {e}", path.display())))?
-                .iter()
-                .map(|h| match h.split_once(':') {
-                    Some((n, t)) => parse_type(t).map(|t| (n.to_string(), Some(t))),
-                    None => Ok((h.to_string(), None)),
-                })
-                .collect::<Result<_, _>>()?;
+            csv_header(&mut rdr, path)?;
             for (i, rec) in rdr.records().enumerate() {
                 let line = i as u64 + 2;
-                on_row(match rec {
-                    Ok(r) => Parsed {
-                        line,
-                        raw: r.iter().collect::<Vec<_>>().join(","),
-                        row: csv_row(s, table, &header, &r),
-                    },
+                let next = on_row(match rec {
+                    Ok(r) => {
+                        Parsed { line, raw: r.iter().collect::<Vec<_>>().join(","), row: csv_row(s, table, header, &r) }
+                    }
                     Err(e) => Parsed { line, raw: String::new(), row: Err(format!("bad CSV: {e}")) },
                 })?;
+                if next == Next::Stop {
+                    break;
+                }
             }
         }
         Format::Jsonl => {
@@ -267,13 +419,15 @@ fn read_input(
                 // A line that is not UTF-8 is a rejected row like any other bad line.
                 let (raw, row) = match std::str::from_utf8(&bytes) {
                     Ok(text) if text.trim().is_empty() => continue,
-                    Ok(text) => (text.trim_end_matches(['\n', '\r']).to_string(), json_row(s, table, text)),
+                    Ok(text) => (text.trim_end_matches(['\n', '\r']).to_string(), json_row(s, table, text, types)),
                     Err(e) => (
                         String::from_utf8_lossy(&bytes).trim_end().to_string(),
                         Err(format!("the line is not valid UTF-8 (byte {})", e.valid_up_to())),
                     ),
                 };
-                on_row(Parsed { line, raw, row })?;
+                if on_row(Parsed { line, raw, row })? == Next::Stop {
+                    break;
+                }
             }
         }
     }
@@ -292,14 +446,17 @@ pub fn read_sample(
     format: Option<&str>,
 ) -> Result<(Vec<PutRow>, u64), CliError> {
     let format = format_of(format, path)?;
+    let types = Types::new();
+    let header = if format == Format::Csv { decide_csv_types(s, path, &types)?.0 } else { Vec::new() };
     let f = File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
     let (mut rows, mut rejected) = (Vec::new(), 0u64);
-    read_input(format, f, s, table, path, |p| {
+    let spec = InputSpec { format, schema: s, table, path, types: &types, header: &header };
+    read_input(&spec, f, |p| {
         match p.row {
             Ok(r) => rows.push(r),
             Err(_) => rejected += 1,
         }
-        Ok(())
+        Ok(Next::Continue)
     })?;
     Ok((rows, rejected))
 }
@@ -325,17 +482,124 @@ fn write_batch(db: &Db, batch: Vec<Parsed>) -> Vec<(Parsed, String)> {
     for p in ok_rows {
         let Ok(row) = p.row.clone() else { continue };
         if let Err(e) = with_retry(RetryPolicy::default(), || db.put_row(row.clone())) {
-            rejects.push((p, e.to_string()));
+            let hint = match e.rule() {
+                Some("version-out-of-range") => {
+                    "; `strata alter DIR TABLE --max-version-offset SECS` admits older versions for a restore"
+                }
+                _ => "",
+            };
+            rejects.push((p, format!("{e}{hint}")));
         }
     }
     rejects
 }
 
+/// Set by Ctrl-C (SIGINT) or SIGTERM while an import runs: stop reading at a row boundary.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Installs the handler once per process: the first signal asks the import to stop cleanly, a
+/// second one exits at once (exit 130; `--resume` may then write some rows again).
+fn install_interrupt_handler() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            if INTERRUPTED.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+        });
+    });
+}
+
+/// Exit status of an import stopped by Ctrl-C (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Where an interrupted import stopped, kept beside the input as `FILE.import-state`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ImportState {
+    table: String,
+    /// Every input row up to this one (CSV record line, JSON line) is written or rejected.
+    last_line: u64,
+    rows_written: u64,
+    rows_rejected: u64,
+}
+
+impl ImportState {
+    fn path(input: &Path) -> PathBuf {
+        PathBuf::from(format!("{}.import-state", input.display()))
+    }
+
+    fn to_json(&self) -> Json {
+        json!({"table": self.table, "last_line": self.last_line, "rows_written": self.rows_written,
+               "rows_rejected": self.rows_rejected})
+    }
+
+    fn load(input: &Path, table: &str) -> Result<ImportState, CliError> {
+        let path = Self::path(input);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            CliError::new(format!("--resume: no import state {} ({e}); nothing to resume", path.display()))
+        })?;
+        let j: Json = serde_json::from_str(&text)
+            .map_err(|e| CliError::data(format!("{}: not an import state: {e}", path.display())))?;
+        let field = |k: &str| j.get(k).and_then(Json::as_u64);
+        let state = ImportState {
+            table: j.get("table").and_then(Json::as_str).unwrap_or_default().to_string(),
+            last_line: field("last_line").unwrap_or(0),
+            rows_written: field("rows_written").unwrap_or(0),
+            rows_rejected: field("rows_rejected").unwrap_or(0),
+        };
+        if state.table != table {
+            return Err(CliError::new(format!(
+                "--resume: {} records an import into table {:?}, not {table:?}",
+                path.display(),
+                state.table
+            )));
+        }
+        Ok(state)
+    }
+
+    fn save(&self, input: &Path) -> Result<(), CliError> {
+        let path = Self::path(input);
+        let tmp = path.with_extension("import-state.tmp");
+        std::fs::write(&tmp, format!("{}\n", self.to_json()))?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    }
+}
+
+/// Rejects a row that carries cell versions unless `--keep-versions` said to restore them.
+fn check_versions(p: &mut Parsed, keep_versions: bool) {
+    if keep_versions {
+        return;
+    }
+    if p.row.as_ref().is_ok_and(|row| row.columns.iter().any(|(_, _, v)| v.is_some())) {
+        p.row =
+            Err("the row carries cell versions (an export does); pass --keep-versions to restore them as they are"
+                .into());
+    }
+}
+
 /// import.
 pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     let format = format_of(a.format.as_deref(), &a.file)?;
+    let given = parse_types(a.types.as_deref())?;
     let db = Arc::new(open_db(&a.dir, false)?);
     let s = schema(&db, &a.table)?;
+    for name in given.keys() {
+        if s.pk_index(name).is_some() {
+            return Err(CliError::new(format!("--types: {name} is a primary-key column; its type is the table's")));
+        }
+    }
+    let resume_from = if a.resume { Some(ImportState::load(&a.file, &a.table)?) } else { None };
+    if a.resume && a.file == Path::new("-") {
+        return Err(CliError::new("--resume needs the input file, not standard input"));
+    }
+    let (header, decisions) =
+        if format == Format::Csv { decide_csv_types(&s, &a.file, &given)? } else { (Vec::new(), Vec::new()) };
+    if !a.json && !decisions.is_empty() {
+        let text: Vec<String> =
+            decisions.iter().map(|d| format!("{}={} ({})", d.column, type_name(d.column_type), d.source)).collect();
+        writeln!(err, "column types: {}", text.join(", "))?;
+    }
     let input: Box<dyn Read> = if a.file == Path::new("-") {
         Box::new(std::io::stdin())
     } else {
@@ -344,7 +608,7 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     let total_bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
     let bytes_read = Arc::new(AtomicU64::new(0));
     let rejects_path = a.rejects.clone().unwrap_or_else(|| PathBuf::from(format!("{}.rejects", a.file.display())));
-    let progress = byte_progress(total_bytes, false);
+    let progress = byte_progress(total_bytes, a.json);
     let start = Instant::now();
     let (tx, rx) = crossbeam_channel::bounded::<Vec<Parsed>>(a.workers.max(1) * 2);
     let (rej_tx, rej_rx) = crossbeam_channel::unbounded::<(Parsed, String)>();
@@ -364,28 +628,45 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
         }));
     }
     drop(rej_tx);
+    install_interrupt_handler();
+    INTERRUPTED.store(false, Ordering::SeqCst);
+    let skip_through = resume_from.as_ref().map_or(0, |r| r.last_line);
     let mut rng = rand::thread_rng();
-    let mut parsed_rows = 0u64;
+    let (mut parsed_rows, mut last_line, mut interrupted) = (0u64, skip_through, false);
     let mut chunk: Vec<Parsed> = Vec::new();
+    // Rows are written in chunks of the input in file order, shuffled within a chunk (so
+    // sorted input spreads over partitions). An interrupt stops reading at a row boundary and
+    // the rows read so far are all written before the import ends: the input is done exactly
+    // up to `last_line`, which is what `--resume` skips.
     let flush_chunk = |chunk: &mut Vec<Parsed>, rng: &mut rand::rngs::ThreadRng| -> Result<(), CliError> {
         chunk.shuffle(rng);
         while !chunk.is_empty() {
             let n = chunk.len().min(a.batch.max(1));
             let batch: Vec<Parsed> = chunk.drain(..n).collect();
-            tx.send(batch).map_err(|_| CliError::new("import workers stopped"))?;
+            tx.send(batch).map_err(|_| CliError::data("import workers stopped"))?;
         }
         Ok(())
     };
     const CHUNK_ROWS: usize = 50_000;
     let counting = CountingReader { inner: input, count: bytes_read.clone() };
-    read_input(format, counting, &s, &a.table, &a.file, |p| {
+    let spec = InputSpec { format, schema: &s, table: &a.table, path: &a.file, types: &given, header: &header };
+    read_input(&spec, counting, |mut p| {
+        if p.line <= skip_through {
+            return Ok(Next::Continue);
+        }
+        check_versions(&mut p, a.keep_versions);
+        last_line = p.line;
         chunk.push(p);
         parsed_rows += 1;
         if chunk.len() >= CHUNK_ROWS {
             flush_chunk(&mut chunk, &mut rng)?;
             tick(&progress, &bytes_read, &written, start);
         }
-        Ok(())
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            interrupted = true;
+            return Ok(Next::Stop);
+        }
+        Ok(Next::Continue)
     })?;
     flush_chunk(&mut chunk, &mut rng)?;
     drop(tx);
@@ -398,21 +679,72 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
         pb.finish_and_clear();
     }
     if !rejects.is_empty() {
-        let mut f = BufWriter::new(File::create(&rejects_path)?);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(a.resume)
+            .truncate(!a.resume)
+            .open(&rejects_path)?;
+        let mut f = BufWriter::new(file);
         for (p, why) in &rejects {
             writeln!(f, "{}", json!({"line": p.line, "reason": why, "input": p.raw}))?;
         }
         f.flush()?;
     }
-    let db = Arc::try_unwrap(db).map_err(|_| CliError::new("import workers still hold the database"))?;
+    let db = Arc::try_unwrap(db).map_err(|_| CliError::data("import workers still hold the database"))?;
     db.close()?;
     let secs = start.elapsed().as_secs_f64();
+    let before = resume_from.clone().unwrap_or(ImportState {
+        table: a.table.clone(),
+        last_line: 0,
+        rows_written: 0,
+        rows_rejected: 0,
+    });
+    let state = ImportState {
+        table: a.table.clone(),
+        last_line,
+        rows_written: before.rows_written + written.load(Ordering::Relaxed),
+        rows_rejected: before.rows_rejected + rejects.len() as u64,
+    };
+    if interrupted {
+        state.save(&a.file)?;
+    } else if a.file != Path::new("-") {
+        let _ = std::fs::remove_file(ImportState::path(&a.file));
+    }
     let ok = written.load(Ordering::Relaxed);
-    writeln!(out, "imported {ok} rows in {secs:.2} s ({:.0} rows/s)", ok as f64 / secs.max(1e-9))?;
-    if !rejects.is_empty() {
+    if a.json {
+        let types: Map<String, Json> = decisions
+            .iter()
+            .map(|d| (d.column.clone(), json!({"type": type_name(d.column_type), "from": d.source})))
+            .collect();
+        writeln!(
+            out,
+            "{}",
+            json!({"table": a.table, "rows_written": ok, "rows_rejected": rejects.len(), "rows_read": parsed_rows,
+                   "rejects_file": (!rejects.is_empty()).then(|| rejects_path.display().to_string()),
+                   "types": types, "interrupted": interrupted, "last_line": last_line,
+                   "total_rows_written": state.rows_written, "seconds": secs})
+        )?;
+    } else {
+        writeln!(out, "imported {ok} rows in {secs:.2} s ({:.0} rows/s)", ok as f64 / secs.max(1e-9))?;
+    }
+    if !rejects.is_empty() && !a.json {
         writeln!(err, "{} of {parsed_rows} rows rejected; reasons in {}", rejects.len(), rejects_path.display())?;
     }
-    Ok(0)
+    if interrupted {
+        if !a.json {
+            writeln!(
+                err,
+                "interrupted: every input row through line {last_line} is written ({} rows in all); `strata import {} {} {} --resume` continues after it",
+                state.rows_written,
+                a.dir.display(),
+                a.table,
+                a.file.display()
+            )?;
+        }
+        return Ok(EXIT_INTERRUPTED);
+    }
+    Ok(if rejects.is_empty() || a.allow_rejects { 0 } else { crate::EXIT_FAIL })
 }
 
 fn tick(pb: &Option<indicatif::ProgressBar>, bytes: &AtomicU64, written: &AtomicU64, start: Instant) {
@@ -451,44 +783,6 @@ fn pk_csv(v: &PkValue) -> String {
         PkValue::String(s) => s.clone(),
         other => other.to_string(),
     }
-}
-
-fn value_jsonl(v: &Value) -> Json {
-    match v {
-        Value::Integer(i) => json!(i),
-        Value::Double(d) => json!(d),
-        Value::Boolean(b) => json!(b),
-        Value::String(s) => json!(s),
-        Value::Binary(b) => json!({"$binary": hex(b)}),
-    }
-}
-
-fn row_jsonl(s: &TableSchema, r: &Row, versions: bool) -> Json {
-    let mut m = Map::new();
-    for (c, v) in s.primary_key.iter().zip(&r.primary_key.0) {
-        m.insert(
-            c.name.clone(),
-            match v {
-                PkValue::Integer(i) => json!(i),
-                PkValue::String(x) => json!(x),
-                PkValue::Binary(b) => json!({"$binary": hex(b)}),
-                _ => Json::Null,
-            },
-        );
-    }
-    for c in &r.columns {
-        if versions {
-            m.insert(
-                c.name.clone(),
-                Json::Array(
-                    c.cells.iter().map(|x| json!({"version": x.version, "value": value_jsonl(&x.value)})).collect(),
-                ),
-            );
-        } else if let Some(x) = c.cells.first() {
-            m.insert(c.name.clone(), value_jsonl(&x.value));
-        }
-    }
-    Json::Object(m)
 }
 
 fn ranges(
@@ -578,9 +872,14 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
     let (start, end) = scan_bounds(&s, &a.from, &a.to, false)?;
-    let read = ReadOptions { time_range, ..Default::default() };
+    // JSON lines carry every retained version (an import with --keep-versions restores them);
+    // CSV has one value per column: the newest.
+    let max_versions = match format {
+        Format::Jsonl => Some(s.options.max_versions),
+        Format::Csv => Some(1),
+    };
+    let read = ReadOptions { time_range, max_versions, ..Default::default() };
     let opts = RangeOptions::default().read(read);
-    let versions = time_range.is_some();
     let t0 = Instant::now();
     let mut sink: Box<dyn Write> = match &a.output {
         Some(p) => {
@@ -610,7 +909,7 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
         match format {
             Format::Jsonl => {
                 for r in &rows {
-                    writeln!(buf, "{}", row_jsonl(&s, r, versions))?;
+                    writeln!(buf, "{}", row_json(&s, r))?;
                 }
             }
             Format::Csv => {
@@ -628,30 +927,68 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
         Ok(buf)
     };
     let parts = ranges(&db, &a.table, &start, &end, a.parallel)?;
-    let mut count = 0u64;
-    // Each range is read by its own thread; output is written in range order.
-    let results: Vec<Result<(u64, Vec<u8>), CliError>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = parts
-            .iter()
-            .map(|(lo, hi)| {
-                let (db, opts, render) = (&db, &opts, &render);
-                sc.spawn(move || -> Result<(u64, Vec<u8>), CliError> {
-                    let rows: Vec<Row> = db.range(&a.table, lo, hi, opts)?.collect::<Result<_, _>>()?;
-                    let n = rows.len() as u64;
-                    Ok((n, render(rows)?))
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(CliError::new("export thread panicked")))).collect()
-    });
-    for r in results {
-        let (n, bytes) = r?;
-        count += n;
-        sink.write_all(&bytes)?;
+    let rows_done = AtomicU64::new(0);
+    let progress = row_progress(a.quiet);
+    // Each range is read by its own thread, rendered in pieces of up to 4096 rows handed over
+    // a bounded channel; the pieces are written in range order, so the output streams in key
+    // order with bounded memory. A closed stdout drops the receivers and stops the readers.
+    std::thread::scope(|sc| -> Result<(), CliError> {
+        let mut receivers = Vec::new();
+        for (lo, hi) in &parts {
+            let (tx, rx) = crossbeam_channel::bounded::<Result<Vec<u8>, CliError>>(4);
+            receivers.push(rx);
+            let (db, opts, render, rows_done) = (&db, &opts, &render, &rows_done);
+            sc.spawn(move || {
+                let send_rows = |rows: Vec<Row>| {
+                    rows_done.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                    tx.send(render(rows)).is_ok()
+                };
+                let iter = match db.range(&a.table, lo, hi, opts) {
+                    Ok(it) => it,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.into()));
+                        return;
+                    }
+                };
+                let mut rows = Vec::with_capacity(4096);
+                for r in iter {
+                    match r {
+                        Ok(r) => rows.push(r),
+                        Err(e) => {
+                            let _ = tx.send(Err(e.into()));
+                            return;
+                        }
+                    }
+                    if rows.len() == 4096 && !send_rows(std::mem::take(&mut rows)) {
+                        return;
+                    }
+                }
+                if !rows.is_empty() {
+                    send_rows(rows);
+                }
+            });
+        }
+        for rx in receivers {
+            for piece in rx {
+                sink.write_all(&piece?)?;
+                if let Some(pb) = &progress {
+                    pb.set_message(format!("{} rows", rows_done.load(Ordering::Relaxed)));
+                    pb.tick();
+                }
+            }
+        }
+        Ok(())
+    })?;
+    if let Some(pb) = &progress {
+        pb.finish_and_clear();
     }
+    let count = rows_done.load(Ordering::Relaxed);
     sink.flush()?;
     drop(sink);
     db.close()?;
+    if a.quiet {
+        return Ok(0);
+    }
     writeln!(
         err,
         "exported {count} rows in {:.2} s ({} range{})",
