@@ -63,21 +63,20 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
     let s = db.stats();
     if a.json {
+        let mut tables = Vec::new();
         for t in &s.tables {
-            writeln!(
-                out,
-                "{}",
+            tables.push(
                 json!({"table": t.name, "partitions": t.partitions.iter().map(partition_json).collect::<Vec<_>>(),
                     "sst_files": t.sst_files, "sst_bytes": t.sst_bytes, "space_amplification": t.space_amplification,
                     "write_amplification": t.write_amplification, "flush_bytes": t.flush_bytes, "compaction_bytes": t.compaction_bytes,
                     "pending_compaction_bytes": t.pending_compaction_bytes,
-                    "dropped": {"versions": t.dropped.versions, "ttl": t.dropped.ttl, "deletes": t.dropped.deletes}})
-            )?;
+                    "dropped": {"versions": t.dropped.versions, "ttl": t.dropped.ttl, "deletes": t.dropped.deletes}}),
+            );
         }
         writeln!(
             out,
             "{}",
-            json!({"database": a.dir, "last_seqno": s.last_seqno, "memtable_bytes": s.memtable_bytes, "sealed_memtables": s.sealed_memtables,
+            json!({"database": a.dir, "tables": tables, "last_seqno": s.last_seqno, "memtable_bytes": s.memtable_bytes, "sealed_memtables": s.sealed_memtables,
                 "block_cache_bytes": s.block_cache_bytes, "block_cache_pinned_bytes": s.block_cache_pinned_bytes, "user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
                 "compaction_write_bytes": s.compaction_write_bytes, "compaction_read_bytes": s.compaction_read_bytes,
                 "write_amplification": s.write_amplification, "flushes": s.flushes, "compactions": s.compactions,
@@ -278,7 +277,10 @@ fn table_key_stats(db: &Db, table: &str, n: usize) -> Result<Vec<KeyStat>, CliEr
         let r = r?;
         let key = r.primary_key.0.first().cloned().unwrap_or(PkValue::InfMin);
         let bytes = row_bytes(r.columns.iter().flat_map(|c| c.cells.iter().map(move |x| (c.name.as_str(), &x.value))));
-        let writes: u64 = r.columns.iter().map(|c| c.cells.len() as u64).sum::<u64>().max(1);
+        // A write is a row write: every cell one put or update wrote shares its version, so the
+        // row's distinct versions count its writes (not its cells).
+        let versions: HashSet<u64> = r.columns.iter().flat_map(|c| c.cells.iter().map(|x| x.version)).collect();
+        let writes = (versions.len() as u64).max(1);
         let newest = r.columns.iter().flat_map(|c| c.cells.first()).map(|c| c.version).max().unwrap_or(0);
         match stats.last_mut() {
             Some(last) if last.key == key => {
@@ -344,6 +346,7 @@ pub fn advise(a: &AdviseArgs, out: &mut dyn Write) -> CliResult {
         by_size.first().map_or(0.0, |s| if total_bytes == 0 { 0.0 } else { s.bytes as f64 / total_bytes as f64 });
     let oversized = by_size.first().is_some_and(|s| s.bytes > d.schema.options.split_threshold_bytes);
     let mut suggestions = Vec::new();
+    let key_column = d.schema.primary_key.first().map_or("", |c| c.name.as_str()).to_string();
     if sequential {
         let sample: Vec<String> = stats
             .iter()
@@ -357,12 +360,26 @@ pub fn advise(a: &AdviseArgs, out: &mut dyn Write) -> CliResult {
                 format!("{k} -> {}", hash_prefix(&k, 4))
             })
             .collect();
+        let integer_note = if matches!(stats.first().map(|s| &s.key), Some(PkValue::Integer(_))) {
+            format!(
+                " {key_column} is an Integer: with a hash prefix it becomes a String column (the prefix, then the decimal digits), so the table is created with `--pk {key_column}:string`."
+            )
+        } else {
+            String::new()
+        };
         suggestions.push(format!(
-            "partition keys increase with write time (rank correlation {corr:.2}): new writes all land in the last partition. Prefix the key with a hash: {} (range reads in the original order are lost)",
+            "partition keys increase with write time (rank correlation {corr:.2}): new writes all land in the last partition. Prefix the key with a hash: {} (range reads in the original order are lost).{integer_note} Rewrite a file's keys with `strata key rewrite FILE --hash-prefix {key_column}:4 -o OUT`",
             sample.join(", ")
         ));
     }
-    if (top_share > 0.1 && keys > 10) || oversized {
+    let one_value_dominates = (top_share > 0.1 && keys > 10) || oversized;
+    if skew >= 10.0 && keys > 10 && !one_value_dominates {
+        suggestions.push(format!(
+            "the largest partition-key value holds {skew:.0}x the mean: a few values carry most of the data; splice the next key column into the partition key (`strata key rewrite FILE --splice NEW=...`) or choose a key with more even values"
+        ));
+    }
+
+    if one_value_dominates {
         if let (Some(ex), true) = (by_size.first().map(|s| &s.example), n >= 2) {
             let parts: Vec<SplicePart> =
                 ex.0.iter()
@@ -387,7 +404,9 @@ pub fn advise(a: &AdviseArgs, out: &mut dyn Write) -> CliResult {
         }
     }
     if suggestions.is_empty() {
-        suggestions.push("the partition key spreads data and writes evenly; no change needed".into());
+        suggestions.push(format!(
+            "the partition key spreads data and writes evenly (largest value {skew:.1}x the mean); no change needed"
+        ));
     }
     if a.json {
         let top = |v: &[&KeyStat]| -> Vec<serde_json::Value> {
@@ -399,12 +418,21 @@ pub fn advise(a: &AdviseArgs, out: &mut dyn Write) -> CliResult {
         writeln!(
             out,
             "{}",
-            json!({"table": a.table, "source": source, "partition_keys": keys, "bytes": total_bytes, "writes": total_writes,
+            json!({"table": a.table, "source": source, "partition_keys": keys, "logical_bytes": total_bytes,
+                "sst_bytes": a.sample.is_none().then_some(d.sst_bytes), "row_writes": total_writes,
                 "top_by_size": top(&by_size), "top_by_writes": top(&by_writes), "skew": skew,
                 "time_order_correlation": corr, "sequential": sequential, "suggestions": suggestions})
         )?;
     } else {
-        writeln!(out, "{source}: {keys} partition-key values, {}, {total_writes} writes", human_bytes(total_bytes))?;
+        writeln!(
+            out,
+            "{source}: {keys} partition-key values, {} logical ({}), {total_writes} row writes",
+            human_bytes(total_bytes),
+            match &a.sample {
+                None => format!("keys and values before compression; {} in SSTables on disk", human_bytes(d.sst_bytes)),
+                Some(_) => "keys and values before compression".to_string(),
+            }
+        )?;
         writeln!(out, "largest value / mean: {skew:.1}x; key order vs write time correlation: {corr:.2}")?;
         writeln!(out, "top partition keys by size:")?;
         let max = by_size.first().map_or(0, |s| s.bytes);

@@ -1,0 +1,457 @@
+//! The `strata` command line's contract with a careful user, through the built binary: one type
+//! per column (never guessed per value), one JSON row shape, distinct exit codes, a quiet end on
+//! a closed pipe, an interrupted import resumed without a row written twice or skipped, a
+//! restore of an export with its versions, retention changes that ask first, and key rewrites
+//! that reproduce the data model's worked example.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+use serde_json::Value as Json;
+
+fn strata(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = strata(args);
+    assert_eq!(code, 0, "strata {args:?} failed: {err}");
+    out
+}
+
+/// Parses output that must be exactly one JSON object on one line.
+fn one_object(out: &str) -> Json {
+    assert_eq!(out.lines().count(), 1, "not one line: {out}");
+    let j: Json = serde_json::from_str(out.trim()).unwrap();
+    assert!(j.is_object(), "{j}");
+    j
+}
+
+fn orders(dir: &str, extra: &[&str]) {
+    let mut args = vec!["create-table", dir, "orders", "--pk", "Customer:string", "--pk", "Order:int"];
+    args.extend_from_slice(extra);
+    ok(&args);
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+#[test]
+fn types_are_decided_per_column_never_per_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    orders(d, &[]);
+    // An untyped literal that could be a number or a boolean is refused, naming the fix.
+    for (arg, fix) in [("Zip=007", "Zip:string=007"), ("Code=1e3", "Code:double=1e3"), ("Paid=true", "Paid:bool=true")]
+    {
+        let (code, _, err) = strata(&["put", d, "orders", "Customer=a", "Order=1", arg]);
+        assert_eq!(code, 2, "{arg}: {err}");
+        assert!(err.contains("ambiguous") && err.contains(fix), "{arg}: {err}");
+    }
+    ok(&["put", d, "orders", "Customer=a", "Order=1", "Zip:string=007", "Code:double=1e3", "Status=new"]);
+    let j = one_object(&ok(&["get", d, "orders", "Customer=a", "Order=1", "--json"]));
+    assert_eq!(j["Zip"][0]["value"], "007");
+    assert_eq!(j["Code"][0]["value"].as_f64(), Some(1000.0));
+    assert!(j["Code"][0]["value"].is_f64());
+    assert_eq!(j["Status"][0]["value"], "new");
+
+    // A plain header: one type per column, inferred from every value of the file and reported.
+    let csv = tmp.path().join("plain.csv");
+    std::fs::write(&csv, "Customer,Order,Zip,Code,Status,Qty\nb,1,007,1e3,new,5\nb,2,12,2,true,6\n").unwrap();
+    let (code, out, err) = strata(&["import", d, "orders", csv.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("imported 2 rows"), "{out}");
+    for decided in
+        ["Code=double (inferred from 2 values)", "Qty=int (inferred", "Status=string (inferred", "Zip=string (inferred"]
+    {
+        assert!(err.contains(decided), "{decided} missing from: {err}");
+    }
+    let j = one_object(&ok(&["get", d, "orders", "Customer=b", "Order=2", "--json"]));
+    assert_eq!(j["Zip"][0]["value"], "12", "one column, one type: 12 is a String beside 007");
+    assert_eq!(j["Status"][0]["value"], "true", "true is a String beside new");
+    assert!(j["Code"][0]["value"].is_f64(), "{j}");
+    assert!(j["Qty"][0]["value"].is_i64(), "{j}");
+
+    // --types decides a column; a value that does not fit is a rejected row, never another type.
+    let typed = tmp.path().join("typed.csv");
+    std::fs::write(&typed, "Customer,Order,Qty,Zip\nc,1,5,007\nc,2,five,010\n").unwrap();
+    let (code, out, err) = strata(&["import", d, "orders", typed.to_str().unwrap(), "--types", "Zip=string,Qty=int"]);
+    assert_eq!(code, 1, "a rejected row exits 1: {out} {err}");
+    assert!(err.contains("Qty=int (--types)") && err.contains("1 of 2 rows rejected"), "{err}");
+    let rejects = std::fs::read_to_string(tmp.path().join("typed.csv.rejects")).unwrap();
+    assert!(rejects.contains("\"line\":3") && rejects.contains("five"), "{rejects}");
+    // The header and --types disagreeing is a usage error.
+    let conflict = tmp.path().join("conflict.csv");
+    std::fs::write(&conflict, "Customer,Order,Qty:int\nd,1,5\n").unwrap();
+    let (code, _, err) = strata(&["import", d, "orders", conflict.to_str().unwrap(), "--types", "Qty=string"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("typed int in the header and string by --types"), "{err}");
+    // Standard input cannot be read twice: untyped columns are refused before anything is written.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["import", d, "orders", "-", "--format", "csv"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"Customer,Order,Qty\ne,1,5\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("standard input cannot be read twice"));
+    assert_eq!(strata(&["get", d, "orders", "Customer=e", "Order=1"]).0, 1);
+}
+
+#[test]
+fn json_is_one_row_shape_and_one_object_per_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    orders(d, &["--max-versions", "3"]);
+    let put =
+        one_object(&ok(&["put", d, "orders", "Customer=a", "Order=1", "Amount:int=5", "Raw:bin=0x00ff", "--json"]));
+    assert_eq!(put["put"], serde_json::json!({"Customer": "a", "Order": 1}));
+    assert!(put["seqno"].as_u64().unwrap() > 0);
+    ok(&["put", d, "orders", "Customer=b", "Order=2", "Rate:double=0.5", "Note=hi"]);
+    let upd = one_object(&ok(&["update", d, "orders", "Customer=a", "Order=1", "--incr", "Amount=2", "--json"]));
+    assert_eq!(upd["increments"]["Amount"], 7);
+    // scan --json (with every version) and export --format jsonl print the same rows, byte for
+    // byte; scan shows the newest version unless asked for more.
+    assert!(!ok(&["scan", d, "orders", "--json"]).contains("\"value\":5"));
+    let scan = ok(&["scan", d, "orders", "--json", "--versions", "3"]);
+    let export = ok(&["export", d, "orders", "--format", "jsonl"]);
+    assert_eq!(scan, export);
+    let rows: Vec<Json> = scan.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["Customer"], "a");
+    assert_eq!(rows[0]["Amount"].as_array().unwrap().len(), 2, "both versions of Amount: {}", rows[0]);
+    assert_eq!(rows[0]["Raw"][0]["value"]["$binary"], "00ff");
+    assert!(rows[1]["Rate"][0]["value"].is_f64());
+    let del = one_object(&ok(&["delete", d, "orders", "Customer=b", "Order=2", "--json"]));
+    assert_eq!(del["deleted"]["Order"], 2);
+    let compact = one_object(&ok(&["compact", d, "--json"]));
+    assert_eq!(compact["tables"][0]["table"], "orders");
+    let alter = one_object(&ok(&["alter", d, "orders", "--ttl", "forever", "--json"]));
+    assert_eq!(alter["max_versions"], 3);
+    for report in [
+        vec!["stats", d, "--json"],
+        vec!["describe", d, "orders", "--json"],
+        vec!["check", d, "--json"],
+        vec!["advise", d, "orders", "--json"],
+    ] {
+        let j = one_object(&ok(&report));
+        if report[0] == "check" {
+            assert_eq!(j["sound"], true);
+        }
+        if report[0] == "stats" {
+            assert_eq!(j["tables"][0]["table"], "orders");
+        }
+    }
+    let csv = tmp.path().join("in.csv");
+    std::fs::write(&csv, "Customer,Order,Amount:int\nz,1,1\n").unwrap();
+    let imp = one_object(&ok(&["import", d, "orders", csv.to_str().unwrap(), "--json"]));
+    assert_eq!(imp["rows_written"], 1);
+    assert_eq!(imp["interrupted"], false);
+}
+
+#[test]
+fn exit_codes_are_distinct_and_documented() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let ds = d.to_str().unwrap();
+    orders(ds, &[]);
+    ok(&["put", ds, "orders", "Customer=a", "Order=1", "Amount:int=5"]);
+    // 1: the answer is no.
+    assert_eq!(strata(&["get", ds, "orders", "Customer=x", "Order=1"]).0, 1);
+    assert_eq!(strata(&["put", ds, "orders", "Customer=a", "Order=1", "--expect", "not-exist"]).0, 1);
+    // 2: usage.
+    assert_eq!(strata(&["get", ds]).0, 2);
+    assert_eq!(strata(&["get", ds, "nope", "Customer=x", "Order=1"]).0, 2);
+    assert_eq!(strata(&["put", ds, "orders", "Customer=a", "Order=1", "N=12"]).0, 2);
+    // 3: data or I/O: the database is locked by a writer elsewhere, or damaged.
+    let db = strata::Db::open(&d, strata::Options::default()).unwrap();
+    let (code, _, err) = strata(&["put", ds, "orders", "Customer=b", "Order=1"]);
+    assert_eq!(code, 3, "{err}");
+    drop(db);
+    let manifest = d.join("MANIFEST");
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&manifest, bytes).unwrap();
+    let (code, _, err) = strata(&["get", ds, "orders", "Customer=a", "Order=1"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("corruption"), "{err}");
+    // The help documents them.
+    let help = ok(&["--help"]);
+    assert!(help.contains("1 the answer is \"no\"") && help.contains("3 data or I/O"), "{help}");
+}
+
+#[test]
+fn a_closed_pipe_ends_an_export_quietly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    orders(d, &[]);
+    let csv = tmp.path().join("in.csv");
+    let mut text = String::from("Customer:string,Order:int,Note:string\n");
+    for i in 0..60_000 {
+        text.push_str(&format!("c{:03},{i},note {i}\n", i % 100));
+    }
+    std::fs::write(&csv, text).unwrap();
+    ok(&["import", d, "orders", csv.to_str().unwrap()]);
+    for args in [vec!["export", d, "orders", "--format", "jsonl"], vec!["scan", d, "orders", "--json"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read one buffer, as `head` does, and go away.
+        let mut stdout = child.stdout.take().unwrap();
+        let mut buf = [0u8; 4096];
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(n > 0);
+        drop(stdout);
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{args:?} complained about the closed pipe");
+    }
+}
+
+/// Every row of a table with its cells' values (versions left out), in key order.
+fn rows_without_versions(dir: &str) -> Vec<Json> {
+    ok(&["export", dir, "orders", "--format", "jsonl"])
+        .lines()
+        .map(|l| {
+            let mut v: Json = serde_json::from_str(l).unwrap();
+            for (_, col) in v.as_object_mut().unwrap().iter_mut() {
+                if let Some(cells) = col.as_array_mut() {
+                    for c in cells {
+                        c.as_object_mut().unwrap().remove("version");
+                    }
+                }
+            }
+            v
+        })
+        .collect()
+}
+
+#[test]
+fn an_interrupted_import_resumes_without_writing_a_row_twice_or_skipping_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    // Three versions kept: a row written twice would show two cells.
+    orders(a, &["--max-versions", "3"]);
+    orders(b, &["--max-versions", "3"]);
+    let csv = tmp.path().join("big.csv");
+    let mut text = String::from("Customer:string,Order:int,Amount:int,Note:string\n");
+    let rows = 400_000;
+    for i in 0..rows {
+        text.push_str(&format!("c{:04},{i},{},note {}\n", i % 1000, i * 7, i % 13));
+    }
+    std::fs::write(&csv, &text).unwrap();
+    let csv_s = csv.to_str().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["import", a, "orders", csv_s, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "the import finished before the interrupt: {stdout}");
+    let first = one_object(&stdout);
+    assert_eq!(first["interrupted"], true);
+    let last_line = first["last_line"].as_u64().unwrap();
+    let written = first["rows_written"].as_u64().unwrap();
+    assert!(written > 0 && written < rows, "{first}");
+    assert_eq!(written, last_line - 1, "every row through the last line (header is line 1) is written");
+    let state = tmp.path().join("big.csv.import-state");
+    assert!(state.exists());
+
+    let resumed = one_object(&ok(&["import", a, "orders", csv_s, "--resume", "--json"]));
+    assert_eq!(resumed["rows_written"].as_u64().unwrap(), rows - written, "{resumed}");
+    assert_eq!(resumed["total_rows_written"].as_u64().unwrap(), rows);
+    assert!(!state.exists(), "a finished import removes its state");
+    let (code, _, err) = strata(&["import", a, "orders", csv_s, "--resume"]);
+    assert_eq!(code, 2, "nothing left to resume: {err}");
+
+    ok(&["import", b, "orders", csv_s]);
+    let (ra, rb) = (rows_without_versions(a), rows_without_versions(b));
+    assert_eq!(ra.len(), rows as usize);
+    for r in &ra {
+        assert_eq!(r["Amount"].as_array().unwrap().len(), 1, "row written twice: {r}");
+    }
+    assert!(ra == rb, "the interrupted and resumed import differs from an uninterrupted one");
+}
+
+#[test]
+fn an_export_imports_back_with_its_versions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    // Versions five days old: beyond the default max version offset (one day) of the target.
+    orders(a, &["--max-versions", "3", "--max-version-offset", "864000"]);
+    let old = now_ms() - 5 * 86_400_000;
+    for (i, v) in [(1, old), (2, old + 1000), (3, old + 2000)] {
+        // update adds a version; put would replace the row.
+        ok(&["update", a, "orders", "Customer=a", "Order=1", &format!("Amount:int={i}"), "--version", &v.to_string()]);
+    }
+    ok(&["put", a, "orders", "Customer=b", "Order=2", "Note=recent"]);
+    let export = tmp.path().join("a.jsonl");
+    ok(&["export", a, "orders", "--format", "jsonl", "-o", export.to_str().unwrap()]);
+    let exported = std::fs::read_to_string(&export).unwrap();
+    assert!(exported.contains(&format!("\"version\":{old}")), "{exported}");
+
+    orders(b, &["--max-versions", "3"]);
+    let e = export.to_str().unwrap();
+    // Without --keep-versions: refused loudly, nothing stamped anew.
+    let (code, _, err) = strata(&["import", b, "orders", e]);
+    assert_eq!(code, 1);
+    let rejects = std::fs::read_to_string(format!("{e}.rejects")).unwrap();
+    assert!(rejects.contains("--keep-versions"), "{rejects}");
+    assert!(err.contains("2 of 2 rows rejected"), "{err}");
+    // With it, the old versions break the target's max version offset: rejected, naming the fix.
+    let (code, _, _) = strata(&["import", b, "orders", e, "--keep-versions"]);
+    assert_eq!(code, 1);
+    let rejects = std::fs::read_to_string(format!("{e}.rejects")).unwrap();
+    assert!(rejects.contains("--max-version-offset"), "{rejects}");
+    ok(&["alter", b, "orders", "--max-version-offset", "864000"]);
+    ok(&["import", b, "orders", e, "--keep-versions"]);
+    assert_eq!(ok(&["export", b, "orders", "--format", "jsonl"]), exported, "the restore differs from the export");
+}
+
+#[test]
+fn shrinking_retention_counts_what_it_hides_and_needs_yes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    orders(d, &["--max-versions", "3"]);
+    let now = now_ms();
+    for order in 1..=4 {
+        for age in [3000u64, 2000, 1000] {
+            let o = format!("Order={order}");
+            let v = (now - age).to_string();
+            ok(&["update", d, "orders", "Customer=a", &o, "Amount:int=1", "--version", &v]);
+        }
+    }
+    let (code, _, err) = strata(&["alter", d, "orders", "--max-versions", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hides 0 rows and 8 cells") && err.contains("--yes"), "{err}");
+    assert!(ok(&["describe", d, "orders"]).contains("max versions        3"), "nothing changed");
+    // A TTL that every cell is past hides every row.
+    let (code, _, err) = strata(&["alter", d, "orders", "--ttl", "1"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("hides 4 rows and 12 cells"), "{err}");
+    let j = one_object(&ok(&["alter", d, "orders", "--max-versions", "1", "--yes", "--json"]));
+    assert_eq!(j["hidden_cells"], 8);
+    // Growing retention never asks.
+    ok(&["alter", d, "orders", "--max-versions", "5"]);
+}
+
+#[test]
+fn key_rewrite_reproduces_the_worked_example_and_leads_to_an_import() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("purchases.csv");
+    std::fs::write(
+        &input,
+        "DeviceID:int,SellerID:string,CardID:int,OrderNumber:int,Amount:int\n\
+         16,a100,66661,200001,12\n54,a100,6777,200003,7\n54,a1001,6777,200004,30\n167,a101,283408,200002,5\n",
+    )
+    .unwrap();
+    let spliced = tmp.path().join("spliced.csv");
+    let out = ok(&[
+        "key",
+        "rewrite",
+        input.to_str().unwrap(),
+        "--splice",
+        "PK=DeviceID,SellerID,CardID",
+        "--width",
+        "6",
+        "--connector",
+        ",",
+        "-o",
+        spliced.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(one_object(&out)["rows"], 4);
+    let text = std::fs::read_to_string(&spliced).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("PK:string,OrderNumber:int,Amount:int"));
+    let keys: Vec<String> = lines.map(|l| l.rsplitn(3, ',').nth(2).unwrap().trim_matches('"').to_string()).collect();
+    // DATA-MODEL.md, "The worked example".
+    assert_eq!(keys, ["000016,a100,66661", "000054,a100,6777", "000054,a1001,6777", "000167,a101,283408"]);
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(sorted, keys, "the spliced keys keep the original order");
+    // With ':' as the connector the order breaks: refused, with the reason.
+    let (code, _, err) = strata(&[
+        "key",
+        "rewrite",
+        input.to_str().unwrap(),
+        "--splice",
+        "PK=DeviceID,SellerID,CardID",
+        "--connector",
+        ":",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("does not sort below"), "{err}");
+
+    // advise --sample -> key rewrite -> create-table -> import.
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "purchases", "--pk", "PK:string", "--pk", "OrderNumber:int"]);
+    ok(&["advise", d, "purchases", "--sample", spliced.to_str().unwrap()]);
+    ok(&["import", d, "purchases", spliced.to_str().unwrap()]);
+    let rows: Vec<Json> =
+        ok(&["scan", d, "purchases", "--json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let scanned: Vec<&str> = rows.iter().map(|r| r["PK"].as_str().unwrap()).collect();
+    assert_eq!(scanned, keys);
+
+    // A hash prefix on an Integer column: the column becomes a String, prefix then digits.
+    let hashed = tmp.path().join("hashed.jsonl");
+    let jl = tmp.path().join("purchases.jsonl");
+    std::fs::write(&jl, "{\"DeviceID\":16,\"OrderNumber\":200001,\"Amount\":12}\n").unwrap();
+    ok(&["key", "rewrite", jl.to_str().unwrap(), "--hash-prefix", "OrderNumber:4", "-o", hashed.to_str().unwrap()]);
+    let j: Json = serde_json::from_str(std::fs::read_to_string(&hashed).unwrap().trim()).unwrap();
+    let expected = ok(&["key", "hash-prefix", "--len", "4", "200001"]).trim().to_string();
+    assert_eq!(j["OrderNumber"], expected);
+    assert!(expected.ends_with("200001") && expected.len() == 10);
+    assert_eq!(j["DeviceID"], 16, "other columns keep their type");
+}
+
+#[test]
+fn advise_counts_row_writes_and_explains_an_integer_hash_prefix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "events", "--pk", "Seq:int"]);
+    let sample = tmp.path().join("seq.csv");
+    let mut text = String::from("Seq:int,A:int,B:int,C:int\n");
+    for i in 0..200 {
+        text.push_str(&format!("{i},1,2,3\n"));
+    }
+    std::fs::write(&sample, text).unwrap();
+    let j = one_object(&ok(&["advise", d, "events", "--sample", sample.to_str().unwrap(), "--json"]));
+    assert_eq!(j["row_writes"], 200, "{j}");
+    let advice = j["suggestions"].to_string();
+    assert!(advice.contains("becomes a String") && advice.contains("--pk Seq:string"), "{advice}");
+    assert!(advice.contains("strata key rewrite FILE --hash-prefix Seq:4"), "{advice}");
+    // The table itself: three cells written by one put are one write.
+    ok(&["import", d, "events", sample.to_str().unwrap()]);
+    let j = one_object(&ok(&["advise", d, "events", "--json"]));
+    assert_eq!(j["row_writes"], 200, "{j}");
+    assert!(j["sst_bytes"].as_u64().is_some(), "{j}");
+    let text = ok(&["advise", d, "events"]);
+    assert!(text.contains("logical") && text.contains("on disk"), "{text}");
+}
