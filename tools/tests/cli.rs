@@ -243,6 +243,10 @@ fn demo_runs_and_reruns_on_the_same_folder() {
     let dir = tmp.path().join("demo");
     let out = ok(&["demo", "--dir", dir.to_str().unwrap(), "--rows", "20000"]);
     assert!(out.contains("[8/8] reopened") && out.contains("verified all 20000 rows"), "{out}");
+    // The hint runs as printed, from another folder (sst-dump is beside strata, or on PATH).
+    let hint = out.split("inspect with: ").nth(1).and_then(|s| s.split(')').next()).unwrap();
+    let run = Command::new("sh").arg("-c").arg(format!("{hint} >/dev/null")).current_dir("/").status().unwrap();
+    assert!(run.success(), "the hint {hint:?} does not run");
     let again = ok(&["demo", "--dir", dir.to_str().unwrap(), "--rows", "20000"]);
     assert!(again.contains("found an existing demo database (20000 rows)"), "{again}");
 }

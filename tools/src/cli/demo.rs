@@ -288,11 +288,12 @@ pub fn run(a: &DemoArgs, out: &mut dyn Write, _err: &mut dyn Write) -> CliResult
     let d = db.describe_table(TABLE)?;
     writeln!(
         out,
-        "[6/8] flushed in {:.2} s: {} SSTables, {} on disk (inspect with: sst-dump {})",
+        "[6/8] flushed in {:.2} s: {} SSTables, {} on disk (inspect with: {} {})",
         t.elapsed().as_secs_f64(),
         d.sst_files,
         human_bytes(d.sst_bytes),
-        dir.display()
+        sibling_tool("sst-dump"),
+        std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone()).display()
     )?;
 
     // 7. Compaction and splits.
@@ -332,4 +333,20 @@ pub fn run(a: &DemoArgs, out: &mut dyn Write, _err: &mut dyn Write) -> CliResult
     )?;
     let _ = Path::new("");
     Ok(0)
+}
+
+/// How to run another of strata's tools from wherever the user is: its bare name when it is on
+/// `PATH`, else the full path of the copy beside this binary (as `cargo build` and `cargo
+/// install` leave them), else the `cargo run` line for a checkout.
+pub fn sibling_tool(name: &str) -> String {
+    let on_path =
+        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|dir| dir.join(name).is_file()));
+    if on_path {
+        return name.to_string();
+    }
+    let beside = std::env::current_exe().ok().and_then(|exe| exe.parent().map(|d| d.join(name)));
+    match beside {
+        Some(p) if p.is_file() => p.display().to_string(),
+        _ => format!("cargo run --release --bin {name} --"),
+    }
 }

@@ -52,7 +52,9 @@ pub enum Command {
     Alter(tables::AlterArgs),
     /// Drop a table and its files.
     Drop(TableArg),
-    /// Write a row (replacing it): `strata put DIR T Key=1 Amount:int=12 Note=hi`.
+    /// Write a row (replacing it): `strata put DIR T Key=1 Amount:int=12 Note=hi`. An untyped
+    /// value is a String; one that could also be a number or a boolean (`007`, `1e3`, `true`)
+    /// is refused: write `Zip:string=007` or `Code:double=1e3`.
     Put(rows::PutArgs),
     /// Update columns of a row: puts, increments, deletes.
     Update(rows::UpdateArgs),
@@ -62,7 +64,10 @@ pub enum Command {
     Delete(rows::DeleteArgs),
     /// Read rows in primary-key order.
     Scan(rows::ScanArgs),
-    /// Load rows from CSV (typed header) or JSON lines, in parallel shuffled batches.
+    /// Load rows from CSV or JSON lines, in parallel shuffled batches. Each CSV column gets one
+    /// type: from a typed header (`Customer:string,Order:int,Zip:string,Amount:double`), from
+    /// `--types Zip=string`, or inferred from every value of the file and reported first.
+    /// Ctrl-C stops cleanly; `--resume` continues. See docs/CLI.md.
     Import(transfer::ImportArgs),
     /// Write a table (or a range of it) as CSV or JSON lines.
     Export(transfer::ExportArgs),
