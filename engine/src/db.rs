@@ -145,6 +145,8 @@ pub(crate) struct Inner {
     pub next_snapshot_id: AtomicU64,
     /// Opened with `Db::open_read_only`: no lock, no background work, every write refused.
     pub read_only: bool,
+    /// One writer of `STATS` at a time (the flush thread and close).
+    pub stats_save: Mutex<()>,
 }
 
 impl Inner {
@@ -180,6 +182,7 @@ impl Inner {
             snapshots: Mutex::new(BTreeMap::new()),
             next_snapshot_id: AtomicU64::new(1),
             read_only,
+            stats_save: Mutex::new(()),
             opts: r.opts,
         }
     }
@@ -454,6 +457,7 @@ impl Db {
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner =
             Arc::new(Inner::from_recovered(path.as_ref(), crate::version::recovery::open(path.as_ref(), opts)?, false));
+        inner.restore_stats();
         crate::background::start(&inner)?;
         inner.bg.kick_flush();
         inner.bg.kick_compaction();
@@ -472,7 +476,9 @@ impl Db {
     /// the writer replaces the files being opened).
     pub fn open_read_only(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let r = crate::version::readonly::open_read_only(path.as_ref(), opts)?;
-        Ok(Db { inner: Arc::new(Inner::from_recovered(path.as_ref(), r, true)) })
+        let inner = Inner::from_recovered(path.as_ref(), r, true);
+        inner.restore_stats();
+        Ok(Db { inner: Arc::new(inner) })
     }
 
     /// A read-only database moves to the writer's current state (as [`Db::open_read_only`]
@@ -496,6 +502,7 @@ impl Db {
         *i.stamps.lock() = r.stamps;
         *i.manifest.lock() = r.manifest;
         i.max_l0_files.store(r.max_l0_files, Ordering::Release);
+        i.restore_stats();
         Ok(())
     }
 
@@ -552,6 +559,11 @@ impl Db {
                 // holds no sparse files (best effort: the next open cuts it anyway).
                 let wal = i.wal.lock();
                 let _ = i.fs.truncate(&paths::wal_file(&i.path, wal.number), wal.len());
+                drop(wal);
+                // Advisory: a failure to save statistics is logged, never a failed close.
+                if let Err(e) = i.save_stats() {
+                    i.events.log(i.clock.now_ms(), "stats-not-saved", e.to_string());
+                }
             }
         }
         i.lock.lock().take();

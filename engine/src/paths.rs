@@ -17,6 +17,11 @@ pub fn event_log(db: &Path) -> PathBuf {
     db.join("LOG")
 }
 
+/// Lifetime statistics (advisory; see `observe/persist.rs`).
+pub fn stats(db: &Path) -> PathBuf {
+    db.join("STATS")
+}
+
 /// The WAL folder.
 pub fn wal_dir(db: &Path) -> PathBuf {
     db.join("wal")

@@ -16,6 +16,7 @@ pub mod keysearch;
 pub mod manifest;
 pub mod record;
 pub mod sst;
+pub mod stats;
 pub mod value;
 pub mod wal;
 

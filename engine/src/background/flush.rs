@@ -118,9 +118,10 @@ impl Inner {
                 if let Some((p, id, w)) = current.take() {
                     finished.push((p, id, w.finish()?));
                 }
+                let mut table_bytes = 0u64;
                 for (pi, id, w) in finished {
                     let pid = table.partitions.get(pi).map(|p| p.id).unwrap_or(0);
-                    bytes += w.size;
+                    table_bytes += w.size;
                     let entry = self.open_written(id, pid, 0, w)?;
                     self.events.log(
                         self.clock.now_ms(),
@@ -132,7 +133,8 @@ impl Inner {
                     );
                     new_files.push(NewFile { table_id, partition_id: pid, entry });
                 }
-                self.stats.add_table_bytes(table_id, bytes, 0);
+                self.stats.add_table_bytes(table_id, table_bytes, 0);
+                bytes += table_bytes;
             }
             let flushed_seqno = mem.max_seqno();
             let new_files_count = new_files.len();
@@ -147,6 +149,10 @@ impl Inner {
             self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
             self.stats.flushes.fetch_add(1, Ordering::Relaxed);
             self.delete_obsolete_wals();
+            // Lifetime counters ride along with each flush (advisory: a failure is logged).
+            if let Err(e) = self.save_stats() {
+                self.events.log(self.clock.now_ms(), "stats-not-saved", e.to_string());
+            }
         }
     }
 

@@ -23,7 +23,7 @@ pub struct Event {
     /// `compaction`; `split-start`, `split`; `merge-start`, `merge` (each start is paired with
     /// the end after the install, so a start without its end in `LOG` marks work a crash
     /// interrupted); `oversized-key`, `hot-key`, `recovery`, `wal-tail-cut`,
-    /// `wal-prefix-recovered`, `poison`.
+    /// `wal-prefix-recovered`, `poison`, `stats-damaged`, `stats-not-saved`.
     pub kind: &'static str,
     /// Details.
     pub message: String,

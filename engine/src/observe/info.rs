@@ -44,7 +44,8 @@ pub struct PartitionInfo {
     pub rows: u64,
     /// Files shared with a sibling since a split, waiting to be rewritten.
     pub shared_files: usize,
-    /// Load since the database opened.
+    /// Load over the partition's life (kept across reopens in `STATS`; a partition made by a
+    /// split inherits its share of its parent's).
     pub load_total: LoadSummary,
     /// Load over the last minute.
     pub load_recent: LoadSummary,
@@ -69,13 +70,13 @@ pub struct TableStats {
     /// SSTable bytes over the bytes of each partition's deepest level (1.0 when fully
     /// compacted): how much more disk the table uses than its compacted data.
     pub space_amplification: f64,
-    /// Bytes written by flushes.
+    /// Bytes written by flushes over the table's life (kept across reopens in `STATS`).
     pub flush_bytes: u64,
-    /// Bytes written by compactions.
+    /// Bytes written by compactions over the table's life.
     pub compaction_bytes: u64,
     /// (flush + compaction bytes) / flush bytes.
     pub write_amplification: f64,
-    /// Cells dropped by compaction, by reason.
+    /// Cells dropped by compaction over the table's life, by reason.
     pub dropped: DropCounts,
     /// Estimated bytes compaction still has to process.
     pub pending_compaction_bytes: u64,

@@ -4,4 +4,5 @@
 
 pub mod events;
 pub mod info;
+mod persist;
 pub mod stats;

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use strata_format::stats::{PartitionCounters, WindowCounters};
+
 use crate::model::rowstate::DropCounts;
 
 /// Width of one load window.
@@ -151,7 +153,63 @@ impl PartitionLoad {
         }
     }
 
-    /// Totals since the partition was created (or the database opened).
+    /// Totals, recent windows (those ever used) and sampled keys, for `STATS`.
+    pub fn counters(&self) -> (WindowCounters, Vec<WindowCounters>, Vec<Vec<u8>>) {
+        let t = self.total();
+        let totals = WindowCounters {
+            epoch: 0,
+            reads: t.reads,
+            read_bytes: t.read_bytes,
+            writes: t.writes,
+            write_bytes: t.write_bytes,
+        };
+        let windows = self
+            .windows
+            .iter()
+            .filter(|w| w.epoch.load(Ordering::Relaxed) != 0)
+            .map(|w| WindowCounters {
+                epoch: w.epoch.load(Ordering::Relaxed),
+                reads: w.reads.load(Ordering::Relaxed),
+                read_bytes: w.read_bytes.load(Ordering::Relaxed),
+                writes: w.writes.load(Ordering::Relaxed),
+                write_bytes: w.write_bytes.load(Ordering::Relaxed),
+            })
+            .collect();
+        (totals, windows, self.sampled_keys())
+    }
+
+    /// Adds saved counters to this (fresh) partition's: totals, each window into its slot when
+    /// the slot holds no newer window, and the sampled keys.
+    pub fn restore(&self, c: &PartitionCounters) {
+        self.reads.fetch_add(c.totals.reads, Ordering::Relaxed);
+        self.read_bytes.fetch_add(c.totals.read_bytes, Ordering::Relaxed);
+        self.writes.fetch_add(c.totals.writes, Ordering::Relaxed);
+        self.write_bytes.fetch_add(c.totals.write_bytes, Ordering::Relaxed);
+        for saved in &c.windows {
+            let Some(w) = self.windows.get((saved.epoch as usize) % LOAD_WINDOWS) else { continue };
+            let current = w.epoch.load(Ordering::Relaxed);
+            if current > saved.epoch {
+                continue;
+            }
+            if current < saved.epoch {
+                w.epoch.store(saved.epoch, Ordering::Relaxed);
+                w.reads.store(0, Ordering::Relaxed);
+                w.read_bytes.store(0, Ordering::Relaxed);
+                w.writes.store(0, Ordering::Relaxed);
+                w.write_bytes.store(0, Ordering::Relaxed);
+            }
+            w.reads.fetch_add(saved.reads, Ordering::Relaxed);
+            w.read_bytes.fetch_add(saved.read_bytes, Ordering::Relaxed);
+            w.writes.fetch_add(saved.writes, Ordering::Relaxed);
+            w.write_bytes.fetch_add(saved.write_bytes, Ordering::Relaxed);
+        }
+        let mut sample = self.sample.lock();
+        for k in c.sampled_keys.iter().take(LOAD_SAMPLE_KEYS) {
+            sample.push(k);
+        }
+    }
+
+    /// Totals over the partition's life (carried across reopens by `STATS`).
     pub fn total(&self) -> LoadSummary {
         LoadSummary {
             reads: self.reads.load(Ordering::Relaxed),

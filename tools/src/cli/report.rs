@@ -68,19 +68,22 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
             tables.push(
                 json!({"table": t.name, "partitions": t.partitions.iter().map(partition_json).collect::<Vec<_>>(),
                     "sst_files": t.sst_files, "sst_bytes": t.sst_bytes, "space_amplification": t.space_amplification,
-                    "write_amplification": t.write_amplification, "flush_bytes": t.flush_bytes, "compaction_bytes": t.compaction_bytes,
                     "pending_compaction_bytes": t.pending_compaction_bytes,
-                    "dropped": {"versions": t.dropped.versions, "ttl": t.dropped.ttl, "deletes": t.dropped.deletes}}),
+                    "lifetime": {"flush_bytes": t.flush_bytes, "compaction_bytes": t.compaction_bytes,
+                        "write_amplification": t.write_amplification,
+                        "dropped": {"versions": t.dropped.versions, "ttl": t.dropped.ttl, "deletes": t.dropped.deletes}}}),
             );
         }
         writeln!(
             out,
             "{}",
             json!({"database": a.dir, "tables": tables, "last_seqno": s.last_seqno, "memtable_bytes": s.memtable_bytes, "sealed_memtables": s.sealed_memtables,
-                "block_cache_bytes": s.block_cache_bytes, "block_cache_pinned_bytes": s.block_cache_pinned_bytes, "user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
-                "compaction_write_bytes": s.compaction_write_bytes, "compaction_read_bytes": s.compaction_read_bytes,
-                "write_amplification": s.write_amplification, "flushes": s.flushes, "compactions": s.compactions,
-                "slowdowns": s.slowdowns, "stall_micros": s.stall_micros, "compaction_paused": s.compaction_paused, "poisoned": s.poisoned})
+                "block_cache_bytes": s.block_cache_bytes, "block_cache_pinned_bytes": s.block_cache_pinned_bytes,
+                "since_open": {"user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
+                    "compaction_write_bytes": s.compaction_write_bytes, "compaction_read_bytes": s.compaction_read_bytes,
+                    "write_amplification": s.write_amplification, "flushes": s.flushes, "compactions": s.compactions,
+                    "slowdowns": s.slowdowns, "stall_micros": s.stall_micros},
+                "compaction_paused": s.compaction_paused, "poisoned": s.poisoned})
         )?;
     } else {
         writeln!(out, "database {}", a.dir.display())?;
@@ -105,7 +108,7 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
         )?;
         writeln!(
             out,
-            "  flushes {}, compactions {}, slowdowns {}, stalled {:.3} s",
+            "  since open: flushes {}, compactions {}, slowdowns {}, stalled {:.3} s",
             s.flushes,
             s.compactions,
             s.slowdowns,
@@ -124,8 +127,12 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
             )?;
             writeln!(
                 out,
-                "  dropped by compaction: {} old versions, {} expired cells, {} deleted cells",
-                t.dropped.versions, t.dropped.ttl, t.dropped.deletes
+                "  lifetime: dropped by compaction {} old versions, {} expired cells, {} deleted cells; flushed {}, compacted {}",
+                t.dropped.versions,
+                t.dropped.ttl,
+                t.dropped.deletes,
+                human_bytes(t.flush_bytes),
+                human_bytes(t.compaction_bytes)
             )?;
             let max = t.partitions.iter().map(|p| p.bytes).max().unwrap_or(0);
             for p in &t.partitions {
@@ -201,7 +208,7 @@ pub fn partitions(a: &TableJson, out: &mut dyn Write) -> CliResult {
                 marks.join(" ")
             )?;
         }
-        writeln!(out, "(load counts reads and writes since this process opened the database)")?;
+        writeln!(out, "(load counts reads and writes over each partition's life, kept across reopens)")?;
     }
     db.close()?;
     Ok(0)

@@ -1,0 +1,109 @@
+//! Lifetime statistics across reopens: the `STATS` file (`docs/FORMAT.md`, "Statistics").
+//!
+//! What compaction dropped, the bytes flushed and compacted per table, and each partition's
+//! reads and writes (totals, the recent windows the split planner's load rules read, and the
+//! sampled keys it cuts at) are saved at close and after every flush, and loaded at open
+//! (writable or read-only) and by `catch_up`. Engine-wide counters (WAL bytes, flushes,
+//! stalls, ...) stay per process. A crash loses what changed since the last save: the file is
+//! advisory and never holds data. A damaged file is kept as `STATS.damaged`, reported in the
+//! event log, and the counters start from zero.
+
+use std::collections::HashMap;
+
+use strata_format::stats::{PartitionCounters, StatsData, TableCounters};
+
+use crate::db::Inner;
+use crate::error::{Error, Result};
+use crate::fs::write_atomic;
+use crate::model::rowstate::DropCounts;
+use crate::paths;
+
+impl Inner {
+    /// Writes the lifetime counters of every live table and partition to `STATS`.
+    pub(crate) fn save_stats(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        let _one_writer = self.stats_save.lock();
+        let version = self.state.read().version.clone();
+        let drops = self.stats.drops.lock().clone();
+        let bytes = self.stats.table_bytes.lock().clone();
+        let mut data = StatsData { saved_ms: self.clock.now_ms(), ..Default::default() };
+        for t in version.tables.values() {
+            let d = drops.get(&t.id).copied().unwrap_or_default();
+            let (flush_bytes, compaction_bytes) = bytes.get(&t.id).copied().unwrap_or_default();
+            data.tables.push(TableCounters {
+                table_id: t.id,
+                dropped_versions: d.versions,
+                dropped_ttl: d.ttl,
+                dropped_deletes: d.deletes,
+                flush_bytes,
+                compaction_bytes,
+            });
+            for p in &t.partitions {
+                let (totals, windows, sampled_keys) = p.load.counters();
+                data.partitions.push(PartitionCounters {
+                    table_id: t.id,
+                    partition_id: p.id,
+                    totals,
+                    windows,
+                    sampled_keys,
+                });
+            }
+        }
+        let path = paths::stats(&self.path);
+        write_atomic(self.fs.as_ref(), &path, &data.encode()).map_err(|e| Error::io("write stats", &path, e))
+    }
+
+    /// Loads `STATS` (if any) into the counters of the current version's tables and
+    /// partitions, whose loads must be fresh (just built by recovery or `catch_up`).
+    pub(crate) fn restore_stats(&self) {
+        let path = paths::stats(&self.path);
+        if !self.fs.exists(&path) {
+            return;
+        }
+        let decoded = self
+            .fs
+            .read(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| StatsData::decode(&b).map_err(|e| format!("{}: {}", e.what, e.kind)));
+        let data = match decoded {
+            Ok(d) => d,
+            Err(why) => {
+                let mut detail = format!("{} is damaged ({why}); lifetime counters start from zero", path.display());
+                if !self.read_only {
+                    // Keep the evidence; the next save writes a fresh file.
+                    let kept = path.with_extension("damaged");
+                    if self.fs.rename(&path, &kept).is_ok() {
+                        detail.push_str(&format!("; kept as {}", kept.display()));
+                    }
+                }
+                self.events.log(self.clock.now_ms(), "stats-damaged", detail);
+                return;
+            }
+        };
+        let version = self.state.read().version.clone();
+        {
+            let mut drops = self.stats.drops.lock();
+            let mut bytes = self.stats.table_bytes.lock();
+            for t in &data.tables {
+                if version.tables.values().any(|v| v.id == t.table_id) {
+                    drops.insert(
+                        t.table_id,
+                        DropCounts { versions: t.dropped_versions, ttl: t.dropped_ttl, deletes: t.dropped_deletes },
+                    );
+                    bytes.insert(t.table_id, (t.flush_bytes, t.compaction_bytes));
+                }
+            }
+        }
+        let saved: HashMap<(u64, u64), &PartitionCounters> =
+            data.partitions.iter().map(|p| ((p.table_id, p.partition_id), p)).collect();
+        for t in version.tables.values() {
+            for p in &t.partitions {
+                if let Some(c) = saved.get(&(t.id, p.id)) {
+                    p.load.restore(c);
+                }
+            }
+        }
+    }
+}
