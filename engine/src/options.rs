@@ -29,7 +29,9 @@ pub enum WalRecovery {
     RecoverPrefix,
 }
 
-/// Options for [`crate::Db::open`]. Construct with `Options::default()` and adjust fields.
+/// Options for [`crate::Db::open`]. Construct with `Options::default()` and adjust fields
+/// (`Options { sync_mode: SyncMode::Always, ..Options::default() }`). The struct stays open to
+/// that syntax, so it is not `#[non_exhaustive]`; every field added later comes with a default.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// File system (default: the real one).
@@ -42,6 +44,9 @@ pub struct Options {
     pub wal_recovery: WalRecovery,
     /// Create the folder and an empty database when missing.
     pub create_if_missing: bool,
+    /// Keep lifetime statistics across reopens in the `STATS` file (saved after each flush and
+    /// at close; see `docs/CLI.md`, "Statistics"). Off, counters start from zero at each open.
+    pub persist_stats: bool,
     /// Memtable size that triggers a flush.
     pub write_buffer_bytes: usize,
     /// Sealed memtables waiting for flush before writes stall.
@@ -125,6 +130,7 @@ impl Default for Options {
             sync_mode: SyncMode::Buffered,
             wal_recovery: WalRecovery::Strict,
             create_if_missing: true,
+            persist_stats: true,
             write_buffer_bytes: 64 << 20,
             max_sealed_memtables: 2,
             block_size_bytes: 4096,

@@ -455,3 +455,34 @@ fn advise_counts_row_writes_and_explains_an_integer_hash_prefix() {
     let text = ok(&["advise", d, "events"]);
     assert!(text.contains("logical") && text.contains("on disk"), "{text}");
 }
+
+#[test]
+fn statistics_after_a_compaction_survive_into_the_next_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    orders(d, &["--max-versions", "1"]);
+    let csv = tmp.path().join("in.csv");
+    let mut text = String::from("Customer:string,Order:int,Amount:int\n");
+    for i in 0..2000 {
+        text.push_str(&format!("c{:02},{i},{i}\n", i % 10));
+    }
+    std::fs::write(&csv, &text).unwrap();
+    ok(&["import", d, "orders", csv.to_str().unwrap()]);
+    // The same rows again: a put replaces the row, so the first cells are dropped as replaced.
+    ok(&["import", d, "orders", csv.to_str().unwrap()]);
+    ok(&["compact", d]);
+    let s = one_object(&ok(&["stats", d, "--json"]));
+    let t = &s["tables"][0];
+    assert_eq!(t["lifetime"]["dropped"]["deletes"].as_u64(), Some(2000), "{t}");
+    assert!(t["lifetime"]["flush_bytes"].as_u64().unwrap() > 0, "{t}");
+    let writes: u64 = t["partitions"].as_array().unwrap().iter().map(|p| p["writes"].as_u64().unwrap()).sum();
+    assert_eq!(writes, 4000, "partition load of earlier processes: {t}");
+    assert_eq!(s["since_open"]["compactions"], 0, "this process compacted nothing");
+    let text = ok(&["stats", d]);
+    assert!(
+        text.contains("lifetime: dropped by compaction 0 old versions, 0 expired cells, 2000 deleted cells"),
+        "{text}"
+    );
+    assert!(text.contains("since open:"), "{text}");
+}

@@ -21,7 +21,7 @@ use crate::paths;
 impl Inner {
     /// Writes the lifetime counters of every live table and partition to `STATS`.
     pub(crate) fn save_stats(&self) -> Result<()> {
-        if self.read_only {
+        if self.read_only || !self.opts.persist_stats {
             return Ok(());
         }
         let _one_writer = self.stats_save.lock();
@@ -59,7 +59,7 @@ impl Inner {
     /// partitions, whose loads must be fresh (just built by recovery or `catch_up`).
     pub(crate) fn restore_stats(&self) {
         let path = paths::stats(&self.path);
-        if !self.fs.exists(&path) {
+        if !self.opts.persist_stats || !self.fs.exists(&path) {
             return;
         }
         let decoded = self
