@@ -454,6 +454,22 @@ fn advise_counts_row_writes_and_explains_an_integer_hash_prefix() {
     assert!(j["sst_bytes"].as_u64().is_some(), "{j}");
     let text = ok(&["advise", d, "events"]);
     assert!(text.contains("logical") && text.contains("on disk"), "{text}");
+
+    // One value with 150 rows among 2000 values of one row: 140x the mean, though only 7 % of
+    // the data. Never "no change needed" beside such a ratio.
+    let skewed = tmp.path().join("skewed.csv");
+    let mut text = String::from("Seq:int,A:int\n");
+    for i in 0..2000 {
+        let rows = if i == 1000 { 150 } else { 1 };
+        for _ in 0..rows {
+            text.push_str(&format!("{},1\n", (i * 7919) % 2000));
+        }
+    }
+    std::fs::write(&skewed, text).unwrap();
+    let j = one_object(&ok(&["advise", d, "events", "--sample", skewed.to_str().unwrap(), "--json"]));
+    assert!(j["skew"].as_f64().unwrap() > 100.0, "{j}");
+    let advice = j["suggestions"].to_string();
+    assert!(!advice.contains("no change needed") && advice.contains("the mean"), "{advice}");
 }
 
 #[test]
