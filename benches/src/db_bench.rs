@@ -38,6 +38,48 @@ struct Args {
     /// rotates with the round.
     #[arg(long, default_value_t = 0)]
     interleave: u64,
+    /// Run each engine's workloads of each round in a fresh child process (this binary again),
+    /// so peak memory is each engine's own and no engine inherits another's heap, page cache
+    /// pressure aside.
+    #[arg(long)]
+    isolate: bool,
+}
+
+/// Runs `engine`'s workloads in a child process of this binary and reads its JSON lines.
+fn run_isolated(engine: &dyn EngineFactory, workloads: &[String]) -> Result<Vec<WorkloadResult>, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut args: Vec<String> = Vec::new();
+    let mut skip = false;
+    for a in std::env::args().skip(1) {
+        if skip {
+            skip = false;
+            continue;
+        }
+        match a.as_str() {
+            "--isolate" | "--json" => {}
+            "--engines" | "--rounds" | "--benchmarks" | "--interleave" => skip = true,
+            _ if a.starts_with("--engines=")
+                || a.starts_with("--rounds=")
+                || a.starts_with("--benchmarks=")
+                || a.starts_with("--interleave=") => {}
+            _ => args.push(a),
+        }
+    }
+    args.extend(["--engines".into(), engine.name().into(), "--rounds".into(), "1".into(), "--json".into()]);
+    args.extend(["--benchmarks".into(), workloads.join(",")]);
+    let out = std::process::Command::new(exe)
+        .args(&args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("child for {} exited with {}", engine.name(), out.status));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|j| WorkloadResult::from_json(&j, engine.name()))
+        .collect())
 }
 
 fn main() {
@@ -72,6 +114,16 @@ fn main() {
         };
         for f in factories.iter().filter(|_| !workloads.is_empty()) {
             eprintln!("round {}: {}", round + 1, f.name());
+            if a.isolate {
+                match run_isolated(f.as_ref(), &workloads) {
+                    Ok(rs) => {
+                        rs.iter().for_each(&mut print);
+                        all.extend(rs.into_iter().map(|r| (round, r)));
+                    }
+                    Err(e) => eprintln!("{}: {e}", f.name()),
+                }
+                continue;
+            }
             match run_workloads(f.as_ref(), &workloads, &a.bench.config(), &root, &mut print) {
                 Ok(rs) => all.extend(rs.into_iter().map(|r| (round, r))),
                 Err(e) => eprintln!("{}: {e}", f.name()),

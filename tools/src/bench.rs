@@ -38,8 +38,11 @@ pub trait BenchEngine: Send + Sync {
     /// Reads up to `n` entries from `start` (forward) or from the end backwards when `start`
     /// is `None` and `reverse`; returns how many were read.
     fn scan(&self, start: Option<&[u8]>, n: usize, reverse: bool) -> BenchResult<usize>;
-    /// Waits until background flushes and compactions have settled.
-    fn settle(&self) -> BenchResult<()>;
+    /// Flushes the memtable and waits until background flushes and compactions have settled.
+    /// Returns the idle tail the wait had to observe to know it was done (an engine without a
+    /// "work pending" signal watches its folder stay unchanged for a while): the harness does
+    /// not count it as settling time.
+    fn settle(&self) -> BenchResult<Duration>;
 }
 
 /// Opens engines.
@@ -114,8 +117,8 @@ impl BenchEngine for StrataEngine {
         }
         Ok(count)
     }
-    fn settle(&self) -> BenchResult<()> {
-        self.db.wait_idle(Duration::from_secs(600)).map(|_| ()).map_err(|e| e.to_string())
+    fn settle(&self) -> BenchResult<Duration> {
+        self.db.wait_idle(Duration::from_secs(600)).map(|_| Duration::ZERO).map_err(|e| e.to_string())
     }
 }
 
@@ -234,8 +237,12 @@ pub struct WorkloadResult {
     pub disk_bytes: u64,
     /// Seconds including settling (writes only).
     pub seconds_settled: Option<f64>,
-    /// Peak resident set during the workload, bytes (Linux).
+    /// Peak resident set during the workload, bytes (Linux `VmHWM`: anonymous memory and
+    /// mapped file pages alike, so strata's memory-mapped SSTables count).
     pub peak_rss_bytes: Option<u64>,
+    /// Peak anonymous resident memory during the workload (Linux `RssAnon`, sampled every
+    /// 20 ms): heap, memtables, caches; mapped files do not count.
+    pub peak_anon_bytes: Option<u64>,
     /// readwhilewriting: the writes the writer thread completed while the reads ran. The
     /// writer is not rate-limited (as in RocksDB's db_bench), so an engine that writes faster
     /// also makes more flush and compaction work for the readers to share the cores with:
@@ -263,10 +270,77 @@ impl WorkloadResult {
         if let (Some(o), Some(r)) = (j.as_object_mut(), self.peak_rss_bytes) {
             o.insert("peak_rss_bytes".into(), json!(r));
         }
+        if let (Some(o), Some(r)) = (j.as_object_mut(), self.peak_anon_bytes) {
+            o.insert("peak_anon_bytes".into(), json!(r));
+        }
         if let (Some(o), Some(w)) = (j.as_object_mut(), self.background_writes) {
             o.insert("writes_per_sec".into(), json!((w as f64 / self.seconds.max(1e-9)).round()));
         }
         j
+    }
+}
+
+impl WorkloadResult {
+    /// Reads back a result printed by [`WorkloadResult::json`] (db_bench runs each engine in a
+    /// child process and collects its lines); `engine` is the name the parent knows it by.
+    pub fn from_json(j: &serde_json::Value, engine: &'static str) -> Option<WorkloadResult> {
+        let f = |k: &str| j.get(k).and_then(serde_json::Value::as_f64);
+        let u = |k: &str| j.get(k).and_then(serde_json::Value::as_u64);
+        let ops = u("ops")?;
+        Some(WorkloadResult {
+            engine,
+            workload: j.get("workload")?.as_str()?.to_string(),
+            ops,
+            seconds: f("seconds")?,
+            p50_us: f("p50_us")?,
+            p99_us: f("p99_us")?,
+            disk_bytes: u("disk_bytes")?,
+            seconds_settled: f("seconds_settled"),
+            peak_rss_bytes: u("peak_rss_bytes"),
+            peak_anon_bytes: u("peak_anon_bytes"),
+            background_writes: f("writes_per_sec").map(|w| (w * f("seconds").unwrap_or(0.0)).round() as u64),
+        })
+    }
+}
+
+/// Samples `RssAnon` every 20 ms on its own thread and keeps the peak.
+struct AnonSampler {
+    stop: Arc<AtomicBool>,
+    peak: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn rss_anon() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("RssAnon:"))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+}
+
+impl AnonSampler {
+    fn start() -> AnonSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new(AtomicU64::new(rss_anon().unwrap_or(0)));
+        let (s, p) = (stop.clone(), peak.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                if let Some(now) = rss_anon() {
+                    p.fetch_max(now, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        AnonSampler { stop, peak, thread: Some(thread) }
+    }
+
+    fn finish(mut self) -> Option<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Some(now) = rss_anon() {
+            self.peak.fetch_max(now, Ordering::Relaxed);
+        }
+        Some(self.peak.load(Ordering::Relaxed)).filter(|p| *p > 0)
     }
 }
 
@@ -385,7 +459,7 @@ pub fn run_workloads(
                 for (i, k) in order.iter().enumerate() {
                     e.put(&key(*k), &vals[i % vals.len()])?;
                 }
-                e.settle()?;
+                let _ = e.settle()?;
             }
             current = Some((e, dir));
         }
@@ -394,6 +468,7 @@ pub fn run_workloads(
         let vals: Vec<Vec<u8>> = (0..1024).map(|_| value(&mut rng, cfg.value_size)).collect();
         let num = cfg.num;
         reset_peak_rss();
+        let sampler = AnonSampler::start();
         let seed = cfg.seed.wrapping_add(wi as u64);
         let mut background_writes = None;
         let (ops, secs, lats, write) = match w.as_str() {
@@ -448,8 +523,14 @@ pub fn run_workloads(
                 let (s, l) = parallel(threads, num, |lo, hi, lat| {
                     let mut r = StdRng::seed_from_u64(seed ^ lo);
                     for _ in lo..hi {
-                        let k = if missing { num + r.gen_range(0..num) } else { r.gen_range(0..num) };
-                        if lat.time(|| engine.get(&key(k)))? {
+                        // A missing key lies between two stored ones (`key(i)` then `.`, which
+                        // sorts below every digit), so no key-range check can reject it before
+                        // the filters do.
+                        let mut k = key(r.gen_range(0..num));
+                        if missing {
+                            k.push(b'.');
+                        }
+                        if lat.time(|| engine.get(&k))? {
                             found.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -515,8 +596,8 @@ pub fn run_workloads(
         let (p50, p99) = percentiles(lats);
         let seconds_settled = if write {
             let t = Instant::now();
-            engine.settle()?;
-            Some(secs + t.elapsed().as_secs_f64())
+            let idle_tail = engine.settle()?;
+            Some(secs + t.elapsed().saturating_sub(idle_tail).as_secs_f64())
         } else {
             None
         };
@@ -530,6 +611,7 @@ pub fn run_workloads(
             disk_bytes: dir_bytes(dir),
             seconds_settled,
             peak_rss_bytes: peak_rss(),
+            peak_anon_bytes: sampler.finish(),
             background_writes,
         };
         on_result(&r);
@@ -580,7 +662,7 @@ pub fn run_fillsync_interleaved(
     for (f, e, dir, _, lat) in engines {
         let secs = lat.0.iter().map(|&ns| ns as f64 * 1e-9).sum::<f64>();
         let t = Instant::now();
-        e.settle()?;
+        let _ = e.settle()?;
         let settled = secs + t.elapsed().as_secs_f64();
         let (p50, p99) = percentiles(lat.0);
         let r = WorkloadResult {
@@ -593,6 +675,7 @@ pub fn run_fillsync_interleaved(
             disk_bytes: dir_bytes(&dir),
             seconds_settled: Some(settled),
             peak_rss_bytes: None,
+            peak_anon_bytes: None,
             background_writes: None,
         };
         drop(e);
@@ -607,8 +690,19 @@ pub fn run_fillsync_interleaved(
 pub fn print_table(out: &mut dyn Write, results: &[WorkloadResult]) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<8} {:<17} {:>10} {:>9} {:>12} {:>9} {:>9} {:>12} {:>13} {:>10}",
-        "engine", "workload", "ops", "seconds", "ops/s", "p50 µs", "p99 µs", "disk MB", "ops/s settled", "writes/s"
+        "{:<8} {:<17} {:>10} {:>9} {:>12} {:>9} {:>9} {:>12} {:>13} {:>10} {:>8} {:>8}",
+        "engine",
+        "workload",
+        "ops",
+        "seconds",
+        "ops/s",
+        "p50 µs",
+        "p99 µs",
+        "disk MB",
+        "ops/s settled",
+        "writes/s",
+        "RSS MB",
+        "anon MB"
     )?;
     for r in results {
         let settled = r.seconds_settled.map_or(String::from("-"), |s| format!("{:.0}", r.ops as f64 / s.max(1e-9)));
@@ -616,7 +710,7 @@ pub fn print_table(out: &mut dyn Write, results: &[WorkloadResult]) -> std::io::
             r.background_writes.map_or(String::from("-"), |w| format!("{:.0}", w as f64 / r.seconds.max(1e-9)));
         writeln!(
             out,
-            "{:<8} {:<17} {:>10} {:>9.3} {:>12.0} {:>9.2} {:>9.2} {:>12.1} {:>13} {:>10}",
+            "{:<8} {:<17} {:>10} {:>9.3} {:>12.0} {:>9.2} {:>9.2} {:>12.1} {:>13} {:>10} {:>8} {:>8}",
             r.engine,
             r.workload,
             r.ops,
@@ -626,7 +720,9 @@ pub fn print_table(out: &mut dyn Write, results: &[WorkloadResult]) -> std::io::
             r.p99_us,
             r.disk_bytes as f64 / 1e6,
             settled,
-            writes
+            writes,
+            r.peak_rss_bytes.map_or(String::from("-"), |b| format!("{:.0}", b as f64 / 1048576.0)),
+            r.peak_anon_bytes.map_or(String::from("-"), |b| format!("{:.0}", b as f64 / 1048576.0))
         )?;
     }
     Ok(())
