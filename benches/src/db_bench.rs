@@ -43,6 +43,9 @@ struct Args {
     /// pressure aside.
     #[arg(long)]
     isolate: bool,
+    /// strata's `Options::max_sealed_memtables` (default: its default, 2).
+    #[arg(long)]
+    strata_max_sealed: Option<usize>,
 }
 
 /// Runs `engine`'s workloads in a child process of this binary and reads its JSON lines.
@@ -84,7 +87,8 @@ fn run_isolated(engine: &dyn EngineFactory, workloads: &[String]) -> Result<Vec<
 
 fn main() {
     let a = Args::parse();
-    let mut factories: Vec<Box<dyn EngineFactory>> = vec![Box::new(StrataFactory)];
+    let mut factories: Vec<Box<dyn EngineFactory>> =
+        vec![Box::new(StrataFactory { max_sealed_memtables: a.strata_max_sealed })];
     factories.extend(peers::factories());
     if let Some(names) = &a.engines {
         factories.extend(peers::optional_factories());

@@ -123,15 +123,24 @@ impl BenchEngine for StrataEngine {
 }
 
 /// Opens [`StrataEngine`]s.
-pub struct StrataFactory;
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StrataFactory {
+    /// `Options::max_sealed_memtables` when set (its default otherwise): db_bench's
+    /// `--strata-max-sealed`, to hold strata to RocksDB's two memtables when comparing memory.
+    pub max_sealed_memtables: Option<usize>,
+}
 
 impl EngineFactory for StrataFactory {
     fn name(&self) -> &'static str {
         "strata"
     }
     fn open(&self, dir: &Path, sync: bool) -> BenchResult<Box<dyn BenchEngine>> {
-        let opts =
-            Options { sync_mode: if sync { SyncMode::Always } else { SyncMode::Buffered }, ..Options::default() };
+        let defaults = Options::default();
+        let opts = Options {
+            sync_mode: if sync { SyncMode::Always } else { SyncMode::Buffered },
+            max_sealed_memtables: self.max_sealed_memtables.unwrap_or(defaults.max_sealed_memtables),
+            ..defaults
+        };
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
         db.create_table(TableSchema::new(TABLE).pk("k", KeyType::Binary)).map_err(|e| e.to_string())?;
         Ok(Box::new(StrataEngine { db }))
@@ -789,7 +798,7 @@ pub fn run(a: &BenchArgs, out: &mut dyn Write, _err: &mut dyn Write) -> CliResul
     };
     std::fs::create_dir_all(&root)?;
     let mut lines = Vec::new();
-    let results = run_workloads(&StrataFactory, &a.workloads(), &a.config(), &root, &mut |r| {
+    let results = run_workloads(&StrataFactory::default(), &a.workloads(), &a.config(), &root, &mut |r| {
         if a.json {
             lines.push(r.json().to_string());
         }
@@ -819,7 +828,8 @@ mod tests {
     fn interleaved_fillsync_gives_every_engine_all_its_writes() -> BenchResult<()> {
         let root = tempfile::tempdir().map_err(|e| e.to_string())?;
         let cfg = BenchConfig { num: 1000, sync_num: 25, ..BenchConfig::default() };
-        let engines: [&dyn EngineFactory; 2] = [&StrataFactory, &StrataFactory];
+        let strata = StrataFactory::default();
+        let engines: [&dyn EngineFactory; 2] = [&strata, &strata];
         let mut seen = 0;
         let results = run_fillsync_interleaved(&engines, &cfg, root.path(), 4, &mut |_| seen += 1)?;
         assert_eq!(seen, 2);
