@@ -49,6 +49,8 @@ fn lifetime_counters_survive_a_reopen_and_a_read_only_open() {
     db.compact_table("t").unwrap();
     let before = lifetime(&db);
     assert!(before.0.versions > 0 && before.0.deletes > 0, "compaction dropped nothing: {:?}", before.0);
+    assert_eq!(before.0.rows, 50, "the 50 deleted rows left the disk: {:?}", before.0);
+    assert!(before.0.bytes > 0, "{:?}", before.0);
     assert!(before.1 > 0 && before.2 > 0);
     assert!(before.3.iter().map(|p| p.0).sum::<u64>() >= 650 && before.3.iter().map(|p| p.1).sum::<u64>() >= 120);
     assert!(before.4 > 0);

@@ -22,6 +22,10 @@ pub struct TableCounters {
     pub dropped_ttl: u64,
     /// Deleted or replaced cells dropped.
     pub dropped_deletes: u64,
+    /// Rows removed from the disk entirely.
+    pub dropped_rows: u64,
+    /// Bytes compaction read beyond those it wrote.
+    pub dropped_bytes: u64,
     /// Bytes written by flushes.
     pub flush_bytes: u64,
     /// Bytes written by compactions.
@@ -92,9 +96,16 @@ impl StatsData {
         put_varint(&mut b, self.saved_ms);
         put_varint(&mut b, self.tables.len() as u64);
         for t in &self.tables {
-            for v in
-                [t.table_id, t.dropped_versions, t.dropped_ttl, t.dropped_deletes, t.flush_bytes, t.compaction_bytes]
-            {
+            for v in [
+                t.table_id,
+                t.dropped_versions,
+                t.dropped_ttl,
+                t.dropped_deletes,
+                t.dropped_rows,
+                t.dropped_bytes,
+                t.flush_bytes,
+                t.compaction_bytes,
+            ] {
                 put_varint(&mut b, v);
             }
         }
@@ -147,7 +158,7 @@ impl StatsData {
         }
         let mut c = Cursor::new(body, "stats body", STATS_HEADER_LEN as u64);
         let saved_ms = c.varint()?;
-        let nt = c.count(6, "table count")?;
+        let nt = c.count(8, "table count")?;
         let mut tables = Vec::with_capacity(nt);
         for _ in 0..nt {
             tables.push(TableCounters {
@@ -155,6 +166,8 @@ impl StatsData {
                 dropped_versions: c.varint()?,
                 dropped_ttl: c.varint()?,
                 dropped_deletes: c.varint()?,
+                dropped_rows: c.varint()?,
+                dropped_bytes: c.varint()?,
                 flush_bytes: c.varint()?,
                 compaction_bytes: c.varint()?,
             });
@@ -195,6 +208,8 @@ mod tests {
                 dropped_versions: 10,
                 dropped_ttl: 2,
                 dropped_deletes: 300,
+                dropped_rows: 40,
+                dropped_bytes: 9000,
                 flush_bytes: 1 << 20,
                 compaction_bytes: 3 << 20,
             }],

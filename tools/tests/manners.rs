@@ -487,17 +487,28 @@ fn statistics_after_a_compaction_survive_into_the_next_command() {
     ok(&["import", d, "orders", csv.to_str().unwrap()]);
     // The same rows again: a put replaces the row, so the first cells are dropped as replaced.
     ok(&["import", d, "orders", csv.to_str().unwrap()]);
+    for order in ["1", "2", "3"] {
+        ok(&[
+            "delete",
+            d,
+            "orders",
+            &format!("Customer=c{:02}", order.parse::<u32>().unwrap() % 10),
+            &format!("Order={order}"),
+        ]);
+    }
     ok(&["compact", d]);
     let s = one_object(&ok(&["stats", d, "--json"]));
     let t = &s["tables"][0];
-    assert_eq!(t["lifetime"]["dropped"]["deletes"].as_u64(), Some(2000), "{t}");
+    assert_eq!(t["lifetime"]["dropped"]["deletes"].as_u64(), Some(2003), "{t}");
+    assert_eq!(t["lifetime"]["dropped"]["rows"].as_u64(), Some(3), "{t}");
+    assert!(t["lifetime"]["dropped"]["bytes"].as_u64().unwrap() > 0, "{t}");
     assert!(t["lifetime"]["flush_bytes"].as_u64().unwrap() > 0, "{t}");
     let writes: u64 = t["partitions"].as_array().unwrap().iter().map(|p| p["writes"].as_u64().unwrap()).sum();
-    assert_eq!(writes, 4000, "partition load of earlier processes: {t}");
+    assert_eq!(writes, 4003, "partition load of earlier processes: {t}");
     assert_eq!(s["since_open"]["compactions"], 0, "this process compacted nothing");
     let text = ok(&["stats", d]);
     assert!(
-        text.contains("lifetime: dropped by compaction 0 old versions, 0 expired cells, 2000 deleted cells"),
+        text.contains("lifetime: dropped by compaction 0 old versions, 0 expired cells, 2003 deleted cells, 3 rows"),
         "{text}"
     );
     assert!(text.contains("since open:"), "{text}");

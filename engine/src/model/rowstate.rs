@@ -28,8 +28,9 @@ use crate::error::{Error, Result};
 use crate::model::schema::Ttl;
 use crate::model::types::{Column, ColumnCondition, CompareOp, PrimaryKey, ReadOptions, Row, Value};
 
-/// Why compaction dropped cells (reported in statistics).
+/// What compaction dropped, and why (reported in statistics).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DropCounts {
     /// Versions beyond max_versions.
     pub versions: u64,
@@ -37,6 +38,11 @@ pub struct DropCounts {
     pub ttl: u64,
     /// Cells hidden by deletes or replaced by a newer put.
     pub deletes: u64,
+    /// Rows removed from the disk entirely (deleted, or every cell expired or dropped), counted
+    /// where the last trace of the row leaves: at the bottom level.
+    pub rows: u64,
+    /// Bytes compaction read beyond those it wrote: the disk space it gave back.
+    pub bytes: u64,
 }
 
 impl DropCounts {
@@ -45,6 +51,8 @@ impl DropCounts {
         self.versions += o.versions;
         self.ttl += o.ttl;
         self.deletes += o.deletes;
+        self.rows += o.rows;
+        self.bytes += o.bytes;
     }
 }
 

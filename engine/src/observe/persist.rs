@@ -37,6 +37,8 @@ impl Inner {
                 dropped_versions: d.versions,
                 dropped_ttl: d.ttl,
                 dropped_deletes: d.deletes,
+                dropped_rows: d.rows,
+                dropped_bytes: d.bytes,
                 flush_bytes,
                 compaction_bytes,
             });
@@ -90,7 +92,13 @@ impl Inner {
                 if version.tables.values().any(|v| v.id == t.table_id) {
                     drops.insert(
                         t.table_id,
-                        DropCounts { versions: t.dropped_versions, ttl: t.dropped_ttl, deletes: t.dropped_deletes },
+                        DropCounts {
+                            versions: t.dropped_versions,
+                            ttl: t.dropped_ttl,
+                            deletes: t.dropped_deletes,
+                            rows: t.dropped_rows,
+                            bytes: t.dropped_bytes,
+                        },
                     );
                     bytes.insert(t.table_id, (t.flush_bytes, t.compaction_bytes));
                 }

@@ -71,7 +71,8 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
                     "pending_compaction_bytes": t.pending_compaction_bytes,
                     "lifetime": {"flush_bytes": t.flush_bytes, "compaction_bytes": t.compaction_bytes,
                         "write_amplification": t.write_amplification,
-                        "dropped": {"versions": t.dropped.versions, "ttl": t.dropped.ttl, "deletes": t.dropped.deletes}}}),
+                        "dropped": {"versions": t.dropped.versions, "ttl": t.dropped.ttl, "deletes": t.dropped.deletes,
+                            "rows": t.dropped.rows, "bytes": t.dropped.bytes}}}),
             );
         }
         writeln!(
@@ -127,10 +128,12 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
             )?;
             writeln!(
                 out,
-                "  lifetime: dropped by compaction {} old versions, {} expired cells, {} deleted cells; flushed {}, compacted {}",
+                "  lifetime: dropped by compaction {} old versions, {} expired cells, {} deleted cells, {} rows, {}; flushed {}, compacted {}",
                 t.dropped.versions,
                 t.dropped.ttl,
                 t.dropped.deletes,
+                t.dropped.rows,
+                human_bytes(t.dropped.bytes),
                 human_bytes(t.flush_bytes),
                 human_bytes(t.compaction_bytes)
             )?;
@@ -506,7 +509,8 @@ pub fn compact(a: &CompactArgs, out: &mut dyn Write) -> CliResult {
             .map(|t| {
                 let d = dropped.get(t).copied().unwrap_or_default();
                 json!({"table": t, "bytes_before": before.get(t), "bytes_after": sizes.get(t),
-                       "dropped_since_open": {"versions": d.versions, "ttl": d.ttl, "deletes": d.deletes}})
+                       "dropped_lifetime": {"versions": d.versions, "ttl": d.ttl, "deletes": d.deletes,
+                           "rows": d.rows, "bytes": d.bytes}})
             })
             .collect();
         writeln!(out, "{}", json!({"tables": per, "seconds": seconds}))?;

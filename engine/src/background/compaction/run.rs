@@ -169,6 +169,7 @@ impl Inner {
             return Err(e);
         }
         let output_files = outputs.len();
+        drops.bytes = read_bytes.saturating_sub(written);
         self.install_compaction(task, outputs)?;
         self.stats.compactions.fetch_add(1, Ordering::Relaxed);
         self.stats.compaction_read_bytes.fetch_add(read_bytes, Ordering::Relaxed);
@@ -295,6 +296,8 @@ impl Inner {
                         out.add(&internal_key(&pk, seq), &st.to_record().to_bytes())?;
                     } else if !task.bottommost {
                         out.add(&internal_key(&pk, newest), &RowRecord::Delete.to_bytes())?;
+                    } else {
+                        drops.rows += 1;
                     }
                 }
             }
