@@ -715,3 +715,26 @@ fn value_accessors_condition_shorthands_and_ttl_from_a_duration() {
     let rows = db.batch_get(&[("t", pk![1])], &ReadOptions::default());
     assert_eq!(rows[0].as_ref().unwrap().as_ref().unwrap().get("n").and_then(Value::as_i64), Some(2));
 }
+
+#[test]
+fn a_flushed_memtables_memory_is_kept_for_the_next_only_when_asked() {
+    for reuse in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options { reuse_memtable_memory: reuse, write_buffer_bytes: 1 << 20, ..Options::small_for_tests() };
+        let db = Db::open(dir.path(), opts).unwrap();
+        db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+        for k in 0..2000i64 {
+            db.put_row(PutRow::new("t", pk![k]).column("v", vec![7u8; 100])).unwrap();
+        }
+        db.flush().unwrap();
+        let pooled = db.stats().memtable_pool_bytes;
+        if reuse {
+            assert!(pooled > 0, "a flushed memtable's chunk was not kept");
+        } else {
+            assert_eq!(pooled, 0, "memory kept although reuse_memtable_memory is off");
+        }
+        // Reads and writes are the same either way.
+        db.put_row(PutRow::new("t", pk![5000]).column("v", 1)).unwrap();
+        assert_eq!(db.count_range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1)).unwrap(), 2001);
+    }
+}

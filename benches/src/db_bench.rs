@@ -46,6 +46,9 @@ struct Args {
     /// strata's `Options::max_sealed_memtables` (default: its default, 2).
     #[arg(long)]
     strata_max_sealed: Option<usize>,
+    /// strata with `Options::reuse_memtable_memory` off (less resident memory, slower writes).
+    #[arg(long)]
+    strata_no_memtable_reuse: bool,
 }
 
 /// Runs `engine`'s workloads in a child process of this binary and reads its JSON lines.
@@ -87,8 +90,10 @@ fn run_isolated(engine: &dyn EngineFactory, workloads: &[String]) -> Result<Vec<
 
 fn main() {
     let a = Args::parse();
-    let mut factories: Vec<Box<dyn EngineFactory>> =
-        vec![Box::new(StrataFactory { max_sealed_memtables: a.strata_max_sealed })];
+    let mut factories: Vec<Box<dyn EngineFactory>> = vec![Box::new(StrataFactory {
+        max_sealed_memtables: a.strata_max_sealed,
+        no_memtable_reuse: a.strata_no_memtable_reuse,
+    })];
     factories.extend(peers::factories());
     if let Some(names) = &a.engines {
         factories.extend(peers::optional_factories());

@@ -128,6 +128,8 @@ pub struct StrataFactory {
     /// `Options::max_sealed_memtables` when set (its default otherwise): db_bench's
     /// `--strata-max-sealed`, to hold strata to RocksDB's two memtables when comparing memory.
     pub max_sealed_memtables: Option<usize>,
+    /// Turn `Options::reuse_memtable_memory` off (db_bench's `--strata-no-memtable-reuse`).
+    pub no_memtable_reuse: bool,
 }
 
 impl EngineFactory for StrataFactory {
@@ -139,6 +141,7 @@ impl EngineFactory for StrataFactory {
         let opts = Options {
             sync_mode: if sync { SyncMode::Always } else { SyncMode::Buffered },
             max_sealed_memtables: self.max_sealed_memtables.unwrap_or(defaults.max_sealed_memtables),
+            reuse_memtable_memory: !self.no_memtable_reuse,
             ..defaults
         };
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;

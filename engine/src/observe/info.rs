@@ -117,6 +117,8 @@ pub struct DbStats {
     pub memtable_bytes: u64,
     /// Sealed memtables waiting for flush.
     pub sealed_memtables: usize,
+    /// Memory of flushed memtables kept for the next ones (`Options::reuse_memtable_memory`).
+    pub memtable_pool_bytes: u64,
     /// Bytes of data blocks in the block cache.
     pub block_cache_bytes: u64,
     /// Bytes of SSTable index and filter held in memory, charged to the block cache budget.
@@ -273,6 +275,7 @@ impl Db {
             oldest_snapshot_age_ms,
             memtable_bytes: mem_bytes as u64,
             sealed_memtables: sealed,
+            memtable_pool_bytes: i.mem_pool.pooled_bytes() as u64,
             block_cache_bytes: i.cache.used_bytes(),
             block_cache_pinned_bytes: i.cache.pinned_bytes(),
             slowdowns: s.slowdowns.load(Ordering::Relaxed),

@@ -185,9 +185,9 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     // Memtables share one pool of chunks: a flushed memtable's memory is written over by the
     // next instead of being returned to the system and faulted in again.
     // A chunk holds a whole memtable with room for the group that overfills it; the pool
-    // keeps one.
+    // keeps one, unless told to give memory back.
     let chunk_bytes = opts.write_buffer_bytes.saturating_add(opts.write_buffer_bytes / 8);
-    let mem_pool = ChunkPool::new(chunk_bytes, chunk_bytes);
+    let mem_pool = ChunkPool::new(chunk_bytes, if opts.reuse_memtable_memory { chunk_bytes } else { 0 });
     let mem = Memtable::for_buffer(0, opts.write_buffer_bytes, &mem_pool);
     let mut last_seqno = data.flushed_seqno;
     let mut replayed = 0u64;
