@@ -147,6 +147,8 @@ pub(crate) struct Inner {
     pub read_only: bool,
     /// One writer of `STATS` at a time (the flush thread and close).
     pub stats_save: Mutex<()>,
+    /// Clock time of the last save of `STATS` (0: none yet).
+    pub stats_saved_ms: AtomicU64,
 }
 
 impl Inner {
@@ -183,6 +185,7 @@ impl Inner {
             next_snapshot_id: AtomicU64::new(1),
             read_only,
             stats_save: Mutex::new(()),
+            stats_saved_ms: AtomicU64::new(0),
             opts: r.opts,
         }
     }

@@ -44,8 +44,9 @@ pub struct Options {
     pub wal_recovery: WalRecovery,
     /// Create the folder and an empty database when missing.
     pub create_if_missing: bool,
-    /// Keep lifetime statistics across reopens in the `STATS` file (saved after each flush and
-    /// at close; see `docs/CLI.md`, "Statistics"). Off, counters start from zero at each open.
+    /// Keep lifetime statistics across reopens in the `STATS` file (saved after flushes, at most
+    /// every ten seconds, and at close; see `docs/CLI.md`, "Statistics"). Off, counters start
+    /// from zero at each open.
     pub persist_stats: bool,
     /// Memtable size that triggers a flush.
     pub write_buffer_bytes: usize,

@@ -76,8 +76,13 @@ impl Inner {
         loop {
             // Holding the structure lock while choosing the memtable also keeps two flushers
             // (the flush thread and a caller of `Db::flush`) from flushing the same one.
-            let _structure = self.structure.lock();
-            let Some(mem) = self.state.read().sealed.first().cloned() else { return Ok(()) };
+            let structure = self.structure.lock();
+            let Some(mem) = self.state.read().sealed.first().cloned() else {
+                // Outside the structure lock: splits and merges wait on it, and a save syncs.
+                drop(structure);
+                self.save_stats_now_and_then();
+                return Ok(());
+            };
             // Paired with `flush-end` after the install (the `flush` events between name each
             // file written): a start without an end in the log is a flush a crash interrupted.
             self.events.log(self.clock.now_ms(), "flush-start", format!("memtable of wal {}", mem.first_wal));
@@ -149,10 +154,6 @@ impl Inner {
             self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
             self.stats.flushes.fetch_add(1, Ordering::Relaxed);
             self.delete_obsolete_wals();
-            // Lifetime counters ride along with each flush (advisory: a failure is logged).
-            if let Err(e) = self.save_stats() {
-                self.events.log(self.clock.now_ms(), "stats-not-saved", e.to_string());
-            }
         }
     }
 

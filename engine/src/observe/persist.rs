@@ -2,7 +2,8 @@
 //!
 //! What compaction dropped, the bytes flushed and compacted per table, and each partition's
 //! reads and writes (totals, the recent windows the split planner's load rules read, and the
-//! sampled keys it cuts at) are saved at close and after every flush, and loaded at open
+//! sampled keys it cuts at) are saved at close and after flushes (at most every ten seconds,
+//! outside the lock splits and merges take), and loaded at open
 //! (writable or read-only) and by `catch_up`. Engine-wide counters (WAL bytes, flushes,
 //! stalls, ...) stay per process. A crash loses what changed since the last save: the file is
 //! advisory and never holds data. A damaged file is kept as `STATS.damaged`, reported in the
@@ -18,7 +19,24 @@ use crate::fs::write_atomic;
 use crate::model::rowstate::DropCounts;
 use crate::paths;
 
+/// Least time between two saves of `STATS` after flushes (close always saves): a save syncs
+/// two things, and a database with a small write buffer flushes many times a second.
+const SAVE_INTERVAL_MS: u64 = 10_000;
+
 impl Inner {
+    /// Saves `STATS` after flushes, at most every [`SAVE_INTERVAL_MS`] of the database clock
+    /// (advisory: a failure is logged, never returned).
+    pub(crate) fn save_stats_now_and_then(&self) {
+        let now = self.clock.now_ms();
+        let last = self.stats_saved_ms.load(std::sync::atomic::Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < SAVE_INTERVAL_MS {
+            return;
+        }
+        if let Err(e) = self.save_stats() {
+            self.events.log(now, "stats-not-saved", e.to_string());
+        }
+    }
+
     /// Writes the lifetime counters of every live table and partition to `STATS`.
     pub(crate) fn save_stats(&self) -> Result<()> {
         if self.read_only || !self.opts.persist_stats {
@@ -54,7 +72,9 @@ impl Inner {
             }
         }
         let path = paths::stats(&self.path);
-        write_atomic(self.fs.as_ref(), &path, &data.encode()).map_err(|e| Error::io("write stats", &path, e))
+        write_atomic(self.fs.as_ref(), &path, &data.encode()).map_err(|e| Error::io("write stats", &path, e))?;
+        self.stats_saved_ms.store(data.saved_ms.max(1), std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Loads `STATS` (if any) into the counters of the current version's tables and
