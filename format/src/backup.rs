@@ -6,13 +6,13 @@
 //! the folder and synced, so a backup either has a whole metadata file naming verified files or
 //! does not exist.
 
-use crate::codec::{Cursor, crc32, put_bytes, put_varint};
-use crate::error::{DecodeError, DecodeErrorKind};
+use crate::codec::{Cursor, frame, put_bytes, put_varint, unframe};
+use crate::error::DecodeError;
 
 /// Magic number at the start of a backup metadata file: ASCII `STRATBAK` as a LE u64.
 pub const BACKUP_MAGIC: u64 = u64::from_le_bytes(*b"STRATBAK");
 /// Size of the header: magic, version, body length, body CRC-32.
-pub const BACKUP_HEADER_LEN: usize = 20;
+pub const BACKUP_HEADER_LEN: usize = crate::codec::FRAME_HEADER_LEN;
 
 /// One SSTable of a backup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,39 +63,12 @@ impl BackupMeta {
             put_varint(&mut b, f.size);
             b.extend_from_slice(&f.crc32.to_le_bytes());
         }
-        let mut out = Vec::with_capacity(BACKUP_HEADER_LEN + b.len());
-        out.extend_from_slice(&BACKUP_MAGIC.to_le_bytes());
-        out.extend_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-        out.extend_from_slice(&crc32(&[&b]).to_le_bytes());
-        out.extend_from_slice(&b);
-        out
+        frame(BACKUP_MAGIC, &b)
     }
 
     /// Decodes a whole metadata file, verifying magic, version, length and checksum.
     pub fn decode(file: &[u8]) -> Result<BackupMeta, DecodeError> {
-        let mut h = Cursor::new(file, "backup header", 0);
-        if h.u64()? != BACKUP_MAGIC {
-            return Err(DecodeError::new("backup header", 0, DecodeErrorKind::BadMagic));
-        }
-        let version = h.u32()?;
-        if version == 0 || version > crate::FORMAT_VERSION {
-            return Err(DecodeError::new("backup header", 8, DecodeErrorKind::UnsupportedVersion(version)));
-        }
-        let len = h.u32()? as usize;
-        let stored = h.u32()?;
-        let body = h
-            .take(len)
-            .map_err(|_| DecodeError::new("backup body", BACKUP_HEADER_LEN as u64, DecodeErrorKind::Truncated))?;
-        h.finish()?;
-        let computed = crc32(&[body]);
-        if stored != computed {
-            return Err(DecodeError::new(
-                "backup body",
-                BACKUP_HEADER_LEN as u64,
-                DecodeErrorKind::ChecksumMismatch { stored, computed },
-            ));
-        }
+        let body = unframe(file, BACKUP_MAGIC, "backup header", "backup body")?;
         let mut c = Cursor::new(body, "backup body", BACKUP_HEADER_LEN as u64);
         let id = c.varint()?;
         let created_ms = c.varint()?;

@@ -221,6 +221,54 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Size of the header of a file written whole (manifest, backup metadata, statistics): magic
+/// `u64`, format version `u32`, body length `u32`, CRC-32 of the body `u32`.
+pub const FRAME_HEADER_LEN: usize = 20;
+
+/// A whole file: the header ([`FRAME_HEADER_LEN`]) and `body`.
+pub fn frame(magic: u64, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FRAME_HEADER_LEN + body.len());
+    out.extend_from_slice(&magic.to_le_bytes());
+    out.extend_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32(&[body]).to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The body of a whole file written by [`frame`], after checking magic, version (1 up to the
+/// current one), length (nothing missing, nothing after it) and checksum. `header` and `body`
+/// name the parts in errors (`"manifest header"`, `"manifest body"`).
+pub fn unframe<'a>(
+    file: &'a [u8],
+    magic: u64,
+    header: &'static str,
+    body: &'static str,
+) -> Result<&'a [u8], DecodeError> {
+    let mut h = Cursor::new(file, header, 0);
+    if h.u64()? != magic {
+        return Err(DecodeError::new(header, 0, DecodeErrorKind::BadMagic));
+    }
+    let version = h.u32()?;
+    if version == 0 || version > crate::FORMAT_VERSION {
+        return Err(DecodeError::new(header, 8, DecodeErrorKind::UnsupportedVersion(version)));
+    }
+    let len = h.u32()? as usize;
+    let stored = h.u32()?;
+    let content =
+        h.take(len).map_err(|_| DecodeError::new(body, FRAME_HEADER_LEN as u64, DecodeErrorKind::Truncated))?;
+    h.finish()?;
+    let computed = crc32(&[content]);
+    if stored != computed {
+        return Err(DecodeError::new(
+            body,
+            FRAME_HEADER_LEN as u64,
+            DecodeErrorKind::ChecksumMismatch { stored, computed },
+        ));
+    }
+    Ok(content)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]

@@ -2,14 +2,14 @@
 //! options, partitions and the SSTables each partition reads — written to a new file and renamed
 //! over the old one on every change. Specified in `docs/FORMAT.md`, section "Manifest".
 
-use crate::codec::{Cursor, crc32, put_bytes, put_opt_bytes, put_varint};
-use crate::error::{DecodeError, DecodeErrorKind};
+use crate::codec::{Cursor, frame, put_bytes, put_opt_bytes, put_varint, unframe};
+use crate::error::DecodeError;
 use crate::key::KeyType;
 
 /// Magic number at the start of the manifest: ASCII `STRATMAN` as a LE u64.
 pub const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATMAN");
 /// Size of the manifest header.
-pub const MANIFEST_HEADER_LEN: usize = 20;
+pub const MANIFEST_HEADER_LEN: usize = crate::codec::FRAME_HEADER_LEN;
 
 /// One SSTable as a partition sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,39 +179,12 @@ impl ManifestData {
                 }
             }
         }
-        let mut out = Vec::with_capacity(MANIFEST_HEADER_LEN + b.len());
-        out.extend_from_slice(&MANIFEST_MAGIC.to_le_bytes());
-        out.extend_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-        out.extend_from_slice(&crc32(&[&b]).to_le_bytes());
-        out.extend_from_slice(&b);
-        out
+        frame(MANIFEST_MAGIC, &b)
     }
 
     /// Decodes a whole manifest file, verifying magic, version, length and checksum.
     pub fn decode(file: &[u8]) -> Result<ManifestData, DecodeError> {
-        let mut h = Cursor::new(file, "manifest header", 0);
-        if h.u64()? != MANIFEST_MAGIC {
-            return Err(DecodeError::new("manifest header", 0, DecodeErrorKind::BadMagic));
-        }
-        let version = h.u32()?;
-        if version == 0 || version > crate::FORMAT_VERSION {
-            return Err(DecodeError::new("manifest header", 8, DecodeErrorKind::UnsupportedVersion(version)));
-        }
-        let len = h.u32()? as usize;
-        let stored = h.u32()?;
-        let body = h
-            .take(len)
-            .map_err(|_| DecodeError::new("manifest body", MANIFEST_HEADER_LEN as u64, DecodeErrorKind::Truncated))?;
-        h.finish()?;
-        let computed = crc32(&[body]);
-        if stored != computed {
-            return Err(DecodeError::new(
-                "manifest body",
-                MANIFEST_HEADER_LEN as u64,
-                DecodeErrorKind::ChecksumMismatch { stored, computed },
-            ));
-        }
+        let body = unframe(file, MANIFEST_MAGIC, "manifest header", "manifest body")?;
         let mut c = Cursor::new(body, "manifest body", MANIFEST_HEADER_LEN as u64);
         let mut m = ManifestData {
             generation: c.varint()?,

@@ -3,13 +3,13 @@
 //! recent time windows and sampled keys, which the split planner's load rules read). Advisory:
 //! the database opens without it. Specified in `docs/FORMAT.md`, section "Statistics".
 
-use crate::codec::{Cursor, crc32, put_bytes, put_varint};
-use crate::error::{DecodeError, DecodeErrorKind};
+use crate::codec::{Cursor, frame, put_bytes, put_varint, unframe};
+use crate::error::DecodeError;
 
 /// Magic number at the start of `STATS`: ASCII `STRATSTA` as a LE u64.
 pub const STATS_MAGIC: u64 = u64::from_le_bytes(*b"STRATSTA");
 /// Size of the header: magic, version, body length, body CRC-32.
-pub const STATS_HEADER_LEN: usize = 20;
+pub const STATS_HEADER_LEN: usize = crate::codec::FRAME_HEADER_LEN;
 
 /// Lifetime counters of one table.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -123,39 +123,12 @@ impl StatsData {
                 put_bytes(&mut b, k);
             }
         }
-        let mut out = Vec::with_capacity(STATS_HEADER_LEN + b.len());
-        out.extend_from_slice(&STATS_MAGIC.to_le_bytes());
-        out.extend_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-        out.extend_from_slice(&crc32(&[&b]).to_le_bytes());
-        out.extend_from_slice(&b);
-        out
+        frame(STATS_MAGIC, &b)
     }
 
     /// Decodes a whole file, verifying magic, version, length and checksum.
     pub fn decode(file: &[u8]) -> Result<StatsData, DecodeError> {
-        let mut h = Cursor::new(file, "stats header", 0);
-        if h.u64()? != STATS_MAGIC {
-            return Err(DecodeError::new("stats header", 0, DecodeErrorKind::BadMagic));
-        }
-        let version = h.u32()?;
-        if version == 0 || version > crate::FORMAT_VERSION {
-            return Err(DecodeError::new("stats header", 8, DecodeErrorKind::UnsupportedVersion(version)));
-        }
-        let len = h.u32()? as usize;
-        let stored = h.u32()?;
-        let body = h
-            .take(len)
-            .map_err(|_| DecodeError::new("stats body", STATS_HEADER_LEN as u64, DecodeErrorKind::Truncated))?;
-        h.finish()?;
-        let computed = crc32(&[body]);
-        if stored != computed {
-            return Err(DecodeError::new(
-                "stats body",
-                STATS_HEADER_LEN as u64,
-                DecodeErrorKind::ChecksumMismatch { stored, computed },
-            ));
-        }
+        let body = unframe(file, STATS_MAGIC, "stats header", "stats body")?;
         let mut c = Cursor::new(body, "stats body", STATS_HEADER_LEN as u64);
         let saved_ms = c.varint()?;
         let nt = c.count(8, "table count")?;
