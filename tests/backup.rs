@@ -9,10 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use strata::fs::{CrashMode, MemFs};
-use strata::{
-    BackupStore, Db, Error, KeyType, ManualClock, Options, PrimaryKey, PutRow, RangeOptions, ReadOptions, TableSchema,
-    pk,
-};
+use strata::{BackupStore, Db, Error, KeyType, ManualClock, Options, PutRow, ReadOptions, TableSchema, pk};
 use strata_tests::T0;
 
 fn schema() -> TableSchema {
@@ -21,22 +18,7 @@ fn schema() -> TableSchema {
 
 /// Every row with every version, one line each.
 fn dump(db: &Db) -> String {
-    let opts = RangeOptions::default().read(ReadOptions::default().max_versions(10));
-    db.range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1), &opts)
-        .unwrap()
-        .map(|r| {
-            let r = r.unwrap();
-            let cols: Vec<String> = r
-                .columns
-                .iter()
-                .map(|c| {
-                    let cells: Vec<String> = c.cells.iter().map(|x| format!("{}@{}", x.value, x.version)).collect();
-                    format!("{}={}", c.name, cells.join("|"))
-                })
-                .collect();
-            format!("{} {}\n", r.primary_key, cols.join(" "))
-        })
-        .collect()
+    strata_tests::fixture::dump_table(db, "t", 1)
 }
 
 fn write_rows(db: &Db, keys: std::ops::Range<i64>, tag: &str) {

@@ -105,27 +105,37 @@ pub fn write_fixture(dir: &Path) {
     std::mem::forget(db);
 }
 
-/// Every row of both tables with all versions, as JSON lines (the fixture's expected content).
+/// Every row of both tables with all versions, one line each (the fixture's expected content).
 pub fn dump(db: &Db) -> String {
     let mut out = String::new();
     for (t, n) in [("purchases", 4), ("kv", 1)] {
-        let opts = RangeOptions::default().read(ReadOptions::default().max_versions(10));
-        let rows: Vec<Row> = db
-            .range(t, &strata::PrimaryKey::inf_min(n), &strata::PrimaryKey::inf_max(n), &opts)
-            .expect("range")
-            .collect::<Result<_, _>>()
-            .expect("rows");
-        for r in rows {
-            let cols: Vec<String> = r
-                .columns
-                .iter()
-                .map(|c| {
-                    let cells: Vec<String> = c.cells.iter().map(|x| format!("{}@{}", x.value, x.version)).collect();
-                    format!("{}={}", c.name, cells.join("|"))
-                })
-                .collect();
-            out.push_str(&format!("{t} {} {}\n", r.primary_key, cols.join(" ")));
+        for line in dump_table(db, t, n).lines() {
+            out.push_str(&format!("{t} {line}\n"));
         }
+    }
+    out
+}
+
+/// Every row of `table` (with `key_columns` primary-key columns) with every version of every
+/// cell, one line each: `<key> <column>=<value>@<version>|... ...`.
+pub fn dump_table(db: &Db, table: &str, key_columns: usize) -> String {
+    let opts = RangeOptions::default().read(ReadOptions::default().max_versions(10));
+    let rows: Vec<Row> = db
+        .range(table, &strata::PrimaryKey::inf_min(key_columns), &strata::PrimaryKey::inf_max(key_columns), &opts)
+        .expect("range")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let mut out = String::new();
+    for r in rows {
+        let cols: Vec<String> = r
+            .columns
+            .iter()
+            .map(|c| {
+                let cells: Vec<String> = c.cells.iter().map(|x| format!("{}@{}", x.value, x.version)).collect();
+                format!("{}={}", c.name, cells.join("|"))
+            })
+            .collect();
+        out.push_str(&format!("{} {}\n", r.primary_key, cols.join(" ")));
     }
     out
 }

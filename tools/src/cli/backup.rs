@@ -83,22 +83,40 @@ pub enum BackupsAction {
     },
 }
 
+/// The progress bar of a backup or restore, made at the first report (which brings the total).
+struct FileBar {
+    json: bool,
+    bar: Option<Option<indicatif::ProgressBar>>,
+}
+
+impl FileBar {
+    fn new(json: bool) -> FileBar {
+        FileBar { json, bar: None }
+    }
+
+    fn show(&mut self, p: &BackupProgress) {
+        let json = self.json;
+        if let Some(pb) = self.bar.get_or_insert_with(|| byte_progress(p.bytes_total, json)) {
+            pb.set_position(p.bytes_done);
+            pb.set_message(format!("{}/{} files", p.files_done, p.files_total));
+        }
+    }
+
+    fn finish(self) {
+        if let Some(Some(pb)) = self.bar {
+            pb.finish_and_clear();
+        }
+    }
+}
+
 /// backup.
 pub fn backup(a: &BackupArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
     let store = BackupStore::open(&a.backups)?;
     let t0 = Instant::now();
-    let mut bar = None;
-    let created = store.create_with_progress(&db, &mut |p: &BackupProgress| {
-        let pb = bar.get_or_insert_with(|| byte_progress(p.bytes_total, a.json));
-        if let Some(pb) = pb {
-            pb.set_position(p.bytes_done);
-            pb.set_message(format!("{}/{} files", p.files_done, p.files_total));
-        }
-    })?;
-    if let Some(Some(pb)) = bar {
-        pb.finish_and_clear();
-    }
+    let mut bar = FileBar::new(a.json);
+    let created = store.create_with_progress(&db, &mut |p| bar.show(p))?;
+    bar.finish();
     db.close()?;
     let seconds = t0.elapsed().as_secs_f64();
     let i = &created.info;
@@ -132,17 +150,9 @@ pub fn backup(a: &BackupArgs, out: &mut dyn Write) -> CliResult {
 pub fn restore(a: &RestoreArgs, out: &mut dyn Write) -> CliResult {
     let store = BackupStore::open(&a.backups)?;
     let t0 = Instant::now();
-    let mut bar = None;
-    let r = store.restore_with_progress(a.id, &a.dest, &mut |p: &BackupProgress| {
-        let pb = bar.get_or_insert_with(|| byte_progress(p.bytes_total, a.json));
-        if let Some(pb) = pb {
-            pb.set_position(p.bytes_done);
-            pb.set_message(format!("{}/{} files", p.files_done, p.files_total));
-        }
-    })?;
-    if let Some(Some(pb)) = bar {
-        pb.finish_and_clear();
-    }
+    let mut bar = FileBar::new(a.json);
+    let r = store.restore_with_progress(a.id, &a.dest, &mut |p| bar.show(p))?;
+    bar.finish();
     let seconds = t0.elapsed().as_secs_f64();
     if a.json {
         writeln!(

@@ -87,6 +87,22 @@ pub fn byte_progress(total_bytes: u64, json: bool) -> Option<indicatif::Progress
     Some(pb)
 }
 
+/// A reader that counts the bytes read through it (for progress bars by bytes).
+pub struct CountingReader<R> {
+    /// The reader.
+    pub inner: R,
+    /// Bytes read so far.
+    pub count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: std::io::Read> std::io::Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
 /// A spinner on stderr counting rows (for commands whose total is not known up front), or
 /// `None` when stderr is not a terminal or `quiet`.
 pub fn row_progress(quiet: bool) -> Option<indicatif::ProgressBar> {

@@ -1,7 +1,7 @@
 //! `strata key`: spliced partition keys and hash prefixes from the shell.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value as Json};
 use strata::keydesign::{SplicePart, hash_prefix, splice};
 
-use super::common::{CliError, CliResult, byte_progress};
+use super::common::{CliError, CliResult, CountingReader, byte_progress};
 
 /// Arguments of `key`.
 #[derive(Args, Debug)]
@@ -184,7 +184,7 @@ pub fn rewrite(a: &RewriteArgs, out: &mut dyn Write) -> CliResult {
     let total = file.metadata().map(|m| m.len()).unwrap_or(0);
     let progress = byte_progress(total, a.json || a.output.is_none());
     let read = Arc::new(AtomicU64::new(0));
-    let input = BufReader::new(Counting { inner: file, count: read.clone() });
+    let input = BufReader::new(CountingReader { inner: file, count: read.clone() });
     let mut sink: Box<dyn Write + '_> = match &a.output {
         Some(p) => {
             Box::new(BufWriter::new(File::create(p).map_err(|e| CliError::new(format!("{}: {e}", p.display())))?))
@@ -304,20 +304,6 @@ pub fn rewrite(a: &RewriteArgs, out: &mut dyn Write) -> CliResult {
         return Ok(crate::EXIT_FAIL);
     }
     Ok(0)
-}
-
-/// Counts the bytes read through it (for the progress bar).
-struct Counting {
-    inner: File,
-    count: Arc<AtomicU64>,
-}
-
-impl Read for Counting {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
 }
 
 /// Runs `key`.

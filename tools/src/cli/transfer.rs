@@ -22,8 +22,8 @@ use strata::{
 };
 
 use super::common::{
-    CliError, CliResult, byte_progress, open_db, open_db_read_only, parse_type, parse_typed, parse_types, row_json,
-    row_progress, schema,
+    CliError, CliResult, CountingReader, byte_progress, open_db, open_db_read_only, parse_type, parse_typed,
+    parse_types, row_json, row_progress, schema,
 };
 use super::rows::scan_bounds;
 use crate::keytext::{parse_hex, parse_pk_value};
@@ -752,19 +752,6 @@ fn tick(pb: &Option<indicatif::ProgressBar>, bytes: &AtomicU64, written: &Atomic
         pb.set_position(bytes.load(Ordering::Relaxed));
         let w = written.load(Ordering::Relaxed);
         pb.set_message(format!("{w} rows, {:.0} rows/s", w as f64 / start.elapsed().as_secs_f64().max(1e-9)));
-    }
-}
-
-struct CountingReader {
-    inner: Box<dyn Read>,
-    count: Arc<AtomicU64>,
-}
-
-impl Read for CountingReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
     }
 }
 
