@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use serde_json::Value as Json;
@@ -223,6 +224,13 @@ fn a_closed_pipe_ends_an_export_quietly() {
     }
 }
 
+/// Bytes allocated to the files in `dir` (0 while it does not exist): a WAL is sized sparsely
+/// up front, so its length says nothing about what was written.
+fn dir_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir).map_or(0, |rd| rd.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.blocks() * 512).sum())
+}
+
 /// Every row of a table with its cells' values (versions left out), in key order.
 fn rows_without_versions(dir: &str) -> Vec<Json> {
     ok(&["export", dir, "orders", "--format", "jsonl"])
@@ -263,7 +271,15 @@ fn an_interrupted_import_resumes_without_writing_a_row_twice_or_skipping_one() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // Interrupt once the import is under way: its WAL holds 4 MiB (tens of thousands of rows;
+    // the WAL reserves 1 MiB ahead of its appends).
+    let wal = Path::new(a).join("wal");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while dir_bytes(&wal) < 4 << 20 {
+        assert!(std::time::Instant::now() < deadline, "the import wrote nothing in a minute");
+        assert!(child.try_wait().unwrap().is_none(), "the import ended before the interrupt");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let mut stdout = String::new();
