@@ -9,10 +9,10 @@ use serde_json::json;
 use strata::keydesign::{SplicePart, hash_prefix, splice};
 use strata::{Db, PartitionInfo, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, Value};
 
+use super::common::pk_json;
 use super::common::{CliError, CliResult, bar, byte_progress, human_bytes, open_db, open_db_read_only, row_progress};
 use super::transfer::read_sample;
 use super::{DirJson, TableJson};
-use crate::display::pk_value_json;
 
 /// Arguments of compact.
 #[derive(Args, Debug)]
@@ -45,8 +45,8 @@ fn levels_text(p: &PartitionInfo) -> String {
 fn partition_json(p: &PartitionInfo) -> serde_json::Value {
     json!({
         "id": p.id,
-        "start": p.start.as_ref().map(pk_value_json),
-        "end": p.end.as_ref().map(pk_value_json),
+        "start": p.start.as_ref().map(pk_json),
+        "end": p.end.as_ref().map(pk_json),
         "bytes": p.bytes, "rows": p.rows,
         "files": p.levels.iter().map(|l| l.files).sum::<usize>(),
         "levels": p.levels.iter().map(|l| json!({"files": l.files, "bytes": l.bytes})).collect::<Vec<_>>(),
@@ -54,7 +54,7 @@ fn partition_json(p: &PartitionInfo) -> serde_json::Value {
         "writes": p.load_total.writes, "write_bytes": p.load_total.write_bytes,
         "reads": p.load_total.reads, "read_bytes": p.load_total.read_bytes,
         "writes_last_minute": p.load_recent.writes, "reads_last_minute": p.load_recent.reads,
-        "oversized_key": p.oversized_key.as_ref().map(|(k, b)| json!({"key": pk_value_json(k), "bytes": b})),
+        "oversized_key": p.oversized_key.as_ref().map(|(k, b)| json!({"key": pk_json(k), "bytes": b})),
     })
 }
 
@@ -422,7 +422,7 @@ pub fn advise(a: &AdviseArgs, out: &mut dyn Write) -> CliResult {
         let top = |v: &[&KeyStat]| -> Vec<serde_json::Value> {
             v.iter()
                 .take(10)
-                .map(|s| json!({"key": pk_value_json(&s.key), "bytes": s.bytes, "rows": s.rows, "writes": s.writes}))
+                .map(|s| json!({"key": pk_json(&s.key), "bytes": s.bytes, "rows": s.rows, "writes": s.writes}))
                 .collect()
         };
         writeln!(
