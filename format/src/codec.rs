@@ -269,6 +269,24 @@ pub fn unframe<'a>(
     Ok(content)
 }
 
+/// Test helper: `decode` refuses `bytes` with any one bit flipped, cut at any length, or with a
+/// byte appended (what the checksummed framing of a whole file guarantees).
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+pub(crate) fn assert_damage_refused<T>(bytes: &[u8], decode: impl Fn(&[u8]) -> Result<T, DecodeError>) {
+    for i in 0..bytes.len() * 8 {
+        let mut b = bytes.to_vec();
+        b[i / 8] ^= 1 << (i % 8);
+        assert!(decode(&b).is_err(), "bit {i} flipped was accepted");
+    }
+    for len in 0..bytes.len() {
+        assert!(decode(&bytes[..len]).is_err(), "cut at {len} was accepted");
+    }
+    let mut longer = bytes.to_vec();
+    longer.push(0);
+    assert!(decode(&longer).is_err(), "trailing byte accepted");
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
