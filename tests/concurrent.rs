@@ -14,7 +14,9 @@
 //! - at the end, and after a reopen: every balance equals its history's last value.
 //!
 //! `STRATA_CONCURRENT_SECS` sets the duration (default 3 s, longer until a split and a merge
-//! have both run; minutes for a soak).
+//! have both run; minutes for a soak). `STRATA_CONCURRENT_SLOW_SYNC_MS` adds a pause before
+//! every sync, so background work lags the writers as on a slow CI disk: a `Db::flush` that
+//! waited for memtables sealed after its call would then never return.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
@@ -29,6 +31,7 @@ use strata::{
     ColumnCondition, CompareOp, Condition, Db, KeyType, Options, PkValue, PrimaryKey, PutRow, RangeOptions,
     ReadOptions, RowExistence, TableSchema, UpdateRow, Value, WriteOp, pk,
 };
+use strata_tests::slowfs::SlowSyncFs;
 use strata_tests::{env_count, seed};
 
 const TABLE: &str = "accounts";
@@ -69,6 +72,10 @@ fn options() -> Options {
         target_file_bytes: 16 << 10,
         block_size_bytes: 512,
         stall_timeout: Duration::from_secs(120),
+        fs: match env_count("STRATA_CONCURRENT_SLOW_SYNC_MS", 0) {
+            0 => Options::default().fs,
+            ms => Arc::new(SlowSyncFs::new(Duration::from_millis(ms as u64))),
+        },
         ..Options::default()
     }
 }
@@ -126,17 +133,17 @@ fn replay(history: &BTreeMap<u64, (i64, Change)>) -> Vec<i64> {
     bal
 }
 
-/// The note an increment writes: long for 1,500 transfers (of all writers together), empty
-/// for the next 1,500, so the table grows past the split threshold and shrinks below the merge
-/// threshold again and again, however fast the machine runs. Random bytes, so compression
-/// cannot hide them from the split planner.
-fn note(transfers: &AtomicU64, rng: &mut StdRng) -> Vec<u8> {
-    let phase = transfers.fetch_add(1, Ordering::Relaxed) / 1500;
-    let len = if phase.is_multiple_of(2) { 600 } else { 0 };
+/// The note an increment writes: long while the table is to grow, empty while it is to
+/// shrink, so partitions pass the split threshold and fall below the merge threshold again and
+/// again. The main thread flips the phase when the planner has acted on it (a split while
+/// growing, a merge while shrinking), so the cycle keeps pace with however fast this machine
+/// flushes and compacts. Random bytes, so compression cannot hide them from the split planner.
+fn note(grow: &AtomicBool, rng: &mut StdRng) -> Vec<u8> {
+    let len = if grow.load(Ordering::Relaxed) { 600 } else { 0 };
     (0..len).map(|_| rng.r#gen()).collect()
 }
 
-fn writer(db: &Db, mut rng: StdRng, stop: &AtomicBool, transfers: &AtomicU64) -> (Vec<(u64, i64, Change)>, u64, u64) {
+fn writer(db: &Db, mut rng: StdRng, stop: &AtomicBool, grow: &AtomicBool) -> (Vec<(u64, i64, Change)>, u64, u64) {
     let mut out = Vec::new();
     let (mut applied, mut refused) = (0, 0);
     while !stop.load(Ordering::Relaxed) {
@@ -149,7 +156,7 @@ fn writer(db: &Db, mut rng: StdRng, stop: &AtomicBool, transfers: &AtomicU64) ->
         if rng.gen_bool(0.7) {
             let ops = vec![
                 WriteOp::Update(
-                    UpdateRow::new(TABLE, key(a)).increment("balance", -amount).put("note", note(transfers, &mut rng)),
+                    UpdateRow::new(TABLE, key(a)).increment("balance", -amount).put("note", note(grow, &mut rng)),
                 ),
                 WriteOp::Update(UpdateRow::new(TABLE, key(b)).increment("balance", amount)),
             ];
@@ -204,8 +211,8 @@ fn reader(db: &Db, total: i64, stop: &AtomicBool, checks: &AtomicU64) {
     }
 }
 
-/// Forces flushes, compactions and split-planner runs.
-fn churn(db: &Db, stop: &AtomicBool) {
+/// Forces flushes, compactions and split-planner runs; returns how many it made.
+fn churn(db: &Db, stop: &AtomicBool) -> u64 {
     let mut round = 0u64;
     while !stop.load(Ordering::Relaxed) {
         match round % 4 {
@@ -218,6 +225,7 @@ fn churn(db: &Db, stop: &AtomicBool) {
         round += 1;
         std::thread::sleep(Duration::from_millis(5));
     }
+    round
 }
 
 #[test]
@@ -231,8 +239,8 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
             .pk("bucket", KeyType::Integer)
             .pk("id", KeyType::Integer)
             .max_versions(1)
-            .split_threshold_bytes(24 << 10)
-            .merge_threshold_bytes(10 << 10),
+            .split_threshold_bytes(48 << 10)
+            .merge_threshold_bytes(20 << 10),
     )
     .unwrap();
     for a in 0..accounts() {
@@ -242,12 +250,12 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
     let stop = Arc::new(AtomicBool::new(false));
     let checks = Arc::new(AtomicU64::new(s));
     let started = Instant::now();
-    let transfers = Arc::new(AtomicU64::new(0));
+    let grow = Arc::new(AtomicBool::new(true));
     let writers: Vec<_> = (0..3)
         .map(|w| {
-            let (db, stop, transfers) = (db.clone(), stop.clone(), transfers.clone());
+            let (db, stop, grow) = (db.clone(), stop.clone(), grow.clone());
             let rng = StdRng::seed_from_u64(s.wrapping_add(w));
-            std::thread::spawn(move || writer(&db, rng, &stop, &transfers))
+            std::thread::spawn(move || writer(&db, rng, &stop, &grow))
         })
         .collect();
     let readers: Vec<_> = (0..2)
@@ -263,9 +271,17 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
     // Run for the time asked, and on until a split and a merge have both happened (a loaded
     // machine is slower to get there), within a limit.
     let limit = Duration::from_secs(secs.max(30));
+    let mut phase_start = (0, 0);
     loop {
         std::thread::sleep(Duration::from_millis(100));
         let stats = db.stats();
+        if grow.load(Ordering::Relaxed) && stats.splits > phase_start.0 {
+            grow.store(false, Ordering::Relaxed);
+            phase_start = (stats.splits, stats.merges);
+        } else if !grow.load(Ordering::Relaxed) && stats.merges > phase_start.1 {
+            grow.store(true, Ordering::Relaxed);
+            phase_start = (stats.splits, stats.merges);
+        }
         let both = stats.splits > 0 && stats.merges > 0;
         let elapsed = started.elapsed();
         if (elapsed >= Duration::from_secs(secs) && both) || elapsed >= limit {
@@ -286,7 +302,7 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
     for r in readers {
         r.join().unwrap();
     }
-    churner.join().unwrap();
+    let churn_rounds = churner.join().unwrap();
     let expected = replay(&history);
     let check_final = |db: &Db| {
         for (a, want) in expected.iter().enumerate() {
@@ -299,7 +315,7 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
     let stats = db.stats();
     eprintln!(
         "concurrent: {:.1} s, {applied} transfers applied, {refused} refused by their condition, {} total checks, \
-         {} flushes, {} compactions, {} splits, {} merges, {} partitions at the end",
+         {} flushes, {} compactions, {} splits, {} merges, {} partitions at the end, {churn_rounds} churn rounds",
         started.elapsed().as_secs_f64(),
         checks.load(Ordering::Relaxed) - s,
         stats.flushes,
@@ -308,6 +324,17 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
         stats.merges,
         db.partitions(TABLE).unwrap().len()
     );
+    if stats.splits == 0 || stats.merges == 0 {
+        // What the split planner saw, and what background work did last, to tell a slow machine
+        // from a planner that cannot merge.
+        for p in db.partitions(TABLE).unwrap() {
+            let files: Vec<usize> = p.levels.iter().map(|l| l.files).collect();
+            eprintln!("partition {}: {} bytes, files per level {files:?}, {} shared", p.id, p.bytes, p.shared_files);
+        }
+        for e in db.events().iter().rev().take(60).rev() {
+            eprintln!("event {e:?}");
+        }
+    }
     assert!(applied > 100, "only {applied} transfers in {secs} s");
     assert!(stats.flushes > 10 && stats.compactions > 2, "background work did not run: {stats:?}");
     assert!(stats.splits > 0 && stats.merges > 0, "splits and merges did not both run: {stats:?}");

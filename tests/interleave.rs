@@ -4,12 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use strata::hooks::{PauseHook, PausePoint};
-use strata::{Db, KeyType, Options, ReadOptions, TableSchema, UpdateRow, Value, WriteOp, pk};
+use strata::{Db, KeyType, Options, PutRow, ReadOptions, TableSchema, UpdateRow, Value, WriteOp, pk};
 
 /// How far a forced interleaving has got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -102,4 +103,57 @@ fn a_flush_installing_while_the_leader_prepares_hides_nothing_from_its_reads() {
     assert_eq!(receipts[0].increments, vec![("n".to_string(), 2)], "the increment read a stale row");
     let row = db.get_row("t", &pk![1], &ReadOptions::default()).unwrap().unwrap();
     assert_eq!(row.get("n"), Some(&Value::Integer(2)));
+}
+
+/// Writers that seal memtables faster than the disk takes them must not keep `Db::flush`
+/// from returning: it waits for the memtables holding writes acknowledged before the call,
+/// not for an empty queue. Here every flush, while it holds its memtable's files unwritten,
+/// has a writer seal one more memtable (each a row larger than the write buffer), 40 times.
+/// The caller of `flush` must flush its own memtable and return; the flush thread drains the
+/// rest.
+#[test]
+fn flush_returns_once_the_writes_before_it_are_flushed_while_writers_seal_more() {
+    const REFILLS: usize = 40;
+    let caller = Arc::new(Mutex::new(None::<std::thread::ThreadId>));
+    let (flushed_by_caller, refills) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let db_slot: Arc<OnceLock<Weak<Db>>> = Arc::new(OnceLock::new());
+    let hook = {
+        let (caller, flushed_by_caller, refills, db_slot) =
+            (caller.clone(), flushed_by_caller.clone(), refills.clone(), db_slot.clone());
+        PauseHook::new(move |p| {
+            if p != PausePoint::FlushBeforeInstall || caller.lock().is_none() {
+                return;
+            }
+            if *caller.lock() == Some(std::thread::current().id()) {
+                flushed_by_caller.fetch_add(1, Ordering::SeqCst);
+            }
+            if refills.fetch_add(1, Ordering::SeqCst) < REFILLS
+                && let Some(db) = db_slot.get().and_then(Weak::upgrade)
+            {
+                // A row larger than the write buffer seals its memtable as soon as it is in.
+                db.put_row(PutRow::new("filler", pk![1]).column("v", vec![7u8; 8 << 10])).unwrap();
+            }
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let opts =
+        Options { pause_hook: hook, write_buffer_bytes: 4 << 10, max_sealed_memtables: 64, ..Options::default() };
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    db_slot.set(Arc::downgrade(&db)).unwrap();
+    db.create_table(TableSchema::new("t").pk("id", KeyType::Integer)).unwrap();
+    db.create_table(TableSchema::new("filler").pk("id", KeyType::Integer)).unwrap();
+    db.put_row(PutRow::new("t", pk![1]).column("v", 1)).unwrap();
+
+    *caller.lock() = Some(std::thread::current().id());
+    db.flush().unwrap();
+    let during = flushed_by_caller.load(Ordering::SeqCst);
+    *caller.lock() = None;
+    // The row written before the call is in an SSTable now.
+    let rows: u64 = db.partitions("t").unwrap().iter().map(|p| p.rows).sum();
+    assert_eq!(rows, 1, "the write before the flush is not in an SSTable");
+    assert_eq!(
+        during, 1,
+        "the caller of flush flushed {during} memtables: it waited for memtables sealed after its call"
+    );
+    assert!(refills.load(Ordering::SeqCst) >= 1, "no writer sealed a memtable during the flush");
 }

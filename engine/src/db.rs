@@ -399,14 +399,19 @@ impl Inner {
         }
     }
 
+    /// Flushes every memtable that holds a write acknowledged before the call, and waits for
+    /// them; memtables sealed meanwhile are left to the flush thread. Waiting for an empty
+    /// queue instead would never end while writers seal memtables faster than the disk takes
+    /// them.
     pub(crate) fn flush_and_wait(&self) -> Result<()> {
         self.check_writable()?;
-        {
+        let limit = {
             // Rotation must not interleave with a write group.
             let _leader = self.queue.lead();
             self.rotate_memtable()?;
-        }
-        self.flush_sealed()
+            self.state.read().active.first_wal
+        };
+        self.flush_sealed_before(limit)
     }
 }
 
@@ -600,7 +605,9 @@ impl Db {
         self.inner.checkpoint(dest.as_ref())
     }
 
-    /// Writes the memtable to SSTables now and waits for it.
+    /// Writes the memtable to SSTables now and waits until every write acknowledged before the
+    /// call is in an SSTable. Memtables that concurrent writers seal meanwhile are flushed by
+    /// the background thread, not waited for.
     ///
     /// # Errors
     /// I/O errors.

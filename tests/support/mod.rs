@@ -5,6 +5,7 @@
 
 pub mod fixture;
 pub mod model;
+pub mod slowfs;
 pub mod workload;
 
 use std::sync::Arc;

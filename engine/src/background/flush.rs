@@ -71,16 +71,20 @@ impl Inner {
         Ok(Arc::new(FileEntry { reader, rec }))
     }
 
-    /// Flushes every sealed memtable, oldest first.
+    /// Flushes every sealed memtable, oldest first, including those sealed while it runs.
     pub(crate) fn flush_sealed(&self) -> Result<()> {
+        self.flush_sealed_before(u64::MAX)
+    }
+
+    /// Flushes the sealed memtables whose WAL numbers start below `limit`, oldest first (all
+    /// of them were sealed before those starting at `limit` or later).
+    pub(crate) fn flush_sealed_before(&self, limit: u64) -> Result<()> {
         loop {
             // Holding the structure lock while choosing the memtable also keeps two flushers
             // (the flush thread and a caller of `Db::flush`) from flushing the same one.
             let structure = self.structure.lock();
-            let Some(mem) = self.state.read().sealed.first().cloned() else {
-                // Outside the structure lock: splits and merges wait on it, and a save syncs.
-                drop(structure);
-                self.save_stats_now_and_then();
+            let next = self.state.read().sealed.first().filter(|m| m.first_wal < limit).cloned();
+            let Some(mem) = next else {
                 return Ok(());
             };
             // Paired with `flush-end` after the install (the `flush` events between name each
@@ -154,6 +158,9 @@ impl Inner {
             self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
             self.stats.flushes.fetch_add(1, Ordering::Relaxed);
             self.delete_obsolete_wals();
+            // Outside the structure lock: splits and merges wait on it, and a save syncs.
+            drop(structure);
+            self.save_stats_now_and_then();
         }
     }
 
