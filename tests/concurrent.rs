@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use strata::fs::{FaultFs, OsFs};
 use strata::{
     ColumnCondition, CompareOp, Condition, Db, KeyType, Options, PkValue, PrimaryKey, PutRow, RangeOptions,
     ReadOptions, RowExistence, TableSchema, UpdateRow, Value, WriteOp, pk,
 };
-use strata_tests::slowfs::SlowSyncFs;
 use strata_tests::{env_count, seed};
 
 const TABLE: &str = "accounts";
@@ -74,7 +74,11 @@ fn options() -> Options {
         stall_timeout: Duration::from_secs(120),
         fs: match env_count("STRATA_CONCURRENT_SLOW_SYNC_MS", 0) {
             0 => Options::default().fs,
-            ms => Arc::new(SlowSyncFs::new(Duration::from_millis(ms as u64))),
+            ms => {
+                let fs = FaultFs::new(Arc::new(OsFs::default()));
+                fs.set_sync_delay(Duration::from_millis(ms as u64));
+                Arc::new(fs)
+            }
         },
         ..Options::default()
     }

@@ -5,7 +5,6 @@
 
 pub mod fixture;
 pub mod model;
-pub mod slowfs;
 pub mod workload;
 
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! A file system wrapper that injects I/O errors: fail the Nth mutating operation (optionally
 //! of one kind) with EIO or ENOSPC, once or from then on. Used to prove that the engine reports
 //! every failure, poisons itself when durability can no longer be promised, and never
-//! acknowledges a write it did not persist.
+//! acknowledges a write it did not persist. It can also make every sync slow, as on a loaded
+//! disk, so that background work lags foreground writes.
 
 use std::io;
 use std::path::Path;
@@ -59,6 +60,7 @@ struct FaultState {
     plan: Option<FaultPlan>,
     count: u64,
     failed: u64,
+    sync_delay: std::time::Duration,
 }
 
 /// Wraps a file system and injects errors by plan.
@@ -92,12 +94,27 @@ impl FaultFs {
         self.state.lock().failed
     }
 
+    /// Pauses every file and directory sync for `delay` before it runs (zero: no pause).
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        self.state.lock().sync_delay = delay;
+    }
+
     fn check(&self, op: FsOp) -> io::Result<()> {
         check(&self.state, op)
     }
 }
 
+/// Counts `op` against the plan, then waits out the sync delay if `op` is a sync.
 fn check(state: &Mutex<FaultState>, op: FsOp) -> io::Result<()> {
+    let delay = state.lock().sync_delay;
+    count(state, op)?;
+    if matches!(op, FsOp::Sync | FsOp::SyncDir) && !delay.is_zero() {
+        std::thread::sleep(delay);
+    }
+    Ok(())
+}
+
+fn count(state: &Mutex<FaultState>, op: FsOp) -> io::Result<()> {
     let mut st = state.lock();
     let Some(plan) = st.plan.clone() else {
         st.count += 1;
