@@ -158,6 +158,9 @@ impl Inner {
             self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
             self.stats.flushes.fetch_add(1, Ordering::Relaxed);
             self.delete_obsolete_wals();
+            // The memtable goes before the lock: a `Db::flush` waiting on the lock for this
+            // memtable then finds its memory already back in the pool.
+            drop(mem);
             // Outside the structure lock: splits and merges wait on it, and a save syncs.
             drop(structure);
             self.save_stats_now_and_then();
