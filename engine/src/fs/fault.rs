@@ -106,16 +106,19 @@ impl FaultFs {
 
 /// Counts `op` against the plan, then waits out the sync delay if `op` is a sync.
 fn check(state: &Mutex<FaultState>, op: FsOp) -> io::Result<()> {
-    let delay = state.lock().sync_delay;
-    count(state, op)?;
+    let delay = {
+        let mut st = state.lock();
+        count(&mut st, op)?;
+        st.sync_delay
+    };
+    // Slept outside the lock, so other threads' operations are not held up behind it.
     if matches!(op, FsOp::Sync | FsOp::SyncDir) && !delay.is_zero() {
         std::thread::sleep(delay);
     }
     Ok(())
 }
 
-fn count(state: &Mutex<FaultState>, op: FsOp) -> io::Result<()> {
-    let mut st = state.lock();
+fn count(st: &mut FaultState, op: FsOp) -> io::Result<()> {
     let Some(plan) = st.plan.clone() else {
         st.count += 1;
         return Ok(());
