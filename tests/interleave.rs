@@ -109,8 +109,8 @@ fn a_flush_installing_while_the_leader_prepares_hides_nothing_from_its_reads() {
 /// from returning: it waits for the memtables holding writes acknowledged before the call,
 /// not for an empty queue. Here every flush, while it holds its memtable's files unwritten,
 /// has a writer seal one more memtable (each a row larger than the write buffer), 40 times.
-/// The caller of `flush` must flush its own memtable and return; the flush thread drains the
-/// rest.
+/// The caller of `flush` must flush at most its own memtable (the flush thread may have taken
+/// it first) and return; the flush thread drains the rest.
 #[test]
 fn flush_returns_once_the_writes_before_it_are_flushed_while_writers_seal_more() {
     const REFILLS: usize = 40;
@@ -151,8 +151,10 @@ fn flush_returns_once_the_writes_before_it_are_flushed_while_writers_seal_more()
     // The row written before the call is in an SSTable now.
     let rows: u64 = db.partitions("t").unwrap().iter().map(|p| p.rows).sum();
     assert_eq!(rows, 1, "the write before the flush is not in an SSTable");
-    assert_eq!(
-        during, 1,
+    // The flush thread, woken by the rotation, may take the caller's memtable first; the
+    // caller then waits for it and flushes none. Either way it flushes nothing sealed later.
+    assert!(
+        during <= 1,
         "the caller of flush flushed {during} memtables: it waited for memtables sealed after its call"
     );
     assert!(refills.load(Ordering::SeqCst) >= 1, "no writer sealed a memtable during the flush");
