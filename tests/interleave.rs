@@ -159,3 +159,77 @@ fn flush_returns_once_the_writes_before_it_are_flushed_while_writers_seal_more()
     );
     assert!(refills.load(Ordering::SeqCst) >= 1, "no writer sealed a memtable during the flush");
 }
+
+/// `pause_compaction` returns only once the running compaction has finished, so a caller that
+/// pauses to freeze the layout (and compares it later) sees no compaction install behind it.
+/// Here a background compaction is held at its start until the pause has been asked for.
+#[test]
+fn pause_compaction_waits_for_the_running_compaction() {
+    let held = Arc::new((Mutex::new((false, false)), Condvar::new())); // (reached, released)
+    let hook = {
+        let held = held.clone();
+        PauseHook::new(move |p| {
+            if p != PausePoint::CompactionStarted {
+                return;
+            }
+            let (lock, cv) = &*held;
+            let mut g = lock.lock();
+            if g.0 {
+                return; // only the first compaction is held
+            }
+            g.0 = true;
+            cv.notify_all();
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while !g.1 && !cv.wait_until(&mut g, deadline).timed_out() {}
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options { pause_hook: hook, l0_compaction_trigger: 2, ..Options::small_for_tests() };
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    db.create_table(TableSchema::new("t").pk("id", KeyType::Integer)).unwrap();
+    for round in 0..2i64 {
+        for i in 0..50i64 {
+            db.put_row(PutRow::new("t", pk![i]).column("v", round)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    {
+        let (lock, cv) = &*held;
+        let mut g = lock.lock();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !g.0 && !cv.wait_until(&mut g, deadline).timed_out() {}
+        assert!(g.0, "no background compaction started");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pauser = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            db.pause_compaction();
+            let _ = tx.send(db.partitions("t").unwrap());
+        })
+    };
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "pause_compaction returned while a compaction was still running"
+    );
+    {
+        let (lock, cv) = &*held;
+        lock.lock().1 = true;
+        cv.notify_all();
+    }
+    let at_pause = rx.recv_timeout(Duration::from_secs(20)).expect("pause_compaction never returned");
+    pauser.join().unwrap();
+    assert_eq!(level0_files(&at_pause), 0, "the held compaction had not installed when pause returned");
+    // Paused: more level-0 files stay where they are.
+    for round in 2..4i64 {
+        for i in 0..50i64 {
+            db.put_row(PutRow::new("t", pk![i]).column("v", round)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    assert_eq!(level0_files(&db.partitions("t").unwrap()), 2, "a compaction ran while paused");
+}
+
+fn level0_files(parts: &[strata::PartitionInfo]) -> usize {
+    parts.iter().map(|p| p.levels.first().map_or(0, |l| l.files)).sum()
+}

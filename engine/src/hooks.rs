@@ -16,6 +16,9 @@ pub enum PausePoint {
     FlushBeforeInstall,
     /// A flush has installed its files and retired its memtable.
     FlushInstalled,
+    /// A background or manual compaction has chosen its input files and logged its start;
+    /// nothing is read, written or installed yet.
+    CompactionStarted,
 }
 
 /// The hook called at each [`PausePoint`] (for tests; not part of the API).

@@ -42,6 +42,9 @@ pub struct Background {
     /// Background threads between picking up work and finishing it (they may hold a version,
     /// and with it the readers of files already replaced).
     active: AtomicUsize,
+    /// Compaction threads between picking up work and finishing it (compactions, splits and
+    /// merges); [`Background::wait_compactions_stopped`] waits for it to reach zero.
+    compacting: AtomicUsize,
     progress: Mutex<u64>,
     progress_cv: Condvar,
 }
@@ -60,6 +63,7 @@ impl Background {
             paused: AtomicBool::new(paused),
             busy: Mutex::new(HashSet::new()),
             active: AtomicUsize::new(0),
+            compacting: AtomicUsize::new(0),
             progress: Mutex::new(0),
             progress_cv: Condvar::new(),
         }
@@ -79,6 +83,25 @@ impl Background {
     fn activity(&self) -> Activity<'_> {
         self.active.fetch_add(1, Ordering::AcqRel);
         Activity { bg: self }
+    }
+
+    /// Marks a compaction thread busy until the guard drops (then signals progress).
+    fn compacting(&self) -> Compacting<'_> {
+        self.compacting.fetch_add(1, Ordering::AcqRel);
+        Compacting { bg: self }
+    }
+
+    /// Waits until no compaction thread is working. With `paused` set, a thread finishes the
+    /// compaction in hand and stops, so this returns once the layout no longer changes behind
+    /// the caller (a thread woken later sees `paused` and does nothing).
+    pub fn wait_compactions_stopped(&self) {
+        loop {
+            let epoch = self.progress_epoch();
+            if self.compacting.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            self.wait_progress(epoch, Duration::from_millis(100));
+        }
     }
 
     /// Whether any background thread is working.
@@ -142,6 +165,18 @@ impl Drop for Activity<'_> {
     }
 }
 
+/// See [`Background::compacting`].
+struct Compacting<'a> {
+    bg: &'a Background,
+}
+
+impl Drop for Compacting<'_> {
+    fn drop(&mut self) {
+        self.bg.compacting.fetch_sub(1, Ordering::AcqRel);
+        self.bg.notify_progress();
+    }
+}
+
 /// A claimed partition; see [`Background::claim`].
 #[derive(Debug)]
 pub struct Claim<'a> {
@@ -195,6 +230,7 @@ pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
                 .spawn(move || {
                     while let Ok(BgMsg::Work) = rx.recv() {
                         let _active = i.bg.activity();
+                        let _compacting = i.bg.compacting();
                         // Compact until nothing is pending, then plan splits and merges; a
                         // split leaves shared files to rewrite, so go round again after one.
                         loop {

@@ -121,12 +121,16 @@ impl crate::Db {
         self.inner.compact_partitions(table, Some(&lo), Some(&hi))
     }
 
-    /// Stops background compaction after the running one finishes (writes may then stall on
-    /// the level-0 limits only if they are reached; the stop trigger is lifted while paused).
+    /// Stops background compaction, splits and merges, and returns once the one running (if
+    /// any) has finished: from then on the partition layout and the SSTables change only by
+    /// flushes and by calls the caller makes (`compact_table`, `compact_range`).
+    /// Writes stall on the level-0 limits only if they are reached; the stop trigger is lifted
+    /// while paused.
     pub fn pause_compaction(&self) {
         self.inner.bg.paused.store(true, Ordering::Release);
         // Stalled writers re-check: the level-0 stop trigger is lifted while paused.
         self.inner.bg.notify_progress();
+        self.inner.bg.wait_compactions_stopped();
     }
 
     /// Resumes background compaction.

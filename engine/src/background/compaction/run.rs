@@ -115,6 +115,7 @@ impl Inner {
             "compaction-start",
             format!("table={} partition={} reason={} inputs={}", table.schema.name, part.id, task.reason, inputs.len()),
         );
+        self.opts.pause_hook.fire(crate::hooks::PausePoint::CompactionStarted);
         if is_trivial_move(task, &inputs) {
             // Nothing below overlaps and the inputs do not overlap each other: the files move
             // down by manifest edit alone, unread and unwritten (sorted loads stay cheap).
