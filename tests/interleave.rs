@@ -233,3 +233,119 @@ fn pause_compaction_waits_for_the_running_compaction() {
 fn level0_files(parts: &[strata::PartitionInfo]) -> usize {
     parts.iter().map(|p| p.levels.first().map_or(0, |l| l.files)).sum()
 }
+
+/// A flush thread whose queue never empties (a writer seals one more memtable during every
+/// flush) must still wake compaction after each memtable it installs; woken only once the
+/// queue was empty, it let level 0 grow to the slowdown trigger with no compaction asked for.
+/// Here the fifth flush, before installing, waits (at most 10 s) for a compaction to start.
+#[test]
+fn compaction_starts_while_the_flush_queue_never_empties() {
+    const REFILLS: usize = 8;
+    const WAIT_AT: usize = 4;
+    let started = Arc::new(AtomicUsize::new(usize::MAX)); // the flush during which it started
+    let refills = Arc::new(AtomicUsize::new(0));
+    let db_slot: Arc<OnceLock<Weak<Db>>> = Arc::new(OnceLock::new());
+    let hook = {
+        let (started, refills, db_slot) = (started.clone(), refills.clone(), db_slot.clone());
+        PauseHook::new(move |p| match p {
+            PausePoint::CompactionStarted => {
+                let _ = started.compare_exchange(
+                    usize::MAX,
+                    refills.load(Ordering::SeqCst),
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                );
+            }
+            PausePoint::FlushBeforeInstall => {
+                let n = refills.fetch_add(1, Ordering::SeqCst);
+                if n >= REFILLS {
+                    return;
+                }
+                if n == WAIT_AT {
+                    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                    while started.load(Ordering::SeqCst) == usize::MAX && std::time::Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+                if let Some(db) = db_slot.get().and_then(Weak::upgrade) {
+                    // A row larger than the write buffer seals its memtable as soon as it is in.
+                    let row = PutRow::new("filler", pk![n as i64]).column("v", vec![7u8; 8 << 10]);
+                    db.put_row(row).unwrap();
+                }
+            }
+            _ => {}
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        pause_hook: hook,
+        write_buffer_bytes: 4 << 10,
+        max_sealed_memtables: 64,
+        l0_compaction_trigger: 2,
+        ..Options::small_for_tests()
+    };
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    db_slot.set(Arc::downgrade(&db)).unwrap();
+    db.create_table(TableSchema::new("filler").pk("id", KeyType::Integer)).unwrap();
+    // Seals the first memtable; the flush thread takes it and, through the hook, the rest.
+    db.put_row(PutRow::new("filler", pk![-1]).column("v", vec![7u8; 8 << 10])).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while refills.load(Ordering::SeqCst) < REFILLS && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(refills.load(Ordering::SeqCst) >= REFILLS, "the flushes did not run");
+    let at = started.load(Ordering::SeqCst);
+    assert!(
+        at <= WAIT_AT + 1,
+        "no compaction started while the flush thread's queue stayed full (first one during flush {at})"
+    );
+}
+
+/// CPU time this thread has used, in clock ticks (`/proc/thread-self/stat`, utime + stime).
+fn thread_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    // Fields after the command name (which ends with the last ')'): utime and stime are the
+    // 12th and 13th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// A writer stalled on sealed memtables sleeps until the flush makes room. It used to kick
+/// the compaction thread on every wake-up, and the compaction thread, with nothing to do,
+/// answered each kick with a progress signal that woke the writer again: both spun for as
+/// long as the stall lasted, taking the cores from the flush. Here the flush is held for
+/// 600 ms before it installs and the stalled put must use under 100 ms of CPU.
+#[test]
+fn a_stalled_writer_does_not_spin() {
+    let held = Arc::new(AtomicUsize::new(0));
+    let hook = {
+        let held = held.clone();
+        PauseHook::new(move |p| {
+            if p == PausePoint::FlushBeforeInstall && held.fetch_add(1, Ordering::SeqCst) == 0 {
+                std::thread::sleep(Duration::from_millis(600));
+            }
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        pause_hook: hook,
+        write_buffer_bytes: 4 << 10,
+        max_sealed_memtables: 1,
+        ..Options::small_for_tests()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("id", KeyType::Integer)).unwrap();
+    // Seals the first memtable, which the flush thread takes and holds.
+    db.put_row(PutRow::new("t", pk![1]).column("v", vec![7u8; 8 << 10])).unwrap();
+    let (cpu_before, started) = (thread_cpu_ticks(), std::time::Instant::now());
+    db.put_row(PutRow::new("t", pk![2]).column("v", 1)).unwrap();
+    let (cpu, waited) = (thread_cpu_ticks() - cpu_before, started.elapsed());
+    let ticks_per_sec = 100; // USER_HZ on Linux
+    assert!(waited >= Duration::from_millis(300), "the put did not stall ({waited:?}): the test proves nothing");
+    assert!(
+        cpu * 1000 / ticks_per_sec < 100,
+        "the stalled put used {} ms of CPU in {waited:?}",
+        cpu * 1000 / ticks_per_sec
+    );
+}

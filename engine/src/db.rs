@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use strata_format::manifest::{ManifestData, PartitionRecord};
@@ -30,6 +30,10 @@ use crate::sst::BlockCache;
 use crate::version::{Partition, Table, Version};
 use crate::write::WriteQueue;
 use crate::write::wal::WalWriter;
+
+/// How long a stalled writer waits for progress before it looks again and, if nothing at all
+/// progressed, kicks the background threads once more.
+const STALL_RECHECK: Duration = Duration::from_millis(100);
 
 /// Counters persisted in the manifest besides the tables.
 #[derive(Debug, Clone, Default)]
@@ -361,6 +365,7 @@ impl Inner {
         // stalled: reading it before the check that may wait is what keeps a wake-up from
         // being missed, and a writer that is not stalled never waits.
         let mut first_look = true;
+        let mut kick = true;
         loop {
             let epoch = if first_look { 0 } else { self.bg.progress_epoch() };
             self.check_writable()?;
@@ -391,11 +396,22 @@ impl Inner {
                     waited
                 )));
             }
-            if sealed > 0 {
-                self.bg.kick_flush();
+            // Wake the thread that can end the stall, once: a kick is a message on a channel and
+            // is not lost, and the woken thread works until nothing is left. Kicking on every
+            // wake-up made a ping-pong: each kick woke a compaction thread with nothing to do,
+            // whose progress signal woke the writer, which kicked again, taking both cores
+            // from the flush the writer was waiting for (docs/PERFORMANCE.md).
+            if kick {
+                if sealed > 0 {
+                    self.bg.kick_flush();
+                }
+                if l0 >= self.opts.l0_stop_trigger && !paused {
+                    self.bg.kick_compaction();
+                }
             }
-            self.bg.kick_compaction();
-            self.bg.wait_progress(epoch, self.opts.stall_timeout - waited);
+            self.bg.wait_progress(epoch, (self.opts.stall_timeout - waited).min(STALL_RECHECK));
+            // Kick again only after a wait without any progress at all.
+            kick = self.bg.progress_epoch() == epoch;
         }
     }
 

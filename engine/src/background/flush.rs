@@ -163,6 +163,11 @@ impl Inner {
             drop(mem);
             // Outside the structure lock: splits and merges wait on it, and a save syncs.
             drop(structure);
+            // Each installed memtable adds level-0 files: wake a compaction thread now, not
+            // once the queue is empty. Writers that keep memtables sealed keep this loop from
+            // ending, and level 0 then grew to the slowdown trigger with no compaction asked
+            // for (docs/PERFORMANCE.md).
+            self.bg.kick_compaction();
             self.save_stats_now_and_then();
         }
     }
