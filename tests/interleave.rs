@@ -349,3 +349,73 @@ fn a_stalled_writer_does_not_spin() {
         cpu * 1000 / ticks_per_sec
     );
 }
+
+/// Under steady writes a compaction thread may always find another compaction to run; the
+/// split planner, which it ran only once nothing was pending, then never ran and a partition
+/// far over its split threshold stayed whole. Here every compaction, as it starts, flushes two
+/// more level-0 files into the table (so one is always pending) for 4 s; the partition,
+/// over its threshold from the start, must be split within that time.
+#[test]
+fn partitions_split_while_compactions_never_run_out() {
+    let db_slot: Arc<OnceLock<Weak<Db>>> = Arc::new(OnceLock::new());
+    let feeding_until = Arc::new(OnceLock::new());
+    let (fed, split_while_feeding) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let hook = {
+        let (db_slot, feeding_until, fed, split_while_feeding) =
+            (db_slot.clone(), feeding_until.clone(), fed.clone(), split_while_feeding.clone());
+        PauseHook::new(move |p| {
+            if p != PausePoint::CompactionStarted {
+                return;
+            }
+            let Some(until) = feeding_until.get().copied() else { return };
+            if std::time::Instant::now() >= until {
+                return;
+            }
+            let Some(db) = db_slot.get().and_then(Weak::upgrade) else { return };
+            if db.partitions("t").unwrap().len() > 1 {
+                split_while_feeding.store(1, Ordering::SeqCst);
+                return;
+            }
+            for _ in 0..2 {
+                let n = fed.fetch_add(1, Ordering::SeqCst) as i64;
+                db.put_row(PutRow::new("t", pk![n % 64, format!("fed {n}")]).column("v", vec![3u8; 64])).unwrap();
+                db.flush().unwrap();
+            }
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options { pause_hook: hook, l0_compaction_trigger: 2, ..Options::small_for_tests() };
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    db_slot.set(Arc::downgrade(&db)).unwrap();
+    db.pause_compaction();
+    db.create_table(
+        TableSchema::new("t")
+            .pk("p", KeyType::Integer)
+            .pk("c", KeyType::String)
+            .split_threshold_bytes(16 << 10)
+            .merge_threshold_bytes(1 << 10),
+    )
+    .unwrap();
+    for i in 0..2000i64 {
+        db.put_row(PutRow::new("t", pk![i % 64, format!("row {i}")]).column("v", vec![5u8; 64])).unwrap();
+    }
+    db.flush().unwrap();
+    db.flush().unwrap();
+    let _ = feeding_until.set(std::time::Instant::now() + Duration::from_secs(4));
+    db.resume_compaction();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while split_while_feeding.load(Ordering::SeqCst) == 0
+        && std::time::Instant::now() < *feeding_until.get().unwrap() + Duration::from_secs(1)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(fed.load(Ordering::SeqCst) >= 4, "compactions did not keep finding work: the test proves nothing");
+    assert_eq!(
+        split_while_feeding.load(Ordering::SeqCst),
+        1,
+        "no split while compactions kept finding work ({} files fed, {} partitions)",
+        fed.load(Ordering::SeqCst),
+        db.partitions("t").unwrap().len()
+    );
+}

@@ -27,6 +27,10 @@ pub enum BgMsg {
     Shutdown,
 }
 
+/// The longest a compaction thread with compactions still pending goes without running the
+/// split planner.
+const PLANNER_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Channels, threads and coordination state of the background work.
 #[derive(Debug)]
 pub struct Background {
@@ -233,7 +237,12 @@ pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
                         let _compacting = i.bg.compacting();
                         // Compact until nothing is pending, then plan splits and merges; a
                         // split leaves shared files to rewrite, so go round again after one.
+                        // Under steady writes there may always be another compaction: the
+                        // planner then runs at least every PLANNER_INTERVAL between them, or
+                        // a partition would never be split while its writes last.
                         loop {
+                            let since = std::time::Instant::now();
+                            let mut cut_short = false;
                             loop {
                                 if i.bg.paused.load(Ordering::Acquire) || i.is_poisoned() {
                                     break;
@@ -247,6 +256,10 @@ pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
                                     break;
                                 }
                                 i.bg.notify_progress();
+                                if since.elapsed() >= PLANNER_INTERVAL {
+                                    cut_short = true;
+                                    break;
+                                }
                             }
                             let mut changes = 0;
                             if i.opts.auto_split && !i.bg.paused.load(Ordering::Acquire) && !i.is_poisoned() {
@@ -256,7 +269,7 @@ pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
                                 });
                             }
                             i.bg.notify_progress();
-                            if changes == 0 {
+                            if changes == 0 && !cut_short {
                                 break;
                             }
                         }
