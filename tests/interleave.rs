@@ -342,6 +342,7 @@ fn a_stalled_writer_does_not_spin() {
     db.put_row(PutRow::new("t", pk![2]).column("v", 1)).unwrap();
     let (cpu, waited) = (thread_cpu_ticks() - cpu_before, started.elapsed());
     let ticks_per_sec = 100; // USER_HZ on Linux
+    eprintln!("stalled put: {} ms of CPU in {waited:?}", cpu * 1000 / ticks_per_sec);
     assert!(waited >= Duration::from_millis(300), "the put did not stall ({waited:?}): the test proves nothing");
     assert!(
         cpu * 1000 / ticks_per_sec < 100,
