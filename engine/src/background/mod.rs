@@ -84,15 +84,13 @@ impl Background {
     }
 
     /// Marks a background thread busy until the guard drops (then signals progress).
-    fn activity(&self) -> Activity<'_> {
-        self.active.fetch_add(1, Ordering::AcqRel);
-        Activity { bg: self }
+    fn activity(&self) -> Working<'_> {
+        Working::start(self, &self.active)
     }
 
     /// Marks a compaction thread busy until the guard drops (then signals progress).
-    fn compacting(&self) -> Compacting<'_> {
-        self.compacting.fetch_add(1, Ordering::AcqRel);
-        Compacting { bg: self }
+    fn compacting(&self) -> Working<'_> {
+        Working::start(self, &self.compacting)
     }
 
     /// Waits until no compaction thread is working. With `paused` set, a thread finishes the
@@ -157,26 +155,23 @@ impl Background {
     }
 }
 
-/// See [`Background::activity`].
-struct Activity<'a> {
+/// One count of threads at work ([`Background::activity`], [`Background::compacting`]):
+/// incremented while the guard lives, decremented (with a progress signal) when it drops.
+struct Working<'a> {
     bg: &'a Background,
+    count: &'a AtomicUsize,
 }
 
-impl Drop for Activity<'_> {
-    fn drop(&mut self) {
-        self.bg.active.fetch_sub(1, Ordering::AcqRel);
-        self.bg.notify_progress();
+impl<'a> Working<'a> {
+    fn start(bg: &'a Background, count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Working { bg, count }
     }
 }
 
-/// See [`Background::compacting`].
-struct Compacting<'a> {
-    bg: &'a Background,
-}
-
-impl Drop for Compacting<'_> {
+impl Drop for Working<'_> {
     fn drop(&mut self) {
-        self.bg.compacting.fetch_sub(1, Ordering::AcqRel);
+        self.count.fetch_sub(1, Ordering::AcqRel);
         self.bg.notify_progress();
     }
 }
