@@ -529,3 +529,59 @@ fn statistics_after_a_compaction_survive_into_the_next_command() {
     );
     assert!(text.contains("since open:"), "{text}");
 }
+
+/// Pipes `input` into `strata import DIR TABLE - --format FORMAT` and returns the exit code,
+/// stdout and stderr.
+fn import_from_pipe(dir: &str, table: &str, format: &str, input: Vec<u8>) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["import", dir, table, "-", "--format", format])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Written from another thread so a child that stops reading cannot block the test.
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn an_import_from_a_pipe_stores_every_row_it_counts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    // Under one read buffer, a few buffers, and many: each row read is stored and counted.
+    for rows in [10usize, 1_000, 60_000] {
+        for format in ["csv", "jsonl"] {
+            let table = format!("t_{format}_{rows}");
+            ok(&["create-table", d, &table, "--pk", "Customer:string", "--pk", "Order:int"]);
+            let mut input = String::new();
+            if format == "csv" {
+                input.push_str("Customer,Order,Qty:int,Note:string\n");
+                for i in 0..rows {
+                    input.push_str(&format!("c{},{i},{i},note {i}\n", i % 7));
+                }
+            } else {
+                for i in 0..rows {
+                    input.push_str(&format!(
+                        "{{\"Customer\":\"c{}\",\"Order\":{i},\"Qty\":{i},\"Note\":\"note {i}\"}}\n",
+                        i % 7
+                    ));
+                }
+            }
+            let (code, out, err) = import_from_pipe(d, &table, format, input.into_bytes());
+            assert_eq!(code, 0, "{format} {rows}: {err}");
+            assert!(out.starts_with(&format!("imported {rows} rows")), "{format} {rows}: {out}");
+            let stored = ok(&["export", d, &table, "--format", "jsonl"]);
+            assert_eq!(stored.lines().count(), rows, "{format} {rows}: rows stored");
+            let last = one_object(&ok(&["get", d, &table, "Customer=c0", "Order=0", "--json"]));
+            assert_eq!(last["Qty"][0]["value"], 0, "{format} {rows}: {last}");
+        }
+    }
+}

@@ -6,6 +6,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let code = strata_tools::cli::run(args, &mut std::io::stdout().lock(), &mut std::io::stderr().lock());
+    // stderr is not locked for the whole run: progress bars draw to it from their own ticker
+    // thread, which would wait forever for a lock this thread holds.
+    let code = strata_tools::cli::run(args, &mut std::io::stdout().lock(), &mut std::io::stderr());
     std::process::exit(code);
 }

@@ -296,20 +296,39 @@ struct TypeDecision {
     source: String,
 }
 
-/// Decides one type per attribute column of a CSV file: the header's, else `--types`, else
-/// inferred from every value of the file (a pass over it before anything is written). A column
-/// typed differently by the header and `--types` is refused. Standard input cannot be read
-/// twice, so there every column needs a type.
-fn decide_csv_types(s: &TableSchema, path: &Path, given: &Types) -> Result<(CsvHeader, Vec<TypeDecision>), CliError> {
-    let open = || -> Result<Box<dyn Read>, CliError> {
-        if path == Path::new("-") {
-            Ok(Box::new(std::io::stdin()))
-        } else {
-            Ok(Box::new(File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?))
+/// An input opened for reading rows: CSV is read through one reader from its header on, so
+/// rows buffered while the header was read are never lost (standard input cannot be rewound).
+enum Input<R: Read> {
+    /// A CSV reader positioned after its header.
+    Csv(csv::Reader<R>),
+    /// JSON lines.
+    Jsonl(R),
+}
+
+/// Opens `input` in `format`; for CSV, reads the header through the same reader that will read
+/// the rows and returns it.
+fn open_input<R: Read>(format: Format, input: R, path: &Path) -> Result<(Input<R>, CsvHeader), CliError> {
+    match format {
+        Format::Csv => {
+            let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(input);
+            let header = csv_header(&mut rdr, path)?;
+            Ok((Input::Csv(rdr), header))
         }
-    };
-    let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(open()?);
-    let mut header = csv_header(&mut rdr, path)?;
+        Format::Jsonl => Ok((Input::Jsonl(input), Vec::new())),
+    }
+}
+
+/// Decides one type per attribute column of a CSV file whose `header` was read: the header's,
+/// else `--types`, else inferred from every value of the file (a separate pass over the file,
+/// opened again, before anything is written). A column typed differently by the header and
+/// `--types` is refused. Standard input cannot be read twice, so there every column needs a
+/// type.
+fn decide_csv_types(
+    s: &TableSchema,
+    path: &Path,
+    mut header: CsvHeader,
+    given: &Types,
+) -> Result<(CsvHeader, Vec<TypeDecision>), CliError> {
     let mut decisions = Vec::new();
     let mut to_infer = Vec::new();
     for (i, (name, ty)) in header.iter_mut().enumerate() {
@@ -342,6 +361,9 @@ fn decide_csv_types(s: &TableSchema, path: &Path, given: &Types) -> Result<(CsvH
                 names.join(", ")
             )));
         }
+        let file = File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+        let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(file);
+        csv_header(&mut rdr, path)?;
         let mut inference = vec![crate::cli::common::TypeInference::default(); to_infer.len()];
         for rec in rdr.records() {
             let Ok(rec) = rec else { continue };
@@ -369,7 +391,6 @@ fn decide_csv_types(s: &TableSchema, path: &Path, given: &Types) -> Result<(CsvH
 /// What [`read_input`] reads and how.
 #[derive(Clone, Copy)]
 struct InputSpec<'a> {
-    format: Format,
     schema: &'a TableSchema,
     table: &'a str,
     path: &'a Path,
@@ -382,16 +403,14 @@ struct InputSpec<'a> {
 /// Parses CSV or JSON lines into rows of table `s`, in file order, handing each (or why it was
 /// rejected) to `on_row`, which may stop the reading. `header` is the CSV header with every
 /// attribute column typed ([`decide_csv_types`]). Shared by import and `advise --sample`.
-fn read_input(
+fn read_input<R: Read>(
     spec: &InputSpec<'_>,
-    input: impl Read,
+    input: Input<R>,
     mut on_row: impl FnMut(Parsed) -> Result<Next, CliError>,
 ) -> Result<(), CliError> {
-    let InputSpec { format, schema: s, table, path, types, header } = *spec;
-    match format {
-        Format::Csv => {
-            let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(input);
-            csv_header(&mut rdr, path)?;
+    let InputSpec { schema: s, table, path, types, header } = *spec;
+    match input {
+        Input::Csv(mut rdr) => {
             for (i, rec) in rdr.records().enumerate() {
                 let line = i as u64 + 2;
                 let next = on_row(match rec {
@@ -405,7 +424,7 @@ fn read_input(
                 }
             }
         }
-        Format::Jsonl => {
+        Input::Jsonl(input) => {
             let mut reader = BufReader::new(input);
             let mut bytes = Vec::new();
             for line in 1u64.. {
@@ -447,11 +466,12 @@ pub fn read_sample(
 ) -> Result<(Vec<PutRow>, u64), CliError> {
     let format = format_of(format, path)?;
     let types = Types::new();
-    let header = if format == Format::Csv { decide_csv_types(s, path, &types)?.0 } else { Vec::new() };
     let f = File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+    let (input, header) = open_input(format, f, path)?;
+    let header = if format == Format::Csv { decide_csv_types(s, path, header, &types)?.0 } else { header };
     let (mut rows, mut rejected) = (Vec::new(), 0u64);
-    let spec = InputSpec { format, schema: s, table, path, types: &types, header: &header };
-    read_input(&spec, f, |p| {
+    let spec = InputSpec { schema: s, table, path, types: &types, header: &header };
+    read_input(&spec, input, |p| {
         match p.row {
             Ok(r) => rows.push(r),
             Err(_) => rejected += 1,
@@ -593,20 +613,24 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     if a.resume && a.file == Path::new("-") {
         return Err(CliError::new("--resume needs the input file, not standard input"));
     }
-    let (header, decisions) =
-        if format == Format::Csv { decide_csv_types(&s, &a.file, &given)? } else { (Vec::new(), Vec::new()) };
-    if !a.json && !decisions.is_empty() {
-        let text: Vec<String> =
-            decisions.iter().map(|d| format!("{}={} ({})", d.column, type_name(d.column_type), d.source)).collect();
-        writeln!(err, "column types: {}", text.join(", "))?;
-    }
-    let input: Box<dyn Read> = if a.file == Path::new("-") {
+    let raw_input: Box<dyn Read> = if a.file == Path::new("-") {
         Box::new(std::io::stdin())
     } else {
         Box::new(File::open(&a.file).map_err(|e| CliError::new(format!("{}: {e}", a.file.display())))?)
     };
     let total_bytes = std::fs::metadata(&a.file).map(|m| m.len()).unwrap_or(0);
     let bytes_read = Arc::new(AtomicU64::new(0));
+    // One reader from the first byte to the last: the header and the rows are read through it,
+    // so nothing read ahead while deciding the types is dropped (a pipe cannot be read again).
+    let counting = CountingReader { inner: raw_input, count: bytes_read.clone() };
+    let (input, header) = open_input(format, counting, &a.file)?;
+    let (header, decisions) =
+        if format == Format::Csv { decide_csv_types(&s, &a.file, header, &given)? } else { (header, Vec::new()) };
+    if !a.json && !decisions.is_empty() {
+        let text: Vec<String> =
+            decisions.iter().map(|d| format!("{}={} ({})", d.column, type_name(d.column_type), d.source)).collect();
+        writeln!(err, "column types: {}", text.join(", "))?;
+    }
     let rejects_path = a.rejects.clone().unwrap_or_else(|| PathBuf::from(format!("{}.rejects", a.file.display())));
     let progress = byte_progress(total_bytes, a.json);
     let start = Instant::now();
@@ -648,9 +672,8 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
         Ok(())
     };
     const CHUNK_ROWS: usize = 50_000;
-    let counting = CountingReader { inner: input, count: bytes_read.clone() };
-    let spec = InputSpec { format, schema: &s, table: &a.table, path: &a.file, types: &given, header: &header };
-    read_input(&spec, counting, |mut p| {
+    let spec = InputSpec { schema: &s, table: &a.table, path: &a.file, types: &given, header: &header };
+    read_input(&spec, input, |mut p| {
         if p.line <= skip_through {
             return Ok(Next::Continue);
         }

@@ -1,0 +1,109 @@
+//! Every `strata` command that draws progress, run on a pseudo-terminal as a person runs it
+//! (`script` from util-linux gives the command a terminal for stdout and stderr), so the
+//! progress bars and spinners are really drawn. Each must finish, with its usual result, well
+//! inside a deadline: a command that hangs on a terminal (a progress thread waiting for a
+//! stream the command holds) fails here instead of in a user's shell.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long any one command may take on the terminal before it counts as hung.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Quotes `s` for `sh -c`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Runs `strata ARGS` on a pseudo-terminal and returns its exit code and what the terminal
+/// showed. Fails the test if the command has not ended by the deadline.
+fn on_terminal(args: &[&str]) -> (i32, String) {
+    let mut line = sh_quote(env!("CARGO_BIN_EXE_strata"));
+    for a in args {
+        line.push(' ');
+        line.push_str(&sh_quote(a));
+    }
+    let transcript = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new("script")
+        .args(["-qec", &line, transcript.path().to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("`script` (util-linux) runs commands on a pseudo-terminal");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("strata {args:?} hung on a terminal: no exit after {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let shown = std::fs::read_to_string(transcript.path()).unwrap_or_default();
+    (status.code().unwrap_or(-1), shown)
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "strata {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn every_command_with_progress_finishes_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let d = path(&db);
+    ok(&["create-table", d, "orders", "--pk", "Customer:string", "--pk", "Order:int"]);
+    // Large enough that checking and copying take longer than a spinner's tick (120 ms) in a
+    // debug build, so the ticker thread draws while the command works.
+    let rows = 150_000;
+    let csv = tmp.path().join("orders.csv");
+    let mut text = String::from("Customer,Order,Qty:int,Note:string\n");
+    for i in 0..rows {
+        text.push_str(&format!("c{},{i},{i},a note long enough to take some room {i}\n", i % 101));
+    }
+    std::fs::write(&csv, text).unwrap();
+
+    let (code, shown) = on_terminal(&["import", d, "orders", path(&csv)]);
+    assert_eq!(code, 0, "import: {shown}");
+    assert!(shown.contains(&format!("imported {rows} rows")), "import: {shown}");
+
+    let (code, shown) = on_terminal(&["compact", d]);
+    assert_eq!(code, 0, "compact: {shown}");
+
+    let (code, shown) = on_terminal(&["check", d]);
+    assert_eq!(code, 0, "check: {shown}");
+    assert!(shown.contains("OK:"), "check: {shown}");
+
+    let exported = tmp.path().join("out.csv");
+    let (code, shown) = on_terminal(&["export", d, "orders", "-o", path(&exported)]);
+    assert_eq!(code, 0, "export: {shown}");
+    assert_eq!(std::fs::read_to_string(&exported).unwrap().lines().count(), rows + 1, "export: header and rows");
+
+    let backups = tmp.path().join("backups");
+    let (code, shown) = on_terminal(&["backup", d, path(&backups)]);
+    assert_eq!(code, 0, "backup: {shown}");
+    let restored = tmp.path().join("restored");
+    let (code, shown) = on_terminal(&["restore", path(&backups), path(&restored)]);
+    assert_eq!(code, 0, "restore: {shown}");
+    let count = ok(&["export", path(&restored), "orders", "--format", "jsonl"]).lines().count();
+    assert_eq!(count, rows, "the restored copy holds every row");
+
+    let rewritten = tmp.path().join("rewritten.csv");
+    let (code, shown) =
+        on_terminal(&["key", "rewrite", path(&csv), "--hash-prefix", "Customer:4", "-o", path(&rewritten)]);
+    assert_eq!(code, 0, "key rewrite: {shown}");
+    assert_eq!(std::fs::read_to_string(&rewritten).unwrap().lines().count(), rows + 1, "key rewrite: every row");
+}
