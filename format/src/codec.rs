@@ -225,11 +225,17 @@ impl<'a> Cursor<'a> {
 /// `u64`, format version `u32`, body length `u32`, CRC-32 of the body `u32`.
 pub const FRAME_HEADER_LEN: usize = 20;
 
-/// A whole file: the header ([`FRAME_HEADER_LEN`]) and `body`.
+/// A whole file: the header ([`FRAME_HEADER_LEN`]) and `body`, at the crate's format version.
 pub fn frame(magic: u64, body: &[u8]) -> Vec<u8> {
+    frame_versioned(magic, crate::FORMAT_VERSION, body)
+}
+
+/// [`frame`] with a format version of the file kind's own (a kind whose layout changed on its
+/// own, like the backup metadata).
+pub fn frame_versioned(magic: u64, version: u32, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(FRAME_HEADER_LEN + body.len());
     out.extend_from_slice(&magic.to_le_bytes());
-    out.extend_from_slice(&crate::FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32(&[body]).to_le_bytes());
     out.extend_from_slice(body);
@@ -245,12 +251,23 @@ pub fn unframe<'a>(
     header: &'static str,
     body: &'static str,
 ) -> Result<&'a [u8], DecodeError> {
+    unframe_versioned(file, magic, 1..=crate::FORMAT_VERSION, header, body)
+}
+
+/// [`unframe`] for a file kind with versions of its own: the version must be in `supported`.
+pub fn unframe_versioned<'a>(
+    file: &'a [u8],
+    magic: u64,
+    supported: std::ops::RangeInclusive<u32>,
+    header: &'static str,
+    body: &'static str,
+) -> Result<&'a [u8], DecodeError> {
     let mut h = Cursor::new(file, header, 0);
     if h.u64()? != magic {
         return Err(DecodeError::new(header, 0, DecodeErrorKind::BadMagic));
     }
     let version = h.u32()?;
-    if version == 0 || version > crate::FORMAT_VERSION {
+    if !supported.contains(&version) {
         return Err(DecodeError::new(header, 8, DecodeErrorKind::UnsupportedVersion(version)));
     }
     let len = h.u32()? as usize;

@@ -1,5 +1,5 @@
 //! Checked file transfer for backups: write-and-sync, and read-back against a recorded size and
-//! CRC-32 plus the SSTable's own block checksums.
+//! BLAKE3 hash plus the SSTable's own block checksums.
 
 use std::path::Path;
 
@@ -15,16 +15,20 @@ pub(super) fn write_synced(fs: &dyn FileSystem, path: &Path, bytes: &[u8]) -> Re
     f.sync().map_err(|e| Error::io("sync", path, e))
 }
 
-/// Reads `path` and checks it is exactly `expected` (size, CRC-32) and a sound SSTable.
+/// Reads `path` and checks it is exactly `expected` (size, BLAKE3 hash) and a sound SSTable.
 pub(super) fn read_verified(fs: &dyn FileSystem, path: &Path, expected: &BackupFile) -> Result<Vec<u8>> {
     let bytes = fs.read(path).map_err(|e| Error::io("read", path, e))?;
     let damage = |detail: String| Error::Corruption { path: path.to_path_buf(), offset: 0, detail };
     if bytes.len() as u64 != expected.size {
         return Err(damage(format!("{} bytes where the backup records {}", bytes.len(), expected.size)));
     }
-    let crc = crc32fast::hash(&bytes);
-    if crc != expected.crc32 {
-        return Err(damage(format!("CRC-32 {crc:08x} where the backup records {:08x}", expected.crc32)));
+    let hash = blake3::hash(&bytes);
+    if hash.as_bytes() != &expected.hash {
+        return Err(damage(format!(
+            "content hash {} where the backup records {}",
+            hash.to_hex(),
+            strata_format::key::hex(&expected.hash)
+        )));
     }
     if let Some(first) = sst_problems(&bytes).first() {
         return Err(damage(first.clone()));

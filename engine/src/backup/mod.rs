@@ -3,14 +3,17 @@
 //!
 //! ```text
 //! <backups>/LOCK                         held by the one BackupStore using the folder
-//! <backups>/shared/<id>_<crc>_<size>.sst  SSTables, named by content, shared by backups
+//! <backups>/shared/<blake3>_<size>.sst     SSTables, named by their content hash, shared by backups
 //! <backups>/meta/<backup:06>.backup       one per backup: its manifest and its files' checksums
 //! ```
 //!
 //! Creating a backup flushes the database, holds its current version (so compactions cannot
 //! delete the files meanwhile), verifies each SSTable's block checksums, copies the files the
-//! folder does not have yet (to `*.tmp`, synced, read back and compared, then renamed), syncs the
-//! folder and writes the metadata file last and atomically. A kill or power cut at any point
+//! folder does not have yet (to `*.tmp`, synced, read back and compared, then renamed), reads
+//! back every file it reuses and rewrites one that does not match its name (so a damaged copy is
+//! healed, never recorded), syncs the folder and writes the metadata file last and atomically.
+//! A shared file is named by the BLAKE3 hash of its bytes: backups of any number of databases,
+//! restored copies included, can share one folder and a name never stands for other bytes. A kill or power cut at any point
 //! leaves either no backup or a complete one: `tests/backup.rs` cuts the power at every file
 //! operation of a backup. Restore checks every byte against the checksums before the restored
 //! manifest is written.
@@ -72,8 +75,11 @@ pub struct BackupCreated {
     pub copied_files: usize,
     /// Their bytes.
     pub copied_bytes: u64,
-    /// SSTables already in the folder (from earlier backups) and shared.
+    /// SSTables already in the folder (from earlier backups), read back, found equal and shared.
     pub shared_files: usize,
+    /// SSTables the folder held damaged (bytes that do not match their name), rewritten from
+    /// the database: the earlier backups that use them are whole again.
+    pub repaired_files: usize,
 }
 
 /// What [`BackupStore::restore`] wrote.
@@ -176,6 +182,7 @@ impl BackupStore {
             copied_files: 0,
             copied_bytes: 0,
             shared_files: 0,
+            repaired_files: 0,
         };
         let mut listed = Vec::with_capacity(pinned.files.len());
         for f in &pinned.files {
@@ -191,10 +198,13 @@ impl BackupStore {
                     detail: format!("not backed up: {first}"),
                 });
             }
-            let file = BackupFile { id: f.id, size: f.size, crc32: crc32fast::hash(&bytes) };
+            let file = BackupFile { id: f.id, size: f.size, hash: *blake3::hash(&bytes).as_bytes() };
             let target = shared.join(file.shared_name());
-            let have = self.fs.exists(&target) && self.fs.file_size(&target).ok() == Some(file.size);
-            if have {
+            // A file already in the folder is reused only once it reads back as exactly these
+            // bytes; one that does not (damaged on disk) is written anew below.
+            let present = self.fs.exists(&target);
+            let sound = present && read_verified(self.fs.as_ref(), &target, &file).is_ok();
+            if sound {
                 created.shared_files += 1;
             } else {
                 let tmp = target.with_extension("sst.tmp");
@@ -202,7 +212,11 @@ impl BackupStore {
                 // Verified on creation: what landed in the folder reads back as the source.
                 read_verified(self.fs.as_ref(), &tmp, &file)?;
                 self.fs.rename(&tmp, &target).map_err(|e| Error::io("rename", &target, e))?;
-                created.copied_files += 1;
+                if present {
+                    created.repaired_files += 1;
+                } else {
+                    created.copied_files += 1;
+                }
                 created.copied_bytes += file.size;
             }
             listed.push(file);

@@ -126,7 +126,8 @@ pub fn backup(a: &BackupArgs, out: &mut dyn Write) -> CliResult {
             "{}",
             json!({"id": i.id, "seqno": i.seqno, "files": i.files, "bytes": i.bytes,
                    "copied_files": created.copied_files, "copied_bytes": created.copied_bytes,
-                   "shared_files": created.shared_files, "seconds": seconds})
+                   "shared_files": created.shared_files, "repaired_files": created.repaired_files,
+                   "seconds": seconds})
         )?;
     } else {
         writeln!(
@@ -142,6 +143,13 @@ pub fn backup(a: &BackupArgs, out: &mut dyn Write) -> CliResult {
             created.shared_files,
             i.seqno
         )?;
+        if created.repaired_files > 0 {
+            writeln!(
+                out,
+                "rewrote {} damaged SSTables the folder held (earlier backups that use them are whole again)",
+                created.repaired_files
+            )?;
+        }
     }
     Ok(0)
 }
