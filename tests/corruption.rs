@@ -390,10 +390,14 @@ fn open_strict(dir: &Path) -> Result<Db, Error> {
     Db::open(dir, Options::default())
 }
 
+/// The offset and payload length of every batch record of a WAL (not its continuation record).
 fn record_offsets(wal: &Path) -> Vec<(u64, usize)> {
     let bytes = std::fs::read(wal).unwrap();
     let (_, recs, _) = strata_format::wal::read_records(&bytes).unwrap();
-    recs.iter().map(|r| (r.offset, r.payload.len())).collect()
+    recs.iter()
+        .filter(|r| strata_format::wal::decode_continuation(r.payload, r.offset).unwrap().is_none())
+        .map(|r| (r.offset, r.payload.len()))
+        .collect()
 }
 
 fn wal_check(path: &Path) -> (i32, String) {
@@ -480,8 +484,13 @@ fn an_older_wal_truncated_at_a_record_boundary_or_deleted_is_a_gap() {
             f.set_len(older[keep].0).unwrap();
         }
         match open_strict(&dir) {
+            // A deleted older log is the manifest's first live log: named as missing.
+            Err(Error::Corruption { path, detail, .. }) if delete => {
+                assert_eq!(path, wals[0]);
+                assert!(detail.contains("is missing"), "{detail}");
+            }
             Err(Error::Corruption { path, detail, .. }) => {
-                assert_eq!(path, wals[1], "delete={delete}");
+                assert_eq!(path, wals[1]);
                 assert!(detail.contains("sequence numbers jump"), "{detail}");
             }
             other => panic!("delete={delete}: expected corruption, got {other:?}"),
@@ -560,4 +569,84 @@ fn a_valid_sstable_swapped_for_another_is_detected() {
         std::fs::write(&victim, &original).unwrap();
         Db::open(&dir, Options::default()).unwrap().close().unwrap();
     }
+}
+
+/// Rows whose key is below `n` that a WAL's batch records hold (one row per record here).
+fn rows_in_wal(wal: &Path) -> i64 {
+    record_offsets(wal).len() as i64
+}
+
+/// The newest WAL deleted: the writes acknowledged in it are gone, and the open says so instead
+/// of opening with an empty tail. Three cases: logs left by three runs that each wrote and
+/// closed (the newest taken at the last open), two logs of one run (the newest taken at a
+/// rotation), and every log gone while the manifest names a live one. `RecoverPrefix` opens
+/// with what precedes the loss and reports it.
+#[test]
+fn a_missing_newest_wal_is_corruption_never_an_empty_tail() {
+    // Three runs of 20 synced rows each, one log each; each run ends in a crash (the folder is
+    // copied while the database is open, as a kill leaves it).
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = || Options { sync_mode: strata::SyncMode::Always, ..Options::default() };
+    let mut dir = tmp.path().join("run0");
+    for run in 0..3i64 {
+        let db = Db::open(&dir, opts()).unwrap();
+        if run == 0 {
+            db.create_table(strata::TableSchema::new("t").pk("k", strata::KeyType::Integer)).unwrap();
+        }
+        for k in run * 20..run * 20 + 20 {
+            db.put_row(strata::PutRow::new("t", strata::pk![k]).column("v", k)).unwrap();
+        }
+        let crashed = tmp.path().join(format!("run{}", run + 1));
+        copy_dir(&dir, &crashed);
+        db.close().unwrap();
+        dir = crashed;
+    }
+    let mut wals = walk(&dir.join("wal"));
+    wals.sort();
+    assert_eq!(wals.len(), 3, "{wals:?}");
+    let newest = wals[2].clone();
+    let lost = rows_in_wal(&newest);
+    assert_eq!(lost, 20);
+    std::fs::remove_file(&newest).unwrap();
+    match open_strict(&dir) {
+        Err(Error::Corruption { detail, .. }) => assert!(detail.contains("is missing"), "{detail}"),
+        other => panic!("a deleted newest WAL opened: {:?}", other.map(|db| rows_present(&db, 60))),
+    }
+    let db = Db::open(&dir, Options { wal_recovery: WalRecovery::RecoverPrefix, ..opts() }).unwrap();
+    assert!(db.recovery_report().prefix_kept_at.is_some(), "the loss is in the report");
+    assert_eq!(rows_present(&db, 60), 60 - lost);
+    db.close().unwrap();
+    // What RecoverPrefix kept is whole: the next strict open is clean and keeps writing.
+    let db = open_strict(&dir).unwrap();
+    db.put_row(strata::PutRow::new("t", strata::pk![1000i64]).column("v", 1)).unwrap();
+    db.close().unwrap();
+    let db = open_strict(&dir).unwrap();
+    assert_eq!(rows_present(&db, 60), 60 - lost);
+    assert!(db.get_row("t", &strata::pk![1000i64], &Default::default()).unwrap().is_some());
+    db.close().unwrap();
+
+    // Two logs of one run: the newest, taken at a rotation, deleted.
+    let (_tmp, dir, n, wals) = live_copy_with_two_wals();
+    let older_rows = rows_in_wal(&wals[0]);
+    std::fs::remove_file(&wals[1]).unwrap();
+    match open_strict(&dir) {
+        Err(Error::Corruption { path, detail, .. }) => {
+            assert_eq!(path, wals[0], "the log that names the missing one");
+            assert!(detail.contains("is missing"), "{detail}");
+        }
+        other => panic!("a deleted newest WAL opened: {:?}", other.map(|db| rows_present(&db, n))),
+    }
+    let db = Db::open(&dir, Options { wal_recovery: WalRecovery::RecoverPrefix, ..Options::default() }).unwrap();
+    assert_eq!(rows_present(&db, n), older_rows);
+    db.close().unwrap();
+    assert_eq!(rows_present(&open_strict(&dir).unwrap(), n), older_rows);
+
+    // Every log gone: the manifest names its first live log.
+    let (_tmp, dir, n, wals) = live_copy_with_two_wals();
+    for w in &wals {
+        std::fs::remove_file(w).unwrap();
+    }
+    assert!(matches!(open_strict(&dir), Err(Error::Corruption { .. })), "every WAL deleted and the open succeeded");
+    let db = Db::open(&dir, Options { wal_recovery: WalRecovery::RecoverPrefix, ..Options::default() }).unwrap();
+    assert_eq!(rows_present(&db, n), 0);
 }

@@ -309,14 +309,23 @@ impl Inner {
     }
 
     /// Seals the active memtable and starts a new WAL (write leader, or close).
+    ///
+    /// The old log's records are synced first (so a crash can only tear what follows them),
+    /// the new log is created durably, and the old one is closed with a continuation record
+    /// naming it and synced again, all before any write goes to the new log: a newer log never
+    /// holds acknowledged writes while an older one could lose some, and once the new log holds
+    /// writes its loss reads as damage, not as an empty tail. A failed sync of the old log
+    /// poisons the database: its acknowledged writes may be lost, and a retried fsync proves
+    /// nothing.
     pub(crate) fn rotate_memtable(&self) -> Result<()> {
         let mut wal = self.wal.lock();
         if self.state.read().active.is_empty() {
             return Ok(());
         }
-        // The old WAL must be complete on disk before a newer one can hold acknowledged writes,
-        // or a power cut could keep later writes and lose earlier ones.
-        wal.sync()?;
+        if let Err(e) = wal.sync() {
+            self.poison(&format!("WAL {} sync failed: {e}", wal.number));
+            return Err(e);
+        }
         let number = self.next_wal_number.fetch_add(1, Ordering::AcqRel);
         let new_wal = WalWriter::create(
             self.fs.as_ref(),
@@ -325,6 +334,10 @@ impl Inner {
             crate::version::recovery::wal_preallocation(&self.opts),
             crate::version::recovery::wal_mapped(&self.opts),
         )?;
+        if let Err(e) = wal.append_continuation(number).and_then(|()| wal.sync()) {
+            self.poison(&format!("closing WAL {} failed: {e}", wal.number));
+            return Err(e);
+        }
         *wal = new_wal;
         drop(wal);
         {

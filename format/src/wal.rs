@@ -168,6 +168,46 @@ impl WalBatch {
     }
 }
 
+/// Size of a continuation record's payload: eight zero bytes (a batch never starts at sequence
+/// number 0, so they tell it from a batch), the kind byte, the next log's number (u64 LE).
+pub const CONTINUATION_PAYLOAD_LEN: usize = 17;
+/// Kind byte of a continuation record.
+const CONTINUATION_KIND: u8 = 1;
+
+/// A framed continuation record: "this log is closed; the writes go on in log `next_log`".
+/// Written as the last record of a log when the next one is created, so that log's loss is
+/// evidence of damage rather than an empty tail.
+pub fn continuation_record(next_log: u64) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(CONTINUATION_PAYLOAD_LEN);
+    payload.extend_from_slice(&[0u8; 8]);
+    payload.push(CONTINUATION_KIND);
+    payload.extend_from_slice(&next_log.to_le_bytes());
+    let mut out = Vec::with_capacity(RECORD_HEADER_LEN + CONTINUATION_PAYLOAD_LEN);
+    frame_record(&payload, &mut out);
+    out
+}
+
+/// The next log's number if `payload` is a continuation record, `None` if it is not one (a
+/// batch payload never starts with eight zero bytes).
+///
+/// # Errors
+/// A payload that starts like a continuation record (eight zero bytes) but is not a
+/// well-formed one.
+pub fn decode_continuation(payload: &[u8], base: u64) -> Result<Option<u64>, DecodeError> {
+    if payload.get(..8).is_none_or(|head| head.iter().any(|b| *b != 0)) {
+        return Ok(None);
+    }
+    let mut c = Cursor::new(payload, "wal continuation", base);
+    c.u64()?;
+    let kind = c.u8()?;
+    if kind != CONTINUATION_KIND {
+        return Err(DecodeError::invalid("wal continuation", base + 8, format!("unknown record kind {kind}")));
+    }
+    let next = c.u64()?;
+    c.finish()?;
+    Ok(Some(next))
+}
+
 /// How a WAL file ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WalEnd {
@@ -331,6 +371,15 @@ pub fn later_valid_record(file: &[u8], from: usize, min_seqno: Option<u64>) -> O
             continue;
         }
         let Some(seqno) = word(p + RECORD_HEADER_LEN, 8) else { break };
+        if seqno == 0 && len == CONTINUATION_PAYLOAD_LEN {
+            // A continuation record: valid data after the damage just as a batch is.
+            if let Ok(Some(r)) = read_record(file, p, MAX_PAYLOAD_BYTES)
+                && matches!(decode_continuation(r.payload, r.offset), Ok(Some(_)))
+            {
+                return Some(p);
+            }
+            continue;
+        }
         if seqno < lo || seqno > hi {
             continue;
         }
@@ -440,6 +489,30 @@ mod tests {
         b.encode(&mut c);
         end_record(&mut c, start);
         assert_eq!(a, c);
+    }
+
+    #[test]
+    fn a_continuation_record_round_trips_and_is_never_a_batch() {
+        let mut f = file_with(3);
+        f.extend_from_slice(&continuation_record(8));
+        let (_, recs, end) = read_records(&f).unwrap();
+        assert_eq!((recs.len(), end), (4, WalEnd::Clean));
+        assert_eq!(decode_continuation(recs[3].payload, recs[3].offset).unwrap(), Some(8));
+        assert!(WalBatch::decode(recs[3].payload, recs[3].offset).is_err());
+        assert_eq!(decode_continuation(recs[0].payload, recs[0].offset).unwrap(), None);
+        // Eight zero bytes then anything else: refused, not read as a batch or a continuation.
+        let mut odd = recs[3].payload.to_vec();
+        odd[8] = 2;
+        assert!(decode_continuation(&odd, 0).is_err());
+        assert!(decode_continuation(&odd[..12], 0).is_err());
+        // Damage before a continuation record is damage in the middle, not a torn tail.
+        let mut damaged = file_with(3);
+        let record_len = (f.len() - WAL_HEADER_LEN - RECORD_HEADER_LEN - CONTINUATION_PAYLOAD_LEN) / 3;
+        let last = WAL_HEADER_LEN + 2 * record_len;
+        damaged[last + RECORD_HEADER_LEN + 2] ^= 0xff;
+        assert!(matches!(read_records(&damaged).unwrap().2, WalEnd::TornTail { .. }), "alone, a torn tail");
+        damaged.extend_from_slice(&continuation_record(8));
+        assert!(matches!(read_records(&damaged).unwrap().2, WalEnd::Corrupt { .. }), "before a continuation");
     }
 
     #[test]

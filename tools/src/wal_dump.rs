@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use strata_format::manifest::ManifestData;
 use strata_format::record::RowRecord;
-use strata_format::wal::{SeqnoChain, WalBatch, WalEnd, read_records};
+use strata_format::wal::{SeqnoChain, WalBatch, WalEnd, decode_continuation, read_records};
 
 use crate::display::{cell_json, cell_lines, pk_json, pk_text, value_text};
 use crate::{EXIT_FAIL, EXIT_OK, EXIT_USAGE};
@@ -153,6 +153,14 @@ fn one(
     }
     if args.command == WalCommand::Dump {
         for r in &records {
+            if let Ok(Some(next)) = decode_continuation(r.payload, r.offset) {
+                let _ = if args.json {
+                    writeln!(out, "{}", json!({"file": name, "log": log, "offset": r.offset, "continues_in": next}))
+                } else {
+                    writeln!(out, "offset={} continues in WAL {next} (this log is closed)", r.offset)
+                };
+                continue;
+            }
             let batch = match WalBatch::decode(r.payload, r.offset) {
                 Ok(b) => b,
                 Err(e) => {

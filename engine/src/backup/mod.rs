@@ -339,6 +339,9 @@ impl BackupStore {
         for dir in &folders {
             fs.sync_dir(dir).map_err(|e| Error::io("sync dir", dir, e))?;
         }
+        // The restored database's first live log, empty: recovery requires the log its
+        // manifest names.
+        crate::write::wal::WalWriter::create(fs, dest, manifest.min_wal_number, 0, false)?;
         let path = paths::manifest(dest);
         write_atomic(fs, &path, &meta.manifest).map_err(|e| Error::io("write manifest", &path, e))?;
         Ok(RestoreInfo { id, files: meta.files.len(), bytes: p.bytes_total, seqno: manifest.flushed_seqno })

@@ -170,6 +170,11 @@ impl FileSystem for FaultFs {
         let inner = self.inner.create(path)?;
         Ok(Box::new(FaultWritable { inner, state: self.state.clone() }))
     }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        self.check(FsOp::Create)?;
+        let inner = self.inner.open_append(path)?;
+        Ok(Box::new(FaultWritable { inner, state: self.state.clone() }))
+    }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         self.inner.open(path)
     }

@@ -330,6 +330,13 @@ impl FileSystem for MemFs {
         st.live.insert(path.to_path_buf(), Node::File(i));
         Ok(Box::new(MemWritable { fs: self.clone(), inode: i, generation: st.generation, len: 0 }))
     }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let mut st = self.state.lock();
+        st.mutate(self.view)?;
+        let i = st.inode_of(path)?;
+        let len = st.inodes.get(&i).map(|n| n.data.len() as u64).ok_or_else(|| not_found(path))?;
+        Ok(Box::new(MemWritable { fs: self.clone(), inode: i, generation: st.generation, len }))
+    }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         let st = self.state.lock();
         st.alive(self.view)?;

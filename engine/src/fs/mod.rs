@@ -104,6 +104,9 @@ pub trait FileSystem: Send + Sync + Debug {
     fn file_size(&self, path: &Path) -> io::Result<u64>;
     /// Takes an exclusive lock; fails with `WouldBlock` if another holder has it.
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>>;
+    /// Opens an existing file to append after its last byte (recovery closes the newest WAL it
+    /// replayed with a continuation record this way).
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
     /// Gives the immutable file `from` a second name `to`: a hard link where the file system
     /// allows, else a synced copy (this default). The caller syncs `to`'s folder.
     fn link_or_copy(&self, from: &Path, to: &Path) -> io::Result<()> {

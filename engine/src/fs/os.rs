@@ -305,6 +305,13 @@ impl FileSystem for OsFs {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
         Ok(Box::new(OsWritable::new(file)))
     }
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let mut w = OsWritable::new(file);
+        w.len = w.file.metadata()?.len();
+        w.written_back = w.len;
+        Ok(Box::new(w))
+    }
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path)?;
         let len = file.metadata()?.len();

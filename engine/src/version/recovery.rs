@@ -33,7 +33,7 @@ use crate::options::{Options, WalRecovery};
 use crate::paths;
 use crate::sst::{BlockCache, SstReader};
 use crate::version::{FileEntry, Partition, Table, Version, schema_of};
-use crate::write::wal::{WalWriter, read_wal};
+use crate::write::wal::{ReadWal, WalWriter, close_with_continuation, read_wal};
 
 /// What the last open found in the WAL and did about it ([`crate::Db::recovery_report`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -193,8 +193,61 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     let mut replayed = 0u64;
     let mut stop = false;
     let last_wal = wal_numbers.last().copied();
+    // The newest log holding a whole record, and the logs after it, which hold none. A log's
+    // last writes and its continuation record are synced before the next log takes a write, so
+    // only a log no record was written after can end torn or in unsynced zeros: the newest
+    // file, or one followed only by logs still empty (a crash inside a rotation, after the next
+    // log was created and before the continuation record was synced).
+    let mut read_ahead: BTreeMap<u64, ReadWal> = BTreeMap::new();
+    let mut tail_from = last_wal;
+    for &n in wal_numbers.iter().rev().filter(|n| **n >= data.min_wal_number) {
+        match read_wal(fs.as_ref(), &paths::wal_file(path, n)) {
+            Ok(w) => {
+                let holds_records = !w.batches.is_empty() || w.continues_in.is_some();
+                read_ahead.insert(n, w);
+                tail_from = Some(n);
+                if holds_records {
+                    break;
+                }
+            }
+            Err(_) => {
+                // Left for the replay below to judge (a torn header, or damage).
+                tail_from = Some(n);
+                break;
+            }
+        }
+    }
+    let in_tail = |n: u64| tail_from.is_some_and(|t| n >= t);
     let mut chain = SeqnoChain::after_flushed(data.flushed_seqno);
     let mut report = RecoveryReport::default();
+    // The logs a recovery keeps (replayed, whole or cut back): the next log is numbered after
+    // the newest of them, and closed-over with a continuation record naming it.
+    // Each with the end of its records (preallocated zeros may follow).
+    let mut kept: Vec<(u64, u64)> = Vec::new();
+    // The manifest's first live log existed when the manifest was written (a flush records the
+    // first log of the oldest memtable it did not flush; a checkpoint or restore writes that
+    // log empty): if it is gone, so are the writes acknowledged in it. A manifest never
+    // installed (generation 0) predates every write.
+    if data.generation > 0 && !wal_numbers.contains(&data.min_wal_number) {
+        let wpath = paths::wal_file(path, data.min_wal_number);
+        let detail = format!(
+            "WAL {} is missing: the manifest names it as the first log holding writes not yet in SSTables",
+            data.min_wal_number
+        );
+        match opts.wal_recovery {
+            WalRecovery::Strict => {
+                return Err(Error::Corruption {
+                    path: wpath,
+                    offset: 0,
+                    detail: format!("{detail}; open with WalRecovery::RecoverPrefix to keep the SSTables' state"),
+                });
+            }
+            WalRecovery::RecoverPrefix => {
+                report.prefix_kept_at = Some((wpath, 0, detail));
+                stop = true;
+            }
+        }
+    }
     for &n in &wal_numbers {
         let wpath = paths::wal_file(path, n);
         if n < data.min_wal_number {
@@ -208,7 +261,11 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
             continue;
         }
         first_wal.get_or_insert(n);
-        let w = match read_wal(fs.as_ref(), &wpath) {
+        let read = match read_ahead.remove(&n) {
+            Some(w) => Ok(w),
+            None => read_wal(fs.as_ref(), &wpath),
+        };
+        let w = match read {
             Ok(w) => w,
             // A header torn by a crash right after the file was created holds no records: the
             // file is shorter than a header, or (sized up front, header never written) all
@@ -218,12 +275,20 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
                     && (fs.file_size(&wpath).unwrap_or(0) < 24
                         || fs.read(&wpath).is_ok_and(|b| b.iter().all(|x| *x == 0))) =>
             {
+                // Its number is free again: no continuation record names a log whose
+                // creation did not finish, and the next log takes it.
                 let _ = fs.remove_file(&wpath);
                 continue;
             }
             Err(e) => return Err(e),
         };
         report.wal_files_replayed += 1;
+        let file_len = fs.file_size(&wpath).unwrap_or(0);
+        let records_end = match &w.end {
+            WalEnd::Clean => file_len,
+            WalEnd::ZeroTail { offset } | WalEnd::TornTail { offset, .. } | WalEnd::Corrupt { offset, .. } => *offset,
+        };
+        kept.push((n, records_end));
         for (b, &offset) in w.batches.iter().zip(&w.offsets) {
             if let Err(gap) = chain.check(b.first_seqno, b.entries.len()) {
                 // Records are missing before this one (an older log truncated or deleted):
@@ -246,6 +311,9 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
                         // numbers would run into theirs.
                         fs.truncate(&wpath, offset).map_err(io("truncate wal", &wpath))?;
                         report.prefix_kept_at = Some((wpath.clone(), offset, detail));
+                        if let Some(k) = kept.last_mut() {
+                            k.1 = offset;
+                        }
                         stop = true;
                         break;
                     }
@@ -257,20 +325,44 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
             // The gap was found inside this file, which now ends before it.
             continue;
         }
-        let file_len = fs.file_size(&wpath).unwrap_or(0);
+        if let Some((next, at)) = w.continues_in
+            && !wal_numbers.contains(&next)
+        {
+            // The log was closed naming its successor, which is gone with the writes it held.
+            let detail = format!("WAL {next} is missing: this log was closed naming it as the next log");
+            match opts.wal_recovery {
+                WalRecovery::Strict => {
+                    return Err(Error::Corruption {
+                        path: wpath,
+                        offset: at,
+                        detail: format!("{detail}; open with WalRecovery::RecoverPrefix to keep what precedes it"),
+                    });
+                }
+                WalRecovery::RecoverPrefix => {
+                    // Cut the continuation record: this log is the newest again.
+                    fs.truncate(&wpath, at).map_err(io("truncate wal", &wpath))?;
+                    if let Some(k) = kept.last_mut() {
+                        k.1 = at;
+                    }
+                    report.prefix_kept_at = Some((wpath.clone(), at, detail));
+                    stop = true;
+                    continue;
+                }
+            }
+        }
         match &w.end {
             WalEnd::Clean => {}
             // Preallocated space never written. Only the newest log can have lost appends to
             // it (rotation syncs a log before the next one takes writes), and losing unsynced
             // appends is within the contract; cut the newest back so it reads cleanly.
             WalEnd::ZeroTail { offset } => {
-                if Some(n) == last_wal {
+                if in_tail(n) {
                     fs.truncate(&wpath, *offset).map_err(io("truncate wal", &wpath))?;
                 }
             }
             // A damaged last record with nothing valid after it: a write cut short by a crash.
             // Cut, and said so (an event and the open's report).
-            WalEnd::TornTail { offset, reason } if Some(n) == last_wal => {
+            WalEnd::TornTail { offset, reason } if in_tail(n) => {
                 fs.truncate(&wpath, *offset).map_err(io("truncate wal", &wpath))?;
                 report.torn_tail = Some(TornTail {
                     path: wpath.clone(),
@@ -303,8 +395,14 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     mem.cover_seqno(last_seqno);
     report.entries_replayed = replayed;
     report.last_seqno = last_seqno;
-    let new_wal_number = wal_numbers.last().map_or(data.min_wal_number, |n| n + 1).max(data.min_wal_number);
+    let previous = kept.last().copied();
+    let new_wal_number = previous.map_or(data.min_wal_number, |(n, _)| n + 1).max(data.min_wal_number);
     let wal = WalWriter::create(fs.as_ref(), path, new_wal_number, wal_preallocation(&opts), wal_mapped(&opts))?;
+    // The newest log replayed is closed naming the new one before the new one takes a write,
+    // as a rotation does: losing the new log later reads as damage.
+    if let Some((p, records_end)) = previous {
+        close_with_continuation(fs.as_ref(), path, p, records_end, new_wal_number)?;
+    }
     let mem = mem.with_first_wal(first_wal.unwrap_or(new_wal_number));
     let ms = ManifestState::from(&data);
     let max_l0 = version.max_l0_files();

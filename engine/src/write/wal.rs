@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use strata_format::wal::{WalBatch, WalEnd, encode_header, read_records};
+use strata_format::wal::{WalBatch, WalEnd, continuation_record, decode_continuation, encode_header, read_records};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
@@ -68,6 +68,31 @@ impl WalWriter {
     pub fn len(&self) -> u64 {
         self.file.len()
     }
+
+    /// Closes this log with a continuation record naming log `next` (which must already exist
+    /// durably), so a later loss of `next` reads as damage. The caller syncs.
+    ///
+    /// # Errors
+    /// I/O errors (the caller poisons the database).
+    pub fn append_continuation(&mut self, next: u64) -> Result<()> {
+        self.append(&continuation_record(next))
+    }
+}
+
+/// Writes a continuation record naming log `next` at `records_end` (the end of its records;
+/// preallocated zeros after it are cut first) of the existing WAL `number` of database `db`,
+/// and syncs it (recovery, after creating the log it will write to).
+///
+/// # Errors
+/// I/O errors.
+pub fn close_with_continuation(fs: &dyn FileSystem, db: &Path, number: u64, records_end: u64, next: u64) -> Result<()> {
+    let path = paths::wal_file(db, number);
+    if fs.file_size(&path).map_err(|e| Error::io("stat wal", &path, e))? != records_end {
+        fs.truncate(&path, records_end).map_err(|e| Error::io("truncate wal", &path, e))?;
+    }
+    let mut file = fs.open_append(&path).map_err(|e| Error::io("open wal", &path, e))?;
+    file.append(&continuation_record(next)).map_err(|e| Error::io("write wal", &path, e))?;
+    file.sync().map_err(|e| Error::io("sync wal", &path, e))
 }
 
 /// A WAL file read back.
@@ -79,6 +104,9 @@ pub struct ReadWal {
     pub offsets: Vec<u64>,
     /// How the file ends.
     pub end: WalEnd,
+    /// The log the writes went on in, and this file's offset of the record that says so, when
+    /// the file was closed with a continuation record.
+    pub continues_in: Option<(u64, u64)>,
 }
 
 /// Reads and decodes a whole WAL file.
@@ -90,11 +118,25 @@ pub fn read_wal(fs: &dyn FileSystem, path: &Path) -> Result<ReadWal> {
     let bytes = fs.read(path).map_err(|e| Error::io("read wal", path, e))?;
     let (_, records, end) = read_records(&bytes).map_err(|e| Error::corruption(path, e))?;
     let mut batches = Vec::with_capacity(records.len());
-    let offsets = records.iter().map(|r| r.offset).collect();
+    let mut offsets = Vec::with_capacity(records.len());
+    let mut continues_in = None;
     for r in records {
-        batches.push(WalBatch::decode(r.payload, r.offset).map_err(|e| Error::corruption(path, e))?);
+        if let Some((_, at)) = continues_in {
+            return Err(Error::Corruption {
+                path: path.to_path_buf(),
+                offset: r.offset,
+                detail: format!("a record follows the continuation record at offset {at}, which closes the log"),
+            });
+        }
+        match decode_continuation(r.payload, r.offset).map_err(|e| Error::corruption(path, e))? {
+            Some(next) => continues_in = Some((next, r.offset)),
+            None => {
+                batches.push(WalBatch::decode(r.payload, r.offset).map_err(|e| Error::corruption(path, e))?);
+                offsets.push(r.offset);
+            }
+        }
     }
-    Ok(ReadWal { batches, offsets, end })
+    Ok(ReadWal { batches, offsets, end, continues_in })
 }
 
 #[cfg(test)]
