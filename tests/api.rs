@@ -736,3 +736,34 @@ fn a_flushed_memtables_memory_is_kept_for_the_next_only_when_asked() {
         assert_eq!(db.count_range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1)).unwrap(), 2001);
     }
 }
+
+/// The paging recipe `Db::prefix` documents: a short prefix as both bounds of `get_range`,
+/// continued from each page's next start with the same end, reads exactly the prefix's rows;
+/// a prefix naming every column is one row, read with `get_row`.
+#[test]
+fn a_prefix_pages_through_get_range_as_documented() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path().join("db"), Options::small_for_tests()).unwrap();
+    db.create_table(TableSchema::new("t").pk("device", KeyType::Integer).pk("order", KeyType::Integer)).unwrap();
+    for device in 6..9i64 {
+        for order in 0..25i64 {
+            db.put_row(PutRow::new("t", pk![device, order]).column("v", order)).unwrap();
+        }
+    }
+    let prefix = pk![7i64];
+    let opts = RangeOptions { limit: Some(4), ..RangeOptions::default() };
+    let (mut start, mut seen) = (prefix.clone(), Vec::new());
+    loop {
+        let page = db.get_range("t", &start, &prefix, &opts).unwrap();
+        seen.extend(page.rows.iter().map(|r| r.primary_key.clone()));
+        match page.next_start {
+            Some(next) => start = next,
+            None => break,
+        }
+    }
+    let expected: Vec<PrimaryKey> = (0..25i64).map(|o| pk![7i64, o]).collect();
+    assert_eq!(seen, expected);
+    let whole = pk![7i64, 3i64];
+    assert_eq!(db.get_range("t", &whole, &whole, &opts).unwrap_err().rule(), Some("range-empty-bounds"));
+    assert!(db.get_row("t", &whole, &ReadOptions::default()).unwrap().is_some());
+}

@@ -133,3 +133,29 @@ fn a_checkpoint_cut_short_at_any_step_is_absent_or_complete() {
     eprintln!("checkpoint faults: {} left no database, {} a complete one", outcomes.0, outcomes.1);
     assert!(outcomes.0 > 3);
 }
+
+#[test]
+fn a_checkpoint_into_a_folder_inside_the_database_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, Options::small_for_tests()).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    db.put_row(PutRow::new("t", pk![1]).column("v", 1)).unwrap();
+    for inside in [dir.join("tables/ck"), dir.join("ck"), dir.join("wal/../ck2")] {
+        let err = db.checkpoint(&inside).unwrap_err();
+        assert_eq!(err.rule(), Some("checkpoint-destination"), "{}: {err}", inside.display());
+        assert!(!inside.exists(), "{}: the refused checkpoint left a folder", inside.display());
+    }
+    // Reached through a symbolic link to the database: still inside.
+    #[cfg(unix)]
+    {
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let err = db.checkpoint(link.join("ck")).unwrap_err();
+        assert_eq!(err.rule(), Some("checkpoint-destination"), "{err}");
+    }
+    db.close().unwrap();
+    // The source still opens whole and nothing was left behind as an orphan to delete.
+    let db = Db::open(&dir, Options::small_for_tests()).unwrap();
+    assert!(db.get_row("t", &pk![1], &Default::default()).unwrap().is_some());
+}

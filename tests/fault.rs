@@ -133,3 +133,45 @@ fn close_of_a_poisoned_database_reports_the_poisoning() {
         other => panic!("close of a poisoned database returned {other:?}"),
     }
 }
+
+/// A failed fsync of the WAL when the memtable is rotated (reached from `Db::flush`,
+/// checkpoints, backups and `compact_table`) poisons the database like any other failed WAL
+/// sync: a later `Db::sync` must not report success by retrying it, and no later write is
+/// acknowledged. A reopen recovers what reached the disk.
+#[test]
+fn a_failed_wal_sync_at_rotation_poisons() {
+    let mem = MemFs::new();
+    let fault = FaultFs::new(Arc::new(mem.clone()));
+    let opts = || Options {
+        fs: Arc::new(fault.clone()),
+        clock: Arc::new(ManualClock::new(T0)),
+        sync_mode: SyncMode::Buffered,
+        ..Options::small_for_tests()
+    };
+    let db = Db::open("/db", opts()).unwrap();
+    db.create_table(schema()).unwrap();
+    let name = schema().name;
+    for i in 0..5 {
+        db.put_row(strata::PutRow::new(&name, strata::pk![i, "x"]).column("v", i)).unwrap();
+    }
+    db.sync().unwrap();
+    db.put_row(strata::PutRow::new(&name, strata::pk![5, "x"]).column("v", 5)).unwrap();
+    fault.set_plan(Some(FaultPlan {
+        fail_at: 1,
+        only: vec![strata::fs::FsOp::Sync],
+        kind: FaultKind::Io,
+        sticky: false,
+    }));
+    assert!(db.flush().is_err(), "the rotation's sync failed");
+    fault.set_plan(None);
+    assert!(matches!(db.sync(), Err(Error::Poisoned(_))), "a retried fsync reported success");
+    let put = db.put_row(strata::PutRow::new(&name, strata::pk![6, "x"]).column("v", 6));
+    assert!(matches!(put, Err(Error::Poisoned(_))), "a write was acknowledged after a failed sync: {put:?}");
+    assert!(matches!(db.close(), Err(Error::Poisoned(_))));
+    // Reopen: the synced rows are there; row 6 was never acknowledged and is not.
+    let db = Db::open("/db", opts()).unwrap();
+    for i in 0..5 {
+        assert!(db.get_row(&name, &strata::pk![i, "x"], &Default::default()).unwrap().is_some(), "row {i}");
+    }
+    assert!(db.get_row(&name, &strata::pk![6, "x"], &Default::default()).unwrap().is_none());
+}

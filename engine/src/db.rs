@@ -903,8 +903,11 @@ impl Db {
     /// `db.prefix("purchases", &pk![7], &RangeOptions::default())`. A prefix that includes the
     /// partition key (every prefix does) skips, through the SSTables' partition-key filters,
     /// the files that cannot hold it, so a prefix that matches nothing costs about a point miss.
-    /// For pages, pass the prefix as both bounds of [`Db::get_range`] and continue from each
-    /// page's next start key with the same end.
+    /// For pages of a prefix shorter than the key, pass the prefix as both bounds of
+    /// [`Db::get_range`] (a short bound covers every key that begins with it) and continue from
+    /// each page's next start key with the same end. A prefix naming every column is one row:
+    /// read it with [`Db::get_row`] (as bounds of a range it is refused, `range-empty-bounds`,
+    /// since a range needs start < end).
     ///
     /// # Errors
     /// As [`Db::get_range`]; `pk-sentinel` for INF_MIN or INF_MAX in a prefix.

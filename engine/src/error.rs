@@ -86,6 +86,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// A copy of a refusal to write, of the same kind, for every writer it refuses (errors
+    /// hold I/O errors and are not `Clone`): `Closed`, `ReadOnly` and `Poisoned` keep their
+    /// kind; any other error becomes `Poisoned` with its text.
+    pub(crate) fn same_refusal(&self) -> Error {
+        match self {
+            Error::Closed => Error::Closed,
+            Error::ReadOnly(p) => Error::ReadOnly(p.clone()),
+            Error::Poisoned(why) => Error::Poisoned(why.clone()),
+            other => Error::Poisoned(other.to_string()),
+        }
+    }
+
     /// True only where retrying the same call later can succeed (the engine was busy).
     pub fn is_retryable(&self) -> bool {
         matches!(self, Error::Busy(_))
@@ -114,3 +126,16 @@ impl Error {
 
 /// Result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_copied_with_its_kind() {
+        assert!(matches!(Error::Closed.same_refusal(), Error::Closed));
+        let p = std::path::PathBuf::from("/db");
+        assert!(matches!(Error::ReadOnly(p.clone()).same_refusal(), Error::ReadOnly(q) if q == p));
+        assert!(matches!(Error::Poisoned("x".into()).same_refusal(), Error::Poisoned(w) if w == "x"));
+    }
+}

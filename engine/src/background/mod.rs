@@ -99,7 +99,7 @@ impl Background {
     pub fn wait_compactions_stopped(&self) {
         loop {
             let epoch = self.progress_epoch();
-            if self.compacting.load(Ordering::Acquire) == 0 {
+            if self.compacting.load(Ordering::SeqCst) == 0 {
                 return;
             }
             self.wait_progress(epoch, Duration::from_millis(100));
@@ -164,7 +164,11 @@ struct Working<'a> {
 
 impl<'a> Working<'a> {
     fn start(bg: &'a Background, count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::AcqRel);
+        // SeqCst: with `paused` this is a store-then-load handshake on two variables (the
+        // worker counts itself, then reads `paused`; `pause_compaction` sets `paused`, then
+        // reads the count). Only a single total order guarantees one of them sees the other;
+        // acquire/release does not (x86 happens to hide the difference).
+        count.fetch_add(1, Ordering::SeqCst);
         Working { bg, count }
     }
 }
@@ -239,7 +243,7 @@ pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
                             let since = std::time::Instant::now();
                             let mut cut_short = false;
                             loop {
-                                if i.bg.paused.load(Ordering::Acquire) || i.is_poisoned() {
+                                if i.bg.paused.load(Ordering::SeqCst) || i.is_poisoned() {
                                     break;
                                 }
                                 let mut did = false;

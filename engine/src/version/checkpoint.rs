@@ -110,6 +110,19 @@ impl Inner {
                 format!("{} is not empty; a checkpoint goes into a new or empty folder", dest.display()),
             ));
         }
+        let (from, to) = (resolved(&self.path), resolved(dest));
+        if to.starts_with(&from) || from.starts_with(&to) {
+            // Inside the source, the copy's files would be the source's orphans (its next
+            // open deletes them); around it, the source would be inside the copy.
+            return Err(Error::invalid(
+                "checkpoint-destination",
+                format!(
+                    "{} and the database {} contain one another; a checkpoint goes into a folder outside the database",
+                    dest.display(),
+                    self.path.display()
+                ),
+            ));
+        }
         let pinned = self.pin_files()?;
         self.ensure_dir(&paths::wal_dir(dest))?;
         self.ensure_dir(&paths::tables_dir(dest))?;
@@ -134,4 +147,18 @@ impl Inner {
         write_atomic(fs, &path, &pinned.manifest.encode()).map_err(|e| Error::io("write manifest", &path, e))?;
         Ok(info)
     }
+}
+
+/// `path` made absolute, with symbolic links and `..` resolved as far as it exists: its
+/// deepest existing ancestor canonicalized, the rest appended. Only for comparing folders
+/// (on a file system that is not the real one, the path as given, made absolute).
+fn resolved(path: &Path) -> PathBuf {
+    for ancestor in path.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(ancestor)
+            && let Ok(rest) = path.strip_prefix(ancestor)
+        {
+            return real.join(rest);
+        }
+    }
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }

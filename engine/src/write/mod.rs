@@ -330,8 +330,9 @@ impl Inner {
 
     fn commit_group<'a>(&self, group: impl ExactSizeIterator<Item = (u64, Pending<'a>)>) -> Vec<(u64, GroupResult)> {
         if let Err(e) = self.check_writable() {
-            let msg = e.to_string();
-            return group.map(|(t, _)| (t, Err(Error::Poisoned(msg.clone())))).collect();
+            // Each queued writer gets the refusal's own kind (closed, read-only, poisoned):
+            // callers branch on it.
+            return group.map(|(t, _)| (t, Err(e.same_refusal()))).collect();
         }
         let now = self.clock.now_ms();
         let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;

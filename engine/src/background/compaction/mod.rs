@@ -127,7 +127,8 @@ impl crate::Db {
     /// Writes stall on the level-0 limits only if they are reached; the stop trigger is lifted
     /// while paused.
     pub fn pause_compaction(&self) {
-        self.inner.bg.paused.store(true, Ordering::Release);
+        // SeqCst: see `Working::start` (a store-then-load handshake with the workers).
+        self.inner.bg.paused.store(true, Ordering::SeqCst);
         // Stalled writers re-check: the level-0 stop trigger is lifted while paused.
         self.inner.bg.notify_progress();
         self.inner.bg.wait_compactions_stopped();
