@@ -150,8 +150,8 @@ fn a_backup_under_concurrent_writes_holds_every_write_acknowledged_before_it() {
     }
 }
 
-#[test]
-fn a_damaged_backup_is_reported_by_verify_and_refused_by_restore() {
+/// A database of 3,000 rows in a temporary folder and its backup folder holding one backup.
+fn three_thousand_rows_backed_up() -> (tempfile::TempDir, Db, std::path::PathBuf, BackupStore) {
     let tmp = tempfile::tempdir().unwrap();
     let db = Db::open(tmp.path().join("db"), Options::small_for_tests()).unwrap();
     db.create_table(schema()).unwrap();
@@ -159,6 +159,12 @@ fn a_damaged_backup_is_reported_by_verify_and_refused_by_restore() {
     let backups = tmp.path().join("backups");
     let store = BackupStore::open(&backups).unwrap();
     store.create(&db).unwrap();
+    (tmp, db, backups, store)
+}
+
+#[test]
+fn a_damaged_backup_is_reported_by_verify_and_refused_by_restore() {
+    let (tmp, db, backups, store) = three_thousand_rows_backed_up();
     write_rows(&db, 3000..3100, "y");
     store.create(&db).unwrap();
 
@@ -375,13 +381,7 @@ fn many_databases_backed_up_into_one_folder_each_restore_their_own_data() {
 
 #[test]
 fn a_damaged_shared_file_is_never_reused_by_a_new_backup() {
-    let tmp = tempfile::tempdir().unwrap();
-    let db = Db::open(tmp.path().join("db"), Options::small_for_tests()).unwrap();
-    db.create_table(schema()).unwrap();
-    write_rows(&db, 0..3000, "x");
-    let backups = tmp.path().join("backups");
-    let store = BackupStore::open(&backups).unwrap();
-    store.create(&db).unwrap();
+    let (tmp, db, backups, store) = three_thousand_rows_backed_up();
     // Damage every shared file in place, keeping its size.
     let shared = backups.join("shared");
     for entry in std::fs::read_dir(&shared).unwrap() {

@@ -234,19 +234,8 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
             "WAL {} is missing: the manifest names it as the first log holding writes not yet in SSTables",
             data.min_wal_number
         );
-        match opts.wal_recovery {
-            WalRecovery::Strict => {
-                return Err(Error::Corruption {
-                    path: wpath,
-                    offset: 0,
-                    detail: format!("{detail}; open with WalRecovery::RecoverPrefix to keep the SSTables' state"),
-                });
-            }
-            WalRecovery::RecoverPrefix => {
-                report.prefix_kept_at = Some((wpath, 0, detail));
-                stop = true;
-            }
-        }
+        keep_prefix_or_refuse(&opts, fs.as_ref(), &wpath, 0, detail, None, &mut report)?;
+        stop = true;
     }
     for &n in &wal_numbers {
         let wpath = paths::wal_file(path, n);
@@ -297,27 +286,15 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
                     "sequence numbers jump from {} to {}: the records between are missing (a WAL file was truncated or deleted)",
                     gap.expected, gap.found
                 );
-                match opts.wal_recovery {
-                    WalRecovery::Strict => {
-                        return Err(Error::Corruption {
-                            path: wpath,
-                            offset,
-                            detail: format!("{detail}; open with WalRecovery::RecoverPrefix to keep what precedes it"),
-                        });
-                    }
-                    WalRecovery::RecoverPrefix => {
-                        // The records from the gap on are dropped, as the caller chose: cut
-                        // them, or the next open would meet them again, and the next log's
-                        // numbers would run into theirs.
-                        fs.truncate(&wpath, offset).map_err(io("truncate wal", &wpath))?;
-                        report.prefix_kept_at = Some((wpath.clone(), offset, detail));
-                        if let Some(k) = kept.last_mut() {
-                            k.1 = offset;
-                        }
-                        stop = true;
-                        break;
-                    }
+                // The records from the gap on are dropped, as the caller chose: cut them, or
+                // the next open would meet them again, and the next log's numbers would run
+                // into theirs.
+                keep_prefix_or_refuse(&opts, fs.as_ref(), &wpath, offset, detail, Some(offset), &mut report)?;
+                if let Some(k) = kept.last_mut() {
+                    k.1 = offset;
                 }
+                stop = true;
+                break;
             }
             replayed += replay_batch(b, data.flushed_seqno, &version, &mut stamps, &mem, &mut last_seqno)?;
         }
@@ -330,25 +307,13 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
         {
             // The log was closed naming its successor, which is gone with the writes it held.
             let detail = format!("WAL {next} is missing: this log was closed naming it as the next log");
-            match opts.wal_recovery {
-                WalRecovery::Strict => {
-                    return Err(Error::Corruption {
-                        path: wpath,
-                        offset: at,
-                        detail: format!("{detail}; open with WalRecovery::RecoverPrefix to keep what precedes it"),
-                    });
-                }
-                WalRecovery::RecoverPrefix => {
-                    // Cut the continuation record: this log is the newest again.
-                    fs.truncate(&wpath, at).map_err(io("truncate wal", &wpath))?;
-                    if let Some(k) = kept.last_mut() {
-                        k.1 = at;
-                    }
-                    report.prefix_kept_at = Some((wpath.clone(), at, detail));
-                    stop = true;
-                    continue;
-                }
+            // Cut the continuation record: this log is the newest again.
+            keep_prefix_or_refuse(&opts, fs.as_ref(), &wpath, at, detail, Some(at), &mut report)?;
+            if let Some(k) = kept.last_mut() {
+                k.1 = at;
             }
+            stop = true;
+            continue;
         }
         match &w.end {
             WalEnd::Clean => {}
@@ -561,6 +526,35 @@ fn remove_orphans(fs: &dyn FileSystem, db: &Path, version: &Version, live: &Hash
         }
         if version.table(&t).is_none() {
             remove_empty_dirs(fs, &tdir);
+        }
+    }
+}
+
+/// Writes lost at `offset` of the log `wal` (`detail` says how): refused as `Corruption` under
+/// [`WalRecovery::Strict`] (nothing changed on disk); under [`WalRecovery::RecoverPrefix`],
+/// the log is cut at `cut` (when given) and the report says where replay stopped. The caller
+/// then stops replaying.
+fn keep_prefix_or_refuse(
+    opts: &Options,
+    fs: &dyn FileSystem,
+    wal: &Path,
+    offset: u64,
+    detail: String,
+    cut: Option<u64>,
+    report: &mut RecoveryReport,
+) -> Result<()> {
+    match opts.wal_recovery {
+        WalRecovery::Strict => Err(Error::Corruption {
+            path: wal.to_path_buf(),
+            offset,
+            detail: format!("{detail}; open with WalRecovery::RecoverPrefix to keep what precedes it"),
+        }),
+        WalRecovery::RecoverPrefix => {
+            if let Some(len) = cut {
+                fs.truncate(wal, len).map_err(|e| Error::io("truncate wal", wal, e))?;
+            }
+            report.prefix_kept_at = Some((wal.to_path_buf(), offset, detail));
+            Ok(())
         }
     }
 }
