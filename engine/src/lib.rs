@@ -4,7 +4,7 @@
 //! key of 1–4 typed columns (the first is the partition key) and any number of typed attribute
 //! columns; every cell is versioned by a millisecond timestamp, with per-table max versions, TTL
 //! and max version offset; writes can be conditional; reads return rows in primary-key order.
-//! Semantics follow `DATA-MODEL.md`; the on-disk format is specified in `docs/FORMAT.md`.
+//! Semantics follow `docs/DATA-MODEL.md`; the on-disk format is specified in `docs/FORMAT.md`.
 //!
 //! ```
 //! use strata::{pk, Db, KeyType, Options, PutRow, ReadOptions, TableSchema};

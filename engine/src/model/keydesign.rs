@@ -1,5 +1,5 @@
 //! Key-design helpers from the partition-key guidance: spliced partition keys and hash
-//! prefixes (see DATA-MODEL.md, "Partitions").
+//! prefixes (see docs/DATA-MODEL.md, "Partitions").
 
 use md5::{Digest, Md5};
 
@@ -65,7 +65,7 @@ pub enum SpliceError {
 
 /// Joins key parts into one String partition key: integers zero-padded to `width`, parts joined
 /// with `connector`. The last part is padded only with `pad_last` (the worked example of
-/// DATA-MODEL.md leaves it unpadded; padding it keeps numeric order among keys that share
+/// docs/DATA-MODEL.md leaves it unpadded; padding it keeps numeric order among keys that share
 /// every earlier part).
 ///
 /// # Errors

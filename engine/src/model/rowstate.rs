@@ -2,7 +2,7 @@
 //! of that state. This is the one place where max_versions, TTL and deletes are interpreted;
 //! reads, conditional writes and compaction all call it, so they cannot disagree.
 //!
-//! Rules (DATA-MODEL.md, and the decisions in docs/DESIGN.md "Row semantics"):
+//! Rules (docs/DATA-MODEL.md, and the decisions in docs/DESIGN.md "Row semantics"):
 //! 1. Records are applied oldest to newest. A put record replaces the whole row; a delete
 //!    record empties it; an update record applies its cell operations in order.
 //! 2. After every cell put of an update, the column keeps only the newest `max_versions`

@@ -173,7 +173,7 @@ pub struct SingleCondition {
     pub column: String,
     /// Operator.
     pub op: CompareOp,
-    /// Value compared against (same type only: see DATA-MODEL.md).
+    /// Value compared against (same type only: see docs/DATA-MODEL.md).
     pub value: Value,
     /// Result when the row or the column is missing.
     pub pass_if_missing: bool,
