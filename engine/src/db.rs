@@ -28,8 +28,8 @@ use crate::paths;
 use crate::read::RangeIter;
 use crate::sst::BlockCache;
 use crate::version::{Partition, Table, Version};
+use crate::wal::WalWriter;
 use crate::write::WriteQueue;
-use crate::write::wal::WalWriter;
 
 /// How long a stalled writer waits for progress before it looks again and, if nothing at all
 /// progressed, kicks the background threads once more.

@@ -30,7 +30,7 @@
 //! - operation: [`Db::stats`], [`Db::check`], [`Db::compact_table`], [`Db::partitions`].
 //!
 //! Where to look (contributors): the data model is `model/`; the write path is `write/`
-//! (group commit, put batches, the WAL) → `memtable/`; the read path is `read/` (snapshots,
+//! (group commit, put batches) → `wal/` and `memtable/`; the read path is `read/` (snapshots,
 //! point and range reads, iterators) → `sst/`; the version, the manifest and recovery are
 //! `version/`; background work (flush, compaction, splits and merges) is `background/`; the
 //! file system is `fs/` and time `clock.rs`; statistics, reports and events are `observe/`.
@@ -57,8 +57,10 @@ pub mod paths;
 mod read;
 pub mod retry;
 #[doc(hidden)]
+pub mod source;
 pub mod sst;
 mod version;
+mod wal;
 mod write;
 
 pub use backup::{BackupCreated, BackupInfo, BackupProgress, BackupStore, PurgeInfo, RestoreInfo};

@@ -341,7 +341,7 @@ impl BackupStore {
         }
         // The restored database's first live log, empty: recovery requires the log its
         // manifest names.
-        crate::write::wal::WalWriter::create(fs, dest, manifest.min_wal_number, 0, false)?;
+        crate::wal::WalWriter::create(fs, dest, manifest.min_wal_number, 0, false)?;
         let path = paths::manifest(dest);
         write_atomic(fs, &path, &meta.manifest).map_err(|e| Error::io("write manifest", &path, e))?;
         Ok(RestoreInfo { id, files: meta.files.len(), bytes: p.bytes_total, seqno: manifest.flushed_seqno })

@@ -26,8 +26,8 @@ pub use arena::ChunkPool;
 use skiplist::{SearchKey, SkipList};
 
 use crate::memtable::membloom::{MemBloom, row_hash};
+use crate::source::is_base_record;
 use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key};
-use strata_format::record::RecordKind;
 
 /// The flush threshold a memtable's row filter is sized for when none is given
 /// (`Options::default().write_buffer_bytes`).
@@ -58,11 +58,6 @@ fn table_start(table: u64) -> SearchKey {
 /// The key bounding table `table`'s entries from above (none for the last table id).
 fn table_end(table: u64) -> Option<SearchKey> {
     table.checked_add(1).map(table_start)
-}
-
-/// True when an encoded record hides every older record of its row.
-pub fn is_base_record(record: &[u8]) -> bool {
-    matches!(record.first().copied().and_then(RecordKind::from_u8), Some(RecordKind::Put | RecordKind::Delete))
 }
 
 impl Memtable {

@@ -6,15 +6,16 @@ use std::sync::atomic::Ordering;
 use strata_format::key::{PkValue, decode_pk, user_key};
 use strata_format::sst::check_file;
 
-use crate::background::compaction::run::{max_opt, min_opt};
-use crate::background::split::planner::{FileSizeView, SplitPlan, plan_split};
-use crate::background::split::run::{partition_bytes, size_view};
+use crate::background::split::planner::{SplitPlan, plan_split};
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::model::rowstate::DropCounts;
 use crate::model::types::PrimaryKey;
 use crate::observe::stats::LoadSummary;
 use crate::version::Partition;
+use crate::version::sizes::FileSizeView;
+use crate::version::sizes::{max_opt, min_opt};
+use crate::version::sizes::{partition_bytes, size_view};
 
 /// Files and bytes of one level.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -10,23 +10,10 @@ use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key, user_key};
 use strata_format::record::RowRecord;
 
 use crate::error::{Error, Result};
-use crate::memtable::{Entry, Memtable, is_base_record};
+use crate::memtable::{Entry, Memtable};
+pub use crate::source::EntrySource;
+use crate::source::is_base_record;
 use crate::sst::{SstIter, SstReader};
-
-/// A positioned, directional stream of `(internal key, record)` entries.
-pub trait EntrySource: Send {
-    /// True when positioned on an entry.
-    fn valid(&self) -> bool;
-    /// Current internal key.
-    fn key(&self) -> &[u8];
-    /// Current record bytes.
-    fn value(&self) -> &[u8];
-    /// Moves one entry in the source's direction.
-    ///
-    /// # Errors
-    /// I/O or corruption errors of the underlying file.
-    fn advance(&mut self) -> Result<()>;
-}
 
 /// The smallest internal key greater than every internal key of the encoded primary key `pk`.
 pub fn after_all_versions(pk: &[u8]) -> Vec<u8> {

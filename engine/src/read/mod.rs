@@ -86,7 +86,7 @@ impl Inner {
                 break;
             }
         }
-        let base_in_memory = out.last().is_some_and(|r| crate::memtable::is_base_record(r));
+        let base_in_memory = out.last().is_some_and(|r| crate::source::is_base_record(r));
         let mut recs: Vec<(Vec<u8>, &Path)> = out.into_iter().map(|r| (r, self.path.as_path())).collect();
         if base_in_memory {
             return Ok(recs);

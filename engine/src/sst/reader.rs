@@ -15,8 +15,7 @@ use strata_format::sst::SstMeta;
 use super::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, RandomAccessFile};
-use crate::memtable::is_base_record;
-use crate::read::iter::EntrySource;
+use crate::source::{EntrySource, is_base_record};
 
 /// An open SSTable.
 pub struct SstReader {

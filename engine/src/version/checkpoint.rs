@@ -142,7 +142,7 @@ impl Inner {
             fs.sync_dir(dir).map_err(|e| Error::io("sync dir", dir, e))?;
         }
         // The copy's first live log, empty: recovery requires the log its manifest names.
-        crate::write::wal::WalWriter::create(fs, dest, pinned.manifest.min_wal_number, 0, false)?;
+        crate::wal::WalWriter::create(fs, dest, pinned.manifest.min_wal_number, 0, false)?;
         let path = paths::manifest(dest);
         write_atomic(fs, &path, &pinned.manifest.encode()).map_err(|e| Error::io("write manifest", &path, e))?;
         Ok(info)

@@ -6,6 +6,7 @@
 pub(crate) mod checkpoint;
 pub(crate) mod readonly;
 pub(crate) mod recovery;
+pub(crate) mod sizes;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -24,7 +24,7 @@ use crate::observe::events::EventLog;
 use crate::options::Options;
 use crate::paths;
 use crate::sst::BlockCache;
-use crate::write::wal::{WalWriter, read_wal};
+use crate::wal::{WalWriter, read_wal};
 
 /// Loads attempted before giving up while the writer keeps changing files underneath.
 const ATTEMPTS: usize = 8;

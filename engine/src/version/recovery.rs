@@ -33,7 +33,7 @@ use crate::options::{Options, WalRecovery};
 use crate::paths;
 use crate::sst::{BlockCache, SstReader};
 use crate::version::{FileEntry, Partition, Table, Version, schema_of};
-use crate::write::wal::{ReadWal, WalWriter, close_with_continuation, read_wal};
+use crate::wal::{ReadWal, WalWriter, close_with_continuation, read_wal};
 
 /// What the last open found in the WAL and did about it ([`crate::Db::recovery_report`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -19,7 +19,6 @@
 //! sync poisons the database, so entries inserted but never published are never flushed.
 
 pub mod putbatch;
-pub mod wal;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;

@@ -28,10 +28,11 @@ use strata_format::record::RowRecord;
 use super::picker::CompactionTask;
 use crate::db::Inner;
 use crate::error::{Error, Result};
-use crate::memtable::is_base_record;
 use crate::model::rowstate::{DropCounts, RowState};
 use crate::read::iter::{EntrySource, MergeIter};
+use crate::source::is_base_record;
 use crate::sst::{SstFileWriter, SstIter};
+use crate::version::sizes::{max_opt, min_opt};
 use crate::version::{FileEntry, Partition, Table};
 
 struct Output<'a> {
@@ -417,24 +418,6 @@ fn weighted_cuts<'k>(
         }
     }
     out
-}
-
-/// The larger of two optional lower bounds (`None` is unbounded).
-pub(crate) fn max_opt(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Vec<u8>> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.max(y).to_vec()),
-        (Some(x), None) | (None, Some(x)) => Some(x.to_vec()),
-        (None, None) => None,
-    }
-}
-
-/// The smaller of two optional upper bounds (`None` is unbounded).
-pub(crate) fn min_opt(a: Option<&[u8]>, b: Option<&[u8]>) -> Option<Vec<u8>> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y).to_vec()),
-        (Some(x), None) | (None, Some(x)) => Some(x.to_vec()),
-        (None, None) => None,
-    }
 }
 
 #[cfg(test)]

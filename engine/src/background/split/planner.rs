@@ -9,59 +9,8 @@
 //! reported as an oversized key.
 
 use strata_format::key::{partition_key, user_key};
-use strata_format::sst::IndexEntry;
 
-/// What a partition reads of one file: its index and the internal-key bounds `[lo, hi)`.
-#[derive(Debug, Clone, Copy)]
-pub struct FileSizeView<'a> {
-    /// The file's index entries.
-    pub index: &'a [IndexEntry],
-    /// Inclusive lower internal-key bound (empty: unbounded).
-    pub lo: &'a [u8],
-    /// Exclusive upper bound.
-    pub hi: Option<&'a [u8]>,
-    /// Smallest user key of the file.
-    pub smallest: &'a [u8],
-    /// Largest user key of the file.
-    pub largest: &'a [u8],
-}
-
-impl FileSizeView<'_> {
-    /// File offset of the first block that may hold `key` (the file size past the end).
-    fn offset_at(&self, key: &[u8]) -> u64 {
-        let i = self.index.partition_point(|e| e.last_key.as_slice() < key);
-        match self.index.get(i) {
-            Some(e) => e.handle.offset,
-            None => self.index.last().map_or(0, |e| e.handle.end()),
-        }
-    }
-
-    /// Approximate bytes of this file's readable range below `key`.
-    pub fn bytes_below(&self, key: &[u8]) -> u64 {
-        let k = match self.hi {
-            Some(h) if key > h => h,
-            _ => key,
-        };
-        if k <= self.lo {
-            return 0;
-        }
-        self.offset_at(k).saturating_sub(self.offset_at(self.lo))
-    }
-
-    /// Approximate bytes of the readable range.
-    pub fn bytes(&self) -> u64 {
-        match self.hi {
-            Some(h) => self.bytes_below(h),
-            None => self.index.last().map_or(0, |e| e.handle.end()).saturating_sub(self.offset_at(self.lo)),
-        }
-    }
-
-    /// Smallest and largest partition key this partition reads from the file.
-    pub fn pk0_range(&self) -> (Vec<u8>, Vec<u8>) {
-        let lo_pk = if self.lo > self.smallest { self.lo } else { self.smallest };
-        (partition_key(lo_pk).to_vec(), partition_key(self.largest).to_vec())
-    }
-}
+pub use crate::version::sizes::FileSizeView;
 
 /// The planner's verdict on one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -232,7 +181,7 @@ pub fn plan_merges(sizes: &[u64], merge_threshold: u64) -> impl Iterator<Item = 
 mod tests {
     use super::*;
     use strata_format::key::{PkValue, encode_pk, internal_key};
-    use strata_format::sst::BlockHandle;
+    use strata_format::sst::{BlockHandle, IndexEntry};
 
     /// An index with one 1000-byte block per key.
     fn index(keys: &[(i64, i64)]) -> Vec<IndexEntry> {

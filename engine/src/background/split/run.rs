@@ -12,21 +12,16 @@ use std::sync::Arc;
 use strata_format::key::{format_pk, user_key};
 use strata_format::manifest::FileRecord;
 
-use super::planner::{FileSizeView, LoadSplitPlan, SplitPlan, plan_load_split, plan_merges, plan_split};
-use crate::background::compaction::run::{max_opt, min_opt};
+use super::planner::{LoadSplitPlan, SplitPlan, plan_load_split, plan_merges, plan_split};
 use crate::db::Inner;
 use crate::error::Result;
 use crate::observe::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS};
 use crate::options::LoadSplit;
+use crate::version::sizes::{max_opt, min_opt, partition_bytes, size_views};
 use crate::version::{FileEntry, Partition, Table};
 
 fn describe_key(k: &[u8]) -> String {
     strata_format::key::decode_pk(k).map(|v| format_pk(&v)).unwrap_or_else(|_| strata_format::key::hex(k))
-}
-
-/// The size views of a partition's files.
-pub(crate) fn size_views(p: &Partition) -> Vec<FileSizeView<'_>> {
-    p.files().map(|f| size_view(f)).collect()
 }
 
 /// Reads and writes per second the partition served over the load-split window.
@@ -36,23 +31,6 @@ fn partition_rate(p: &Partition, cfg: &LoadSplit, now: u64) -> f64 {
     // `recent` counts whole windows, the current one included.
     let windows = window_ms.div_ceil(LOAD_WINDOW_MS).clamp(1, LOAD_WINDOWS as u64);
     (l.reads + l.writes) as f64 / (windows * LOAD_WINDOW_MS) as f64 * 1000.0
-}
-
-/// Estimated bytes a partition reads from its files: data blocks only (no index, filter or
-/// footer), shared files counted for the part this partition reads. The split planner
-/// compares the same measure with the threshold.
-pub(crate) fn partition_bytes(p: &Partition) -> u64 {
-    p.files().map(|f| size_view(f).bytes()).sum()
-}
-
-pub(crate) fn size_view(f: &FileEntry) -> FileSizeView<'_> {
-    FileSizeView {
-        index: &f.reader.meta.index,
-        lo: f.rec.clip_start.as_deref().unwrap_or(&[]),
-        hi: f.rec.clip_end.as_deref(),
-        smallest: user_key(&f.rec.smallest),
-        largest: user_key(&f.rec.largest),
-    }
 }
 
 /// A file entry as a child with bounds `[start, end)` reads it, or `None` if it holds nothing
