@@ -650,3 +650,29 @@ fn a_missing_newest_wal_is_corruption_never_an_empty_tail() {
     let db = Db::open(&dir, Options { wal_recovery: WalRecovery::RecoverPrefix, ..Options::default() }).unwrap();
     assert_eq!(rows_present(&db, n), 0);
 }
+
+/// A cut torn tail is measured in the damaged record's bytes, not in the zeros of the space the
+/// log had reserved after it.
+#[test]
+fn a_cut_torn_tail_counts_the_record_bytes_not_the_reserved_space() {
+    let (_tmp, dir, n, wals) = live_copy_with_two_wals();
+    let newest = &wals[1];
+    let (last, len) = *record_offsets(newest).last().unwrap();
+    let mut bytes = std::fs::read(newest).unwrap();
+    let end = last as usize + 8 + len;
+    assert!(bytes.len() > end + 4096, "the live log has reserved space after its records");
+    // A write cut short: its last bytes are not what was written.
+    for b in &mut bytes[end - 6..end] {
+        *b ^= 0xff;
+    }
+    std::fs::write(newest, &bytes).unwrap();
+    let db = open_strict(&dir).unwrap();
+    let torn = db.recovery_report().torn_tail.clone().expect("the cut is reported");
+    assert_eq!(torn.offset, last);
+    assert!(
+        torn.bytes_cut > 0 && torn.bytes_cut <= 8 + len as u64,
+        "{} bytes cut of a {len}-byte record",
+        torn.bytes_cut
+    );
+    assert_eq!(rows_present(&db, n), n - 1);
+}

@@ -585,3 +585,58 @@ fn an_import_from_a_pipe_stores_every_row_it_counts() {
         }
     }
 }
+
+/// Copies a folder tree (a database while it is open: what a crash leaves on disk).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_recovery_that_cuts_a_write_is_said_once_on_stderr() {
+    use strata::{Db, KeyType, Options, PutRow, SyncMode, TableSchema, pk};
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live");
+    let db = Db::open(&live, Options { sync_mode: SyncMode::Always, ..Options::default() }).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    for k in 0..10i64 {
+        db.put_row(PutRow::new("t", pk![k]).column("v", "some value")).unwrap();
+    }
+    let crashed = tmp.path().join("crashed");
+    copy_tree(&live, &crashed);
+    db.close().unwrap();
+    // Damage the last record of the newest log: its last bytes zeroed, as a write cut short.
+    let wal = std::fs::read_dir(crashed.join("wal")).unwrap().map(|e| e.unwrap().path()).max().unwrap();
+    let mut bytes = std::fs::read(&wal).unwrap();
+    let (_, records, _) = strata_format::wal::read_records(&bytes).unwrap();
+    let last = records.last().unwrap();
+    let end = last.offset as usize + 8 + last.payload.len();
+    bytes[end - 6..end].fill(0);
+    std::fs::write(&wal, &bytes).unwrap();
+    let d = crashed.to_str().unwrap();
+
+    // A read-only command reads the nine whole rows and says the tenth is damaged, once.
+    let (code, out, err) = strata(&["scan", d, "t", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 9);
+    assert_eq!(err.matches("warning:").count(), 1, "{err}");
+    assert!(err.contains("ends in a damaged record") && err.contains("next writable open cuts it"), "{err}");
+    // The writable open cuts it and says so; after that, nothing is said.
+    let (code, _, err) = strata(&["put", d, "t", "k=100", "v:string=x"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("recovery cut a damaged last record") && err.contains("is lost"), "{err}");
+    let (code, out, err) = strata(&["scan", d, "t", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 10);
+    assert!(!err.contains("warning"), "{err}");
+    let log = std::fs::read_to_string(crashed.join("LOG")).unwrap_or_default();
+    assert!(log.contains("cut a damaged last record of"), "{log}");
+}

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use strata_format::manifest::ManifestData;
 use strata_format::wal::{SeqnoChain, WalEnd};
 
-use super::recovery::{Recovered, RecoveryReport, load_version, replay_batch};
+use super::recovery::{Recovered, RecoveryReport, TornTail, load_version, read_tail, replay_batch};
 use crate::db::ManifestState;
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, MemFs};
@@ -83,9 +83,15 @@ fn load(path: &Path, opts: &Options) -> Result<Recovered> {
     let mut last_seqno = data.flushed_seqno;
     let mut report = RecoveryReport::default();
     let newest = numbers.last().copied();
+    let (mut read_ahead, tail_from) = read_tail(fs.as_ref(), path, &numbers, data.min_wal_number);
+    let in_tail = |n: u64| tail_from.is_some_and(|t| n >= t);
     for n in numbers {
         let wpath = paths::wal_file(path, n);
-        let w = match read_wal(fs.as_ref(), &wpath) {
+        let read = match read_ahead.remove(&n) {
+            Some(w) => Ok(w),
+            None => read_wal(fs.as_ref(), &wpath),
+        };
+        let w = match read {
             Ok(w) => w,
             // The writer created it a moment ago and its header is not there yet.
             Err(Error::Corruption { .. }) if Some(n) == newest => continue,
@@ -103,8 +109,14 @@ fn load(path: &Path, opts: &Options) -> Result<Recovered> {
             report.entries_replayed +=
                 replay_batch(b, data.flushed_seqno, &version, &mut stamps, &mem, &mut last_seqno)?;
         }
-        match (&w.end, Some(n) == newest) {
-            (WalEnd::Clean | WalEnd::ZeroTail { .. }, _) | (WalEnd::TornTail { .. }, true) => {}
+        match (&w.end, in_tail(n)) {
+            (WalEnd::Clean | WalEnd::ZeroTail { .. }, _) => {}
+            // A writer mid-append, or a crash: replayed up to the damage and reported (a
+            // writable open cuts it).
+            (WalEnd::TornTail { offset, reason }, true) => {
+                report.torn_tail =
+                    Some(TornTail { path: wpath, offset: *offset, bytes_cut: w.torn_bytes, reason: reason.clone() });
+            }
             (WalEnd::TornTail { offset, reason } | WalEnd::Corrupt { offset, reason }, _) => {
                 return Err(Error::Corruption { path: wpath, offset: *offset, detail: reason.clone() });
             }

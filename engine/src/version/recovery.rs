@@ -62,7 +62,9 @@ pub struct TornTail {
     pub path: std::path::PathBuf,
     /// Where its last whole record ends (the file's new length).
     pub offset: u64,
-    /// Bytes cut.
+    /// Bytes of the damaged record that were cut (not counting the zeros of space the log
+    /// had reserved and never written). A read-only open cuts nothing and reports what a
+    /// writable open would cut.
     pub bytes_cut: u64,
     /// What was wrong with the record there.
     pub reason: String,
@@ -193,30 +195,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     let mut replayed = 0u64;
     let mut stop = false;
     let last_wal = wal_numbers.last().copied();
-    // The newest log holding a whole record, and the logs after it, which hold none. A log's
-    // last writes and its continuation record are synced before the next log takes a write, so
-    // only a log no record was written after can end torn or in unsynced zeros: the newest
-    // file, or one followed only by logs still empty (a crash inside a rotation, after the next
-    // log was created and before the continuation record was synced).
-    let mut read_ahead: BTreeMap<u64, ReadWal> = BTreeMap::new();
-    let mut tail_from = last_wal;
-    for &n in wal_numbers.iter().rev().filter(|n| **n >= data.min_wal_number) {
-        match read_wal(fs.as_ref(), &paths::wal_file(path, n)) {
-            Ok(w) => {
-                let holds_records = !w.batches.is_empty() || w.continues_in.is_some();
-                read_ahead.insert(n, w);
-                tail_from = Some(n);
-                if holds_records {
-                    break;
-                }
-            }
-            Err(_) => {
-                // Left for the replay below to judge (a torn header, or damage).
-                tail_from = Some(n);
-                break;
-            }
-        }
-    }
+    let (mut read_ahead, tail_from) = read_tail(fs.as_ref(), path, &wal_numbers, data.min_wal_number);
     let in_tail = |n: u64| tail_from.is_some_and(|t| n >= t);
     let mut chain = SeqnoChain::after_flushed(data.flushed_seqno);
     let mut report = RecoveryReport::default();
@@ -332,7 +311,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
                 report.torn_tail = Some(TornTail {
                     path: wpath.clone(),
                     offset: *offset,
-                    bytes_cut: file_len - offset,
+                    bytes_cut: w.torn_bytes,
                     reason: reason.clone(),
                 });
             }
@@ -381,7 +360,13 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
         events.log(
             opts.clock.now_ms(),
             "wal-tail-cut",
-            format!("{}: cut {} bytes at offset {}: {}", t.path.display(), t.bytes_cut, t.offset, t.reason),
+            format!(
+                "{}: cut a damaged last record of {} bytes at offset {}: {}",
+                t.path.display(),
+                t.bytes_cut,
+                t.offset,
+                t.reason
+            ),
         );
     }
     if let Some((p, offset, reason)) = &report.prefix_kept_at {
@@ -528,6 +513,33 @@ fn remove_orphans(fs: &dyn FileSystem, db: &Path, version: &Version, live: &Hash
             remove_empty_dirs(fs, &tdir);
         }
     }
+}
+
+/// The logs that may end torn or in unsynced zeros, read: the newest log holding a whole
+/// record, and the logs after it, which hold none. A log's last writes and its continuation
+/// record are synced before the next log takes a write, so only a log no record was written
+/// after can end that way: the newest file, or one followed only by logs still empty (a crash
+/// inside a rotation, after the next log was created and before the continuation record was
+/// synced). Returns the logs read (for the replay to reuse) and the first number of the tail.
+/// A log that does not read is left for the replay to judge (a torn header, or damage).
+pub(crate) fn read_tail(
+    fs: &dyn FileSystem,
+    db: &Path,
+    wal_numbers: &[u64],
+    min_wal_number: u64,
+) -> (BTreeMap<u64, ReadWal>, Option<u64>) {
+    let mut read = BTreeMap::new();
+    let mut tail_from = wal_numbers.last().copied();
+    for &n in wal_numbers.iter().rev().filter(|n| **n >= min_wal_number) {
+        tail_from = Some(n);
+        let Ok(w) = read_wal(fs, &paths::wal_file(db, n)) else { break };
+        let holds_records = !w.batches.is_empty() || w.continues_in.is_some();
+        read.insert(n, w);
+        if holds_records {
+            break;
+        }
+    }
+    (read, tail_from)
 }
 
 /// Writes lost at `offset` of the log `wal` (`detail` says how): refused as `Corruption` under

@@ -20,6 +20,10 @@ pub struct ReadWal {
     /// The log the writes went on in, and this file's offset of the record that says so, when
     /// the file was closed with a continuation record.
     pub continues_in: Option<(u64, u64)>,
+    /// With a torn tail, the bytes of the damaged record: from where the valid records end to
+    /// the last non-zero byte (the zeros of reserved space after it are not a record's). 0
+    /// otherwise.
+    pub torn_bytes: u64,
 }
 
 /// Reads and decodes a whole WAL file.
@@ -49,5 +53,12 @@ pub fn read_wal(fs: &dyn FileSystem, path: &Path) -> Result<ReadWal> {
             }
         }
     }
-    Ok(ReadWal { batches, offsets, end, continues_in })
+    let torn_bytes = match &end {
+        WalEnd::TornTail { offset, .. } => {
+            let written = bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i as u64 + 1);
+            written.saturating_sub(*offset)
+        }
+        _ => 0,
+    };
+    Ok(ReadWal { batches, offsets, end, continues_in, torn_bytes })
 }

@@ -131,7 +131,59 @@ pub fn open_db(dir: &Path, create: bool) -> Result<Db, CliError> {
         )));
     }
     let opts = Options { create_if_missing: create, ..Options::default() };
-    Ok(Db::open(dir, opts)?)
+    let db = Db::open(dir, opts)?;
+    note_recovery(&db, true);
+    Ok(db)
+}
+
+/// What opens found that lost or may lose writes, said once on stderr at the end of the command
+/// (`run` prints them): a command must not read a database that recovery cut and say nothing.
+static RECOVERY_NOTICES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Notes what the open of `db` reported about the WAL, if anything was lost or is damaged.
+fn note_recovery(db: &Db, writable: bool) {
+    let report = db.recovery_report();
+    let mut notes = Vec::new();
+    if let Some(t) = &report.torn_tail {
+        notes.push(if writable {
+            format!(
+                "recovery cut a damaged last record ({} bytes at offset {} of {}: {}); the write it held is lost. A crash during that write is the usual cause; if it had been synced, the disk or another program changed the file (events: `LOG`)",
+                t.bytes_cut,
+                t.offset,
+                t.path.display(),
+                t.reason
+            )
+        } else {
+            format!(
+                "the newest WAL ends in a damaged record ({} bytes at offset {} of {}: {}); this read leaves it out, and the next writable open cuts it. If no writer is running, a crash cut that write short",
+                t.bytes_cut,
+                t.offset,
+                t.path.display(),
+                t.reason
+            )
+        });
+    }
+    if let Some((path, offset, why)) = &report.prefix_kept_at {
+        notes.push(format!(
+            "recovery kept only the writes before offset {offset} of {} ({why}); later WAL files dropped: {}",
+            path.display(),
+            report.wal_files_dropped.len()
+        ));
+    }
+    if !notes.is_empty()
+        && let Ok(mut all) = RECOVERY_NOTICES.lock()
+    {
+        for n in notes {
+            if !all.contains(&n) {
+                all.push(n);
+            }
+        }
+    }
+}
+
+/// Takes the recovery notices gathered by this command's opens (each once).
+pub fn take_recovery_notices() -> Vec<String> {
+    RECOVERY_NOTICES.lock().map(|mut all| std::mem::take(&mut *all)).unwrap_or_default()
 }
 
 /// Opens an existing database read-only for a command that only reads: no lock is taken and
@@ -141,7 +193,9 @@ pub fn open_db_read_only(dir: &Path) -> Result<Db, CliError> {
     if !dir.join("MANIFEST").exists() {
         return Err(CliError::new(format!("{} is not a strata database (no MANIFEST)", dir.display())));
     }
-    Ok(Db::open_read_only(dir, Options::default())?)
+    let db = Db::open_read_only(dir, Options::default())?;
+    note_recovery(&db, false);
+    Ok(db)
 }
 
 /// The schema of a table.

@@ -169,6 +169,9 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Key(a) => keys::run(&a, out),
         Command::Bench(a) => crate::bench::run(&a, out, err),
     };
+    for notice in common::take_recovery_notices() {
+        let _ = writeln!(err, "strata: warning: {notice}");
+    }
     match r {
         Ok(code) => code,
         Err(e) if e.is_closed_pipe() => crate::EXIT_OK,
