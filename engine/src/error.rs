@@ -59,6 +59,10 @@ pub enum Error {
     /// can no longer be promised; writes are refused until the database is reopened.
     #[error("database is poisoned by an earlier failure, reopen it: {0}")]
     Poisoned(String),
+    /// An invariant of the engine itself broke (a bug, never bad input): the work that found
+    /// it stops, and a background job that returns it poisons the database.
+    #[error("internal error (a strata bug; please report it): {0}")]
+    Internal(String),
     /// The database was closed.
     #[error("database is closed")]
     Closed,

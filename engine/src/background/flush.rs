@@ -193,7 +193,7 @@ impl Inner {
                 };
                 let mut t = (**t).clone();
                 let Some(p) = t.partitions.iter_mut().find(|p| p.id == nf.partition_id) else {
-                    return Err(Error::invalid("internal", "flushed partition vanished"));
+                    return Err(Error::Internal("flushed partition vanished".into()));
                 };
                 let mut np = (**p).clone();
                 if np.levels.is_empty() {

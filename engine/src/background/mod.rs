@@ -18,14 +18,11 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::db::Inner;
 
-/// A message to a background thread.
+/// A wake-up for a background thread: look for work. Whether to stop is not a message but a
+/// state ([`Background::stopping`]) every thread reads after each wake-up, so no count of
+/// messages has to match the number of threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BgMsg {
-    /// Look for work.
-    Work,
-    /// Exit.
-    Shutdown,
-}
+pub struct Wake;
 
 /// The longest a compaction thread with compactions still pending goes without running the
 /// split planner.
@@ -34,11 +31,14 @@ const PLANNER_INTERVAL: Duration = Duration::from_secs(1);
 /// Channels, threads and coordination state of the background work.
 #[derive(Debug)]
 pub struct Background {
-    flush_tx: Sender<BgMsg>,
-    flush_rx: Receiver<BgMsg>,
-    compact_tx: Sender<BgMsg>,
-    compact_rx: Receiver<BgMsg>,
+    flush_tx: Sender<Wake>,
+    flush_rx: Receiver<Wake>,
+    compact_tx: Sender<Wake>,
+    compact_rx: Receiver<Wake>,
     handles: Mutex<Vec<JoinHandle<()>>>,
+    /// Set once by [`Background::shutdown`]: every thread exits at its next wake-up, and the
+    /// compaction loops stop between two jobs.
+    stopping: AtomicBool,
     /// Background compaction paused.
     pub paused: AtomicBool,
     /// Partitions being compacted, split or merged.
@@ -64,6 +64,7 @@ impl Background {
             compact_tx,
             compact_rx,
             handles: Mutex::new(Vec::new()),
+            stopping: AtomicBool::new(false),
             paused: AtomicBool::new(paused),
             busy: Mutex::new(HashSet::new()),
             active: AtomicUsize::new(0),
@@ -75,12 +76,12 @@ impl Background {
 
     /// Wakes the flush thread.
     pub fn kick_flush(&self) {
-        let _ = self.flush_tx.send(BgMsg::Work);
+        let _ = self.flush_tx.send(Wake);
     }
 
     /// Wakes a compaction thread.
     pub fn kick_compaction(&self) {
-        let _ = self.compact_tx.send(BgMsg::Work);
+        let _ = self.compact_tx.send(Wake);
     }
 
     /// Marks a background thread busy until the guard drops (then signals progress).
@@ -104,6 +105,11 @@ impl Background {
             }
             self.wait_progress(epoch, Duration::from_millis(100));
         }
+    }
+
+    /// Whether [`Background::shutdown`] has begun.
+    fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
     }
 
     /// Whether any background thread is working.
@@ -143,10 +149,13 @@ impl Background {
 
     /// Stops and joins every thread.
     pub fn shutdown(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
         let handles: Vec<_> = std::mem::take(&mut *self.handles.lock());
+        // One wake-up per thread on each channel: a thread blocked in `recv` wakes, reads
+        // `stopping` and exits; a wake-up left over is never read.
         for _ in 0..handles.len() {
-            let _ = self.flush_tx.send(BgMsg::Shutdown);
-            let _ = self.compact_tx.send(BgMsg::Shutdown);
+            let _ = self.flush_tx.send(Wake);
+            let _ = self.compact_tx.send(Wake);
         }
         for h in handles {
             let _ = h.join();
@@ -202,80 +211,165 @@ fn guarded(inner: &Inner, what: &str, f: impl FnOnce() -> crate::Result<()>) {
     }
 }
 
-/// Starts the flush thread and the compaction threads.
+/// Starts the flush thread and the compaction threads. If a thread cannot be started, those
+/// already running are stopped and joined before the error returns: they hold the engine
+/// (and with it the folder's lock), which must be released for the failed open to leave
+/// nothing behind.
 pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
-    let mut handles = inner.bg.handles.lock();
+    let started = spawn_all(inner);
+    if started.is_err() {
+        inner.bg.shutdown();
+    }
+    started
+}
+
+/// Spawns a named background thread (tests can make the `n`th spawn fail: `spawn_fault::fail_spawn_at`).
+fn spawn(inner: &Inner, name: String, f: impl FnOnce() + Send + 'static) -> crate::Result<JoinHandle<()>> {
+    #[cfg(test)]
+    if spawn_fault::should_fail() {
+        return Err(crate::Error::io(
+            "spawn background thread",
+            &inner.path,
+            std::io::Error::other("injected spawn failure"),
+        ));
+    }
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(f)
+        .map_err(|e| crate::Error::io("spawn background thread", &inner.path, e))
+}
+
+fn spawn_all(inner: &Arc<Inner>) -> crate::Result<()> {
     let i = inner.clone();
     let rx = inner.bg.flush_rx.clone();
-    handles.push(
-        std::thread::Builder::new()
-            .name("strata-flush".into())
-            .spawn(move || {
-                while let Ok(BgMsg::Work) = rx.recv() {
-                    while rx.try_recv() == Ok(BgMsg::Work) {}
-                    let _active = i.bg.activity();
-                    if i.is_poisoned() {
-                        continue;
-                    }
-                    guarded(&i, "flush", || i.flush_sealed());
-                    i.bg.notify_progress();
-                    i.bg.kick_compaction();
-                }
-            })
-            .map_err(|e| crate::Error::io("spawn flush thread", &inner.path, e))?,
-    );
+    let flush = spawn(inner, "strata-flush".into(), move || {
+        while rx.recv().is_ok() && !i.bg.is_stopping() {
+            // Wake-ups that queued meanwhile are answered by this round.
+            while rx.try_recv().is_ok() {}
+            let _active = i.bg.activity();
+            if i.is_poisoned() {
+                continue;
+            }
+            guarded(&i, "flush", || i.flush_sealed());
+            i.bg.notify_progress();
+            i.bg.kick_compaction();
+        }
+    })?;
+    inner.bg.handles.lock().push(flush);
     for n in 0..inner.opts.compaction_threads.max(1) {
         let i = inner.clone();
         let rx = inner.bg.compact_rx.clone();
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("strata-compact-{n}"))
-                .spawn(move || {
-                    while let Ok(BgMsg::Work) = rx.recv() {
-                        let _active = i.bg.activity();
-                        let _compacting = i.bg.compacting();
-                        // Compact until nothing is pending, then plan splits and merges; a
-                        // split leaves shared files to rewrite, so go round again after one.
-                        // Under steady writes there may always be another compaction: the
-                        // planner then runs at least every PLANNER_INTERVAL between them, or
-                        // a partition would never be split while its writes last.
-                        loop {
-                            let since = std::time::Instant::now();
-                            let mut cut_short = false;
-                            loop {
-                                if i.bg.paused.load(Ordering::SeqCst) || i.is_poisoned() {
-                                    break;
-                                }
-                                let mut did = false;
-                                guarded(&i, "compaction", || {
-                                    did = i.compact_once()?;
-                                    Ok(())
-                                });
-                                if !did {
-                                    break;
-                                }
-                                i.bg.notify_progress();
-                                if since.elapsed() >= PLANNER_INTERVAL {
-                                    cut_short = true;
-                                    break;
-                                }
-                            }
-                            let mut changes = 0;
-                            if i.opts.auto_split && !i.bg.paused.load(Ordering::Acquire) && !i.is_poisoned() {
-                                guarded(&i, "split planner", || {
-                                    changes = i.run_split_planner()?;
-                                    Ok(())
-                                });
-                            }
-                            i.bg.notify_progress();
-                            if changes == 0 && !cut_short {
-                                break;
-                            }
+        let compaction = spawn(inner, format!("strata-compact-{n}"), move || {
+            while rx.recv().is_ok() && !i.bg.is_stopping() {
+                let _active = i.bg.activity();
+                let _compacting = i.bg.compacting();
+                // Compact until nothing is pending, then plan splits and merges; a
+                // split leaves shared files to rewrite, so go round again after one.
+                // Under steady writes there may always be another compaction: the
+                // planner then runs at least every PLANNER_INTERVAL between them, or
+                // a partition would never be split while its writes last.
+                loop {
+                    let since = std::time::Instant::now();
+                    let mut cut_short = false;
+                    loop {
+                        if i.bg.paused.load(Ordering::SeqCst) || i.is_poisoned() || i.bg.is_stopping() {
+                            break;
+                        }
+                        let mut did = false;
+                        guarded(&i, "compaction", || {
+                            did = i.compact_once()?;
+                            Ok(())
+                        });
+                        if !did {
+                            break;
+                        }
+                        i.bg.notify_progress();
+                        if since.elapsed() >= PLANNER_INTERVAL {
+                            cut_short = true;
+                            break;
                         }
                     }
-                })
-                .map_err(|e| crate::Error::io("spawn compaction thread", &inner.path, e))?,
-        );
+                    let mut changes = 0;
+                    if i.opts.auto_split && !i.bg.paused.load(Ordering::Acquire) && !i.is_poisoned() {
+                        guarded(&i, "split planner", || {
+                            changes = i.run_split_planner()?;
+                            Ok(())
+                        });
+                    }
+                    i.bg.notify_progress();
+                    if (changes == 0 && !cut_short) || i.bg.is_stopping() {
+                        break;
+                    }
+                }
+            }
+        })?;
+        inner.bg.handles.lock().push(compaction);
     }
     Ok(())
+}
+
+/// Test-only injection of a failed thread spawn.
+#[cfg(test)]
+pub(crate) mod spawn_fault {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Spawns left before the one that fails (`None`: none fails).
+        static LEFT: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+
+    /// Makes the `n`th background thread spawned from this thread fail (0: the first).
+    pub(crate) fn fail_spawn_at(n: Option<usize>) {
+        LEFT.with(|l| l.set(n));
+    }
+
+    /// Whether this spawn is the one to fail.
+    pub(super) fn should_fail() -> bool {
+        LEFT.with(|l| match l.get() {
+            Some(0) => {
+                l.set(None);
+                true
+            }
+            Some(n) => {
+                l.set(Some(n - 1));
+                false
+            }
+            None => false,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::clock::ManualClock;
+    use crate::fs::MemFs;
+    use crate::{Db, Error, KeyType, Options, TableSchema};
+
+    /// A background thread that cannot be started fails the open, and the threads started
+    /// before it are stopped: they held the engine and the folder's lock, so the same process
+    /// could not open the folder again. Every spawn position is tried.
+    #[test]
+    fn an_open_whose_thread_spawn_fails_leaves_nothing_behind() -> crate::Result<()> {
+        let fs = MemFs::new();
+        let opts = || Options {
+            fs: Arc::new(fs.clone()),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            compaction_threads: 2,
+            ..Options::small_for_tests()
+        };
+        Db::open("/db", opts())?.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
+        for failing in 0..3 {
+            super::spawn_fault::fail_spawn_at(Some(failing));
+            let failed = Db::open("/db", opts());
+            super::spawn_fault::fail_spawn_at(None);
+            assert!(matches!(failed, Err(Error::Io { .. })), "spawn {failing}: {failed:?}");
+            // The folder is free again: the next open in this process succeeds.
+            let db = Db::open("/db", opts())?;
+            assert!(db.list_tables().contains(&"t".to_string()), "spawn {failing}");
+            db.close()?;
+        }
+        Ok(())
+    }
 }

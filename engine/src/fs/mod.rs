@@ -10,7 +10,7 @@ mod fault;
 mod mapped;
 mod mem;
 mod os;
-pub(crate) use os::OPEN_IN_THIS_PROCESS;
+pub(crate) use os::is_open_in_this_process;
 #[cfg(target_os = "linux")]
 mod writeback;
 

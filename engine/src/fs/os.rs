@@ -294,7 +294,23 @@ fn open_in_this_process() -> &'static parking_lot::Mutex<std::collections::HashS
 }
 
 /// The error `FileSystem::lock` returns for a folder this process already holds.
-pub(crate) const OPEN_IN_THIS_PROCESS: &str = "already open in this process";
+/// The error payload of a lock refused because this process holds it already: callers tell it
+/// from another process's lock by its type ([`is_open_in_this_process`]), never by its text.
+#[derive(Debug)]
+pub(crate) struct OpenInThisProcess;
+
+impl std::fmt::Display for OpenInThisProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("already open in this process")
+    }
+}
+
+impl std::error::Error for OpenInThisProcess {}
+
+/// True when `e` refused a lock because this process holds it already.
+pub(crate) fn is_open_in_this_process(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<OpenInThisProcess>())
+}
 
 impl FileSystem for OsFs {
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
@@ -392,7 +408,7 @@ impl FileSystem for OsFs {
         if let Some(id) = id
             && open.contains(&id)
         {
-            return Err(io::Error::new(io::ErrorKind::WouldBlock, OPEN_IN_THIS_PROCESS));
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, OpenInThisProcess));
         }
         try_lock(&folder)?;
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;

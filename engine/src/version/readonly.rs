@@ -40,28 +40,37 @@ pub(crate) fn open_read_only(path: &Path, opts: Options) -> Result<Recovered> {
     for _ in 0..ATTEMPTS {
         match load(path, &opts) {
             Ok(r) => return Ok(r),
-            Err(e) if changed_underneath(&e) => last = Some(e),
-            Err(e) => return Err(e),
+            Err(Attempt::Retry(e)) => last = Some(e),
+            Err(Attempt::Fail(e)) => return Err(e),
         }
     }
     Err(last.unwrap_or(Error::Closed))
 }
 
-/// True for the errors a writer changing files during the load explains: a file gone, or a
-/// log gone between listing and reading (a gap in the sequence numbers).
-fn changed_underneath(e: &Error) -> bool {
-    match e {
-        Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
-        Error::Corruption { detail, .. } => detail.contains("sequence numbers jump"),
-        _ => false,
+/// Why a load did not finish: the writer changed files during it (load again), or anything
+/// else (give up). Decided where the error arises, by its kind, never by its message.
+enum Attempt {
+    /// A file gone, or a log gone between listing and reading (a gap in the sequence numbers).
+    Retry(Error),
+    /// Any other error.
+    Fail(Error),
+}
+
+impl From<Error> for Attempt {
+    /// A file not found is a file the writer deleted after it was listed; everything else fails.
+    fn from(e: Error) -> Attempt {
+        match &e {
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => Attempt::Retry(e),
+            _ => Attempt::Fail(e),
+        }
     }
 }
 
-fn load(path: &Path, opts: &Options) -> Result<Recovered> {
+fn load(path: &Path, opts: &Options) -> Result<Recovered, Attempt> {
     let fs = opts.fs.clone();
     let manifest_path = paths::manifest(path);
     if !fs.exists(&manifest_path) {
-        return Err(Error::NotADatabase { path: path.to_path_buf(), reason: "no MANIFEST".into() });
+        return Err(Error::NotADatabase { path: path.to_path_buf(), reason: "no MANIFEST".into() }.into());
     }
     let bytes = fs.read(&manifest_path).map_err(|e| Error::io("read manifest", &manifest_path, e))?;
     let data = ManifestData::decode(&bytes).map_err(|e| Error::corruption(&manifest_path, e))?;
@@ -95,16 +104,17 @@ fn load(path: &Path, opts: &Options) -> Result<Recovered> {
             Ok(w) => w,
             // The writer created it a moment ago and its header is not there yet.
             Err(Error::Corruption { .. }) if Some(n) == newest => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         report.wal_files_replayed += 1;
         for (b, &offset) in w.batches.iter().zip(&w.offsets) {
             if let Err(gap) = chain.check(b.first_seqno, b.entries.len()) {
-                return Err(Error::Corruption {
+                // The writer flushed and deleted a log between the listing and this read.
+                return Err(Attempt::Retry(Error::Corruption {
                     path: wpath,
                     offset,
                     detail: format!("sequence numbers jump from {} to {}", gap.expected, gap.found),
-                });
+                }));
             }
             report.entries_replayed +=
                 replay_batch(b, data.flushed_seqno, &version, &mut stamps, &mem, &mut last_seqno)?;
@@ -118,7 +128,7 @@ fn load(path: &Path, opts: &Options) -> Result<Recovered> {
                     Some(TornTail { path: wpath, offset: *offset, bytes_cut: w.torn_bytes, reason: reason.clone() });
             }
             (WalEnd::TornTail { offset, reason } | WalEnd::Corrupt { offset, reason }, _) => {
-                return Err(Error::Corruption { path: wpath, offset: *offset, detail: reason.clone() });
+                return Err(Error::Corruption { path: wpath, offset: *offset, detail: reason.clone() }.into());
             }
         }
     }

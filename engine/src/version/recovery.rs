@@ -139,7 +139,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     }
     let lock_path = paths::lock(path);
     let lock = fs.lock(&lock_path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::WouldBlock && e.to_string() == crate::fs::OPEN_IN_THIS_PROCESS {
+        if crate::fs::is_open_in_this_process(&e) {
             Error::AlreadyOpen(path.to_path_buf())
         } else if e.kind() == std::io::ErrorKind::WouldBlock {
             Error::Locked(path.to_path_buf())

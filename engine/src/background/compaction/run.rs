@@ -218,7 +218,7 @@ impl Inner {
             let mut results = vec![run(first)];
             for h in handles {
                 results.push(match h {
-                    Ok(h) => h.join().unwrap_or_else(|_| Err(Error::invalid("internal", "subcompaction panicked"))),
+                    Ok(h) => h.join().unwrap_or_else(|_| Err(Error::Internal("subcompaction panicked".into()))),
                     Err(e) => Err(Error::io("spawn subcompaction", &self.path, e)),
                 });
             }
