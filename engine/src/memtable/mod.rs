@@ -109,7 +109,13 @@ impl Memtable {
                 max_seq = max_seq.max(*seqno);
             }
             self.bloom.insert_all(hashes.get(..n).unwrap_or_default());
-            ok = chunk.iter().take(n).flatten().all(|&(t, pk, seqno, record)| list.insert_row(t, pk, seqno, record));
+            ok = chunk.iter().take(n).flatten().all(|&(t, pk, seqno, record)| {
+                #[cfg(test)]
+                if insert_fault::should_fail() {
+                    return false;
+                }
+                list.insert_row(t, pk, seqno, record)
+            });
         }
         drop(list);
         self.max_seqno.fetch_max(max_seq, Ordering::Relaxed);
@@ -401,5 +407,33 @@ mod tests {
             prop_assert_eq!(m.chunk(table, true, bound, &lo, hi.as_deref(), n), fwd);
             prop_assert_eq!(m.chunk(table, false, bound, &lo, hi.as_deref(), n), rev);
         }
+    }
+}
+
+/// Test-only injection of an arena that cannot grow: an insert that fails part-way.
+#[cfg(test)]
+pub(crate) mod insert_fault {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Entries this thread may still insert before one fails (`None`: none fails).
+        static LEFT: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+
+    /// Makes the entry after the next `n` inserted by this thread fail.
+    pub(crate) fn fail_after(n: Option<usize>) {
+        LEFT.with(|l| l.set(n));
+    }
+
+    /// Whether this insert is the one to fail.
+    pub(super) fn should_fail() -> bool {
+        LEFT.with(|l| match l.get() {
+            Some(0) => true,
+            Some(n) => {
+                l.set(Some(n - 1));
+                false
+            }
+            None => false,
+        })
     }
 }

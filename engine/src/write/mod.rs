@@ -352,9 +352,20 @@ impl Inner {
         // `insert_rows`); a batch that reads rows first sees every earlier batch inserted.
         deferred.clear();
         let mut load = LoadCounter { now, sample: self.opts.load_split.is_some(), table: None, run: None };
+        // An insert that failed part-way (the memtable's arena could not grow): the database is
+        // poisoned, nothing of the group is logged or published, and no writer of the group is
+        // acknowledged, so no reader sees half a batch.
+        let mut failed: Option<Error> = None;
         for (ticket, pending) in group {
-            if pending.reads_rows() {
-                self.insert_rows(&active, deferred.drain(..), row_bufs);
+            if failed.is_none()
+                && pending.reads_rows()
+                && let Err(e) = self.insert_rows(&active, deferred.drain(..), row_bufs)
+            {
+                failed = Some(e);
+            }
+            if let Some(e) = &failed {
+                results.push((ticket, Err(e.same_refusal())));
+                continue;
             }
             let prepared = match &pending {
                 Pending::Ops(ops) => self.prepare_batch(&version, ops, now, next_seq, &stamps, row_bufs),
@@ -426,6 +437,9 @@ impl Inner {
         }
         drop(stamps);
         drop(load);
+        if let Some(e) = failed {
+            return Self::unacknowledged(results, &e);
+        }
         if !wal_buf.is_empty() {
             let mut wal = self.wal.lock();
             let always = self.opts.sync_mode == SyncMode::Always;
@@ -437,22 +451,17 @@ impl Inner {
                     // it (fillsync: docs/PERFORMANCE.md).
                     wal.start_sync();
                 }
-                self.insert_rows(&active, deferred.drain(..), row_bufs);
+                let inserted = self.insert_rows(&active, deferred.drain(..), row_bufs);
                 if always {
                     r = wal.sync();
+                }
+                if let Err(e) = inserted {
+                    return Self::unacknowledged(results, &e);
                 }
             }
             if let Err(e) = r {
                 self.poison(&format!("WAL write failed: {e}"));
-                let msg = e.to_string();
-                for (_, res) in &mut results {
-                    if let Ok(rows) = res
-                        && rows.iter().any(|o| o.is_ok())
-                    {
-                        *res = Err(Error::Poisoned(msg.clone()));
-                    }
-                }
-                return results;
+                return Self::unacknowledged(results, &Error::Poisoned(e.to_string()));
             }
             self.stats.wal_bytes.fetch_add(wal_buf.len() as u64, Ordering::Relaxed);
             self.stats.user_bytes.fetch_add(written_bytes, Ordering::Relaxed);
@@ -485,12 +494,17 @@ impl Inner {
     /// writes the record — unless a later batch of the group reads rows (a condition, an
     /// increment), which must see it: then it goes in before that batch is prepared. Readers
     /// see neither way before the group's sequence number is published.
+    ///
+    /// # Errors
+    /// `Poisoned` when a batch went in only in part (the memtable's arena could not grow): the
+    /// database is poisoned, since sequence numbers were handed out and partly used, and the
+    /// caller acknowledges nothing of the group.
     fn insert_rows(
         &self,
         active: &crate::memtable::Memtable,
         batches: impl Iterator<Item = (u64, Vec<PreparedRow>)>,
         bufs: &RowBufs,
-    ) {
+    ) -> Result<()> {
         let (keys, records) = (&bufs.keys, &bufs.records);
         for (first_seqno, rows) in batches {
             let inserted = active.insert_batch(rows.iter().enumerate().map(|(i, r)| {
@@ -498,11 +512,25 @@ impl Inner {
                 (r.table_id, pk, first_seqno + i as u64, records.get(r.record.clone()).unwrap_or_default())
             }));
             if !inserted {
-                // Sequence numbers were handed out and partly inserted: no later write may
-                // reuse them.
-                self.poison("the memtable could not grow its arena");
+                let why = "the memtable could not grow its arena";
+                self.poison(why);
+                return Err(Error::Poisoned(why.into()));
             }
         }
+        Ok(())
+    }
+
+    /// The group's results once it cannot be acknowledged: every batch that would have been
+    /// applied gets `error` (batches refused on their own keep their refusal).
+    fn unacknowledged(mut results: Vec<(u64, GroupResult)>, error: &Error) -> Vec<(u64, GroupResult)> {
+        for (_, res) in &mut results {
+            if let Ok(rows) = res
+                && rows.iter().any(|o| o.is_ok())
+            {
+                *res = Err(error.same_refusal());
+            }
+        }
+        results
     }
 
     /// Prepares one batch: `Ok(Ok(rows))` to apply, `Ok(Err(outcomes))` when a row failed (the
@@ -895,6 +923,45 @@ mod tests {
 
     fn pk(i: i64) -> PrimaryKey {
         PrimaryKey::new(vec![PkValue::Integer(i)])
+    }
+
+    /// A batch the memtable takes only in part (its arena cannot grow) is never acknowledged
+    /// and never seen: the writer gets `Poisoned`, no row of the batch is visible (the group's
+    /// sequence numbers are not published), and later writes are refused. Both places a batch
+    /// goes in are tried: after the group's WAL append, and before a batch that reads rows.
+    #[test]
+    fn a_batch_inserted_in_part_is_neither_acknowledged_nor_visible() -> Result<()> {
+        for reads_rows in [false, true] {
+            let opts = Options {
+                fs: Arc::new(MemFs::new()),
+                clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+                ..Options::small_for_tests()
+            };
+            let db = Db::open("/db", opts)?;
+            db.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
+            db.put_row(PutRow::new("t", pk(100)).column("n", 1))?;
+            let mut ops: Vec<WriteOp> = (0..10).map(|i| PutRow::new("t", pk(i)).column("n", i).into()).collect();
+            if reads_rows {
+                // An increment reads its row: the batches before it go in first.
+                ops.push(UpdateRow::new("t", pk(100)).increment("n", 1).into());
+            }
+            crate::memtable::insert_fault::fail_after(Some(3));
+            let written = db.batch_write(ops);
+            crate::memtable::insert_fault::fail_after(None);
+            assert!(matches!(written, Err(Error::Poisoned(_))), "reads_rows={reads_rows}: {written:?}");
+            for i in 0..10 {
+                assert!(
+                    db.get_row("t", &pk(i), &ReadOptions::default())?.is_none(),
+                    "reads_rows={reads_rows}: row {i} of a half-applied batch is visible"
+                );
+            }
+            let row = db.get_row("t", &pk(100), &ReadOptions::default())?;
+            let n = row.as_ref().and_then(|r| r.get("n").cloned());
+            assert_eq!(n, Some(crate::Value::Integer(1)), "reads_rows={reads_rows}");
+            let later = db.put_row(PutRow::new("t", pk(200)).column("n", 1));
+            assert!(matches!(later, Err(Error::Poisoned(_))), "reads_rows={reads_rows}: {later:?}");
+        }
+        Ok(())
     }
 
     /// The leader inserts a group's rows into the memtable after its WAL append, except that a
