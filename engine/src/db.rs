@@ -281,6 +281,14 @@ impl Inner {
         let cur = self.state.read().version.clone();
         let mut next_ms = ms.clone();
         let new_v = f(&cur, &mut next_ms)?;
+        // Every structure change is checked against the version's invariants before it is
+        // written (debug builds and tests: the check walks every file of every partition).
+        #[cfg(debug_assertions)]
+        if let Err(broken) = new_v.check() {
+            let e = Error::Internal(format!("a structure change breaks the version's invariants: {broken}"));
+            self.poison(&e.to_string());
+            return Err(e);
+        }
         next_ms.generation += 1;
         if let Err(e) = self.write_manifest(&new_v, &next_ms) {
             self.poison(&format!("manifest write failed: {e}"));

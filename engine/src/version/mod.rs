@@ -3,6 +3,7 @@
 //! flush, compaction, split or DDL never changes what an open read sees; each of those builds a
 //! new version and installs it (see `Inner::install` in db.rs).
 
+pub(crate) mod check;
 pub(crate) mod checkpoint;
 pub(crate) mod readonly;
 pub(crate) mod recovery;

@@ -1,0 +1,241 @@
+//! The invariants of a [`Version`], checked in code: every structure change is checked before
+//! it is installed in debug builds and tests (`Inner::install`), so a change that breaks one
+//! fails where it is made instead of showing up later as a wrong read.
+//!
+//! 1. A table's partitions tile the partition-key space in order: the first starts unbounded,
+//!    the last ends unbounded, each ends where the next starts, and none is empty.
+//! 2. Level 0 is ordered newest first (by highest sequence number).
+//! 3. The files of a level deeper than 0 do not overlap in what the partition reads of them.
+//! 4. Every file lies inside its partition: what the partition reads of it (its key range cut
+//!    by its clip bounds) is within the partition's bounds.
+//! 5. A file is in one level of a partition only once.
+
+use std::collections::HashSet;
+
+use strata_format::key::{partition_key, user_key};
+
+use super::{FileEntry, Partition, Version};
+
+impl Version {
+    /// Checks the invariants above; the first broken one is described.
+    ///
+    /// # Errors
+    /// A description of the first invariant found broken (table, partition, file).
+    pub fn check(&self) -> Result<(), String> {
+        for t in self.tables.values() {
+            let name = &t.schema.name;
+            let Some(first) = t.partitions.first() else {
+                return Err(format!("table {name} has no partition"));
+            };
+            if first.start.is_some() {
+                return Err(format!("table {name}: the first partition {} does not start unbounded", first.id));
+            }
+            if t.partitions.last().is_some_and(|p| p.end.is_some()) {
+                return Err(format!("table {name}: the last partition does not end unbounded"));
+            }
+            for pair in t.partitions.windows(2) {
+                if let [a, b] = pair
+                    && (a.end.is_none() || a.end != b.start)
+                {
+                    return Err(format!(
+                        "table {name}: partition {} ends where partition {} does not start",
+                        a.id, b.id
+                    ));
+                }
+            }
+            for p in &t.partitions {
+                check_partition(p).map_err(|e| format!("table {name}, partition {}: {e}", p.id))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_partition(p: &Partition) -> Result<(), String> {
+    if let (Some(s), Some(e)) = (&p.start, &p.end)
+        && s >= e
+    {
+        return Err("its start is not below its end".into());
+    }
+    for (level, files) in p.levels.iter().enumerate() {
+        let mut ids = HashSet::new();
+        for f in files {
+            if !ids.insert(f.rec.id) {
+                return Err(format!("file {} is twice in level {level}", f.rec.id));
+            }
+            check_inside(p, f).map_err(|e| format!("file {} (level {level}): {e}", f.rec.id))?;
+        }
+        if level == 0 {
+            if let Some(pair) = files.windows(2).find(|w| matches!(w, [a, b] if a.rec.max_seqno < b.rec.max_seqno)) {
+                let ids: Vec<u64> = pair.iter().map(|f| f.rec.id).collect();
+                return Err(format!("level 0 is not newest first: files {ids:?}"));
+            }
+            continue;
+        }
+        for pair in files.windows(2) {
+            if let [a, b] = pair
+                && !ends_before(a, b.effective_lo())
+            {
+                return Err(format!("files {} and {} of level {level} overlap", a.rec.id, b.rec.id));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// True when everything the partition reads of `f` sorts below the user key `lo`.
+fn ends_before(f: &FileEntry, lo: &[u8]) -> bool {
+    user_key(&f.rec.largest) < lo || f.rec.clip_end.as_deref().is_some_and(|e| e <= lo)
+}
+
+/// What the partition reads of `f` lies within the partition's bounds.
+fn check_inside(p: &Partition, f: &FileEntry) -> Result<(), String> {
+    let lo = partition_key(f.effective_lo());
+    if p.start.as_deref().is_some_and(|s| lo < s) {
+        return Err("it starts below its partition".into());
+    }
+    if let Some(end) = p.end.as_deref() {
+        let largest = partition_key(user_key(&f.rec.largest));
+        let clipped = f.rec.clip_end.as_deref().is_some_and(|e| e <= end);
+        if largest >= end && !clipped {
+            return Err("it ends above its partition".into());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use strata_format::key::{PkValue, encode_pk, internal_key};
+    use strata_format::manifest::FileRecord;
+    use strata_format::sst::{SstBuildOptions, SstProperties};
+
+    use super::*;
+    use crate::fs::MemFs;
+    use crate::model::schema::TableSchema;
+    use crate::sst::{BlockCache, SstFileWriter, SstReader};
+    use crate::version::Table;
+    use crate::{KeyType, Result};
+
+    /// One small SSTable every fake entry points at: the check reads only the records.
+    fn reader() -> Result<Arc<SstReader>> {
+        let fs: Arc<dyn crate::fs::FileSystem> = Arc::new(MemFs::new());
+        let path = Path::new("/f.sst");
+        let opts = SstBuildOptions { block_size: 512, compress: false, bloom_bits_per_key: 10 };
+        let mut w = SstFileWriter::create(fs.clone(), path, opts, SstProperties::default())?;
+        let mut record = Vec::new();
+        strata_format::record::encode_put(Some(1), &[], &mut record);
+        w.add(&internal_key(&pk(1), 1), &record)?;
+        w.finish()?;
+        SstReader::open(fs, path, 1, Arc::new(BlockCache::new(1 << 20)))
+    }
+
+    fn pk(v: i64) -> Vec<u8> {
+        encode_pk(&[PkValue::Integer(v)])
+    }
+
+    /// A file of keys `lo..=hi` with highest sequence number `seq`.
+    fn file(r: &Arc<SstReader>, id: u64, lo: i64, hi: i64, seq: u64) -> Arc<FileEntry> {
+        let rec = FileRecord {
+            id,
+            home_partition: 1,
+            level: 0,
+            size: 100,
+            smallest: internal_key(&pk(lo), seq),
+            largest: internal_key(&pk(hi), seq),
+            min_seqno: seq,
+            max_seqno: seq,
+            entries: 1,
+            clip_start: None,
+            clip_end: None,
+        };
+        Arc::new(FileEntry { reader: r.clone(), rec })
+    }
+
+    /// A version of one table with `parts` as (start, end, levels); levels are kept in the
+    /// order given (no normalizing), so broken orders can be built.
+    /// A partition as a test gives it: start, end, levels.
+    type PartitionSpec = (Option<i64>, Option<i64>, Vec<Vec<Arc<FileEntry>>>);
+
+    fn version(parts: Vec<PartitionSpec>) -> Version {
+        let partitions = parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, (s, e, levels))| {
+                Arc::new(Partition {
+                    id: i as u64 + 1,
+                    start: s.map(pk),
+                    end: e.map(pk),
+                    levels,
+                    load: Arc::default(),
+                    level_search: Vec::new(),
+                })
+            })
+            .collect();
+        let mut v = Version::default();
+        let schema = TableSchema::new("t").pk("k", KeyType::Integer);
+        v.put_table(Table { id: 1, schema, created_ms: 0, partitions });
+        v
+    }
+
+    #[test]
+    fn a_sound_version_passes() -> Result<()> {
+        let r = reader()?;
+        let v = version(vec![
+            (None, Some(10), vec![vec![file(&r, 3, 0, 9, 30), file(&r, 2, 1, 5, 20)], vec![file(&r, 1, 0, 4, 10)]]),
+            (Some(10), None, vec![vec![], vec![file(&r, 4, 10, 14, 5), file(&r, 5, 15, 20, 6)]]),
+        ]);
+        assert_eq!(v.check(), Ok(()));
+        Ok(())
+    }
+
+    #[test]
+    fn each_broken_invariant_is_named() -> Result<()> {
+        let r = reader()?;
+        let cases = [
+            ("gap", version(vec![(None, Some(10), vec![]), (Some(11), None, vec![])]), "does not start"),
+            ("bounded start", version(vec![(Some(0), None, vec![])]), "does not start unbounded"),
+            ("bounded end", version(vec![(None, Some(5), vec![])]), "does not end unbounded"),
+            (
+                "empty partition",
+                version(vec![(None, Some(10), vec![]), (Some(10), Some(10), vec![]), (Some(10), None, vec![])]),
+                "not below its end",
+            ),
+            (
+                "level 0 order",
+                version(vec![(None, None, vec![vec![file(&r, 1, 0, 9, 10), file(&r, 2, 0, 9, 20)]])]),
+                "newest first",
+            ),
+            (
+                "overlap",
+                version(vec![(None, None, vec![vec![], vec![file(&r, 1, 0, 9, 10), file(&r, 2, 5, 12, 20)]])]),
+                "overlap",
+            ),
+            (
+                "outside",
+                version(vec![(None, Some(10), vec![vec![file(&r, 1, 5, 12, 10)]]), (Some(10), None, vec![])]),
+                "ends above its partition",
+            ),
+            (
+                "below",
+                version(vec![(None, Some(10), vec![]), (Some(10), None, vec![vec![file(&r, 1, 5, 12, 10)]])]),
+                "starts below its partition",
+            ),
+            (
+                "twice",
+                version(vec![(None, None, vec![vec![], vec![file(&r, 1, 0, 4, 10), file(&r, 1, 5, 9, 10)]])]),
+                "twice",
+            ),
+        ];
+        for (what, v, expected) in cases {
+            match v.check() {
+                Err(e) => assert!(e.contains(expected), "{what}: {e}"),
+                Ok(()) => panic!("{what}: the check passed"),
+            }
+        }
+        Ok(())
+    }
+}
