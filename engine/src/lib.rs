@@ -59,6 +59,8 @@ pub mod retry;
 #[doc(hidden)]
 pub mod source;
 pub mod sst;
+#[cfg(test)]
+mod testdata;
 mod version;
 mod wal;
 mod write;

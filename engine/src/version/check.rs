@@ -106,79 +106,16 @@ fn check_inside(p: &Partition, f: &FileEntry) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
     use std::sync::Arc;
 
-    use strata_format::key::{PkValue, encode_pk, internal_key};
-    use strata_format::manifest::FileRecord;
-    use strata_format::sst::{SstBuildOptions, SstProperties};
-
-    use super::*;
-    use crate::fs::MemFs;
-    use crate::model::schema::TableSchema;
-    use crate::sst::{BlockCache, SstFileWriter, SstReader};
-    use crate::version::Table;
-    use crate::{KeyType, Result};
-
-    /// One small SSTable every fake entry points at: the check reads only the records.
-    fn reader() -> Result<Arc<SstReader>> {
-        let fs: Arc<dyn crate::fs::FileSystem> = Arc::new(MemFs::new());
-        let path = Path::new("/f.sst");
-        let opts = SstBuildOptions { block_size: 512, compress: false, bloom_bits_per_key: 10 };
-        let mut w = SstFileWriter::create(fs.clone(), path, opts, SstProperties::default())?;
-        let mut record = Vec::new();
-        strata_format::record::encode_put(Some(1), &[], &mut record);
-        w.add(&internal_key(&pk(1), 1), &record)?;
-        w.finish()?;
-        SstReader::open(fs, path, 1, Arc::new(BlockCache::new(1 << 20)))
-    }
-
-    fn pk(v: i64) -> Vec<u8> {
-        encode_pk(&[PkValue::Integer(v)])
-    }
+    use crate::Result;
+    use crate::sst::SstReader;
+    use crate::version::FileEntry;
+    use crate::version::testing::{reader, record, version};
 
     /// A file of keys `lo..=hi` with highest sequence number `seq`.
     fn file(r: &Arc<SstReader>, id: u64, lo: i64, hi: i64, seq: u64) -> Arc<FileEntry> {
-        let rec = FileRecord {
-            id,
-            home_partition: 1,
-            level: 0,
-            size: 100,
-            smallest: internal_key(&pk(lo), seq),
-            largest: internal_key(&pk(hi), seq),
-            min_seqno: seq,
-            max_seqno: seq,
-            entries: 1,
-            clip_start: None,
-            clip_end: None,
-        };
-        Arc::new(FileEntry { reader: r.clone(), rec })
-    }
-
-    /// A version of one table with `parts` as (start, end, levels); levels are kept in the
-    /// order given (no normalizing), so broken orders can be built.
-    /// A partition as a test gives it: start, end, levels.
-    type PartitionSpec = (Option<i64>, Option<i64>, Vec<Vec<Arc<FileEntry>>>);
-
-    fn version(parts: Vec<PartitionSpec>) -> Version {
-        let partitions = parts
-            .into_iter()
-            .enumerate()
-            .map(|(i, (s, e, levels))| {
-                Arc::new(Partition {
-                    id: i as u64 + 1,
-                    start: s.map(pk),
-                    end: e.map(pk),
-                    levels,
-                    load: Arc::default(),
-                    level_search: Vec::new(),
-                })
-            })
-            .collect();
-        let mut v = Version::default();
-        let schema = TableSchema::new("t").pk("k", KeyType::Integer);
-        v.put_table(Table { id: 1, schema, created_ms: 0, partitions });
-        v
+        crate::version::testing::file(r, record(id, lo, hi, 100, seq))
     }
 
     #[test]

@@ -8,6 +8,8 @@ pub(crate) mod checkpoint;
 pub(crate) mod readonly;
 pub(crate) mod recovery;
 pub(crate) mod sizes;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

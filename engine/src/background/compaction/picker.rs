@@ -212,3 +212,89 @@ pub fn full_compaction(t: &Table, p: &Partition) -> Option<CompactionTask> {
         score: f64::MAX,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::testdata::Case;
+    use crate::version::testing::{self, pk, reader, record};
+
+    /// Builds the partition a `pick` case describes: one line per file,
+    /// `L<level> f<id> <lo>..<hi> [size=N] [seq=N] [home=N] [clip=<lo>..<hi>]` (a clip end
+    /// may be left out: `clip=5..`).
+    fn partition(case: &Case, num_levels: usize) -> Partition {
+        let r = reader().unwrap_or_else(|e| panic!("{e}"));
+        let mut levels: Vec<Vec<Arc<FileEntry>>> = vec![Vec::new(); num_levels];
+        for line in &case.input {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let bad = || -> ! { panic!("line {}: bad file line {line:?}", case.line) };
+            let [level, id, range, rest @ ..] = words.as_slice() else { bad() };
+            let level: usize = level.strip_prefix('L').and_then(|l| l.parse().ok()).unwrap_or_else(|| bad());
+            let id: u64 = id.strip_prefix('f').and_then(|i| i.parse().ok()).unwrap_or_else(|| bad());
+            let (lo, hi) = range.split_once("..").unwrap_or_else(|| bad());
+            let (lo, hi): (i64, i64) = (lo.parse().unwrap_or_else(|_| bad()), hi.parse().unwrap_or_else(|_| bad()));
+            let mut rec = record(id, lo, hi, 100, 1);
+            for kv in rest {
+                let (k, v) = kv.split_once('=').unwrap_or_else(|| bad());
+                match k {
+                    "size" => rec.size = v.parse().unwrap_or_else(|_| bad()),
+                    "seq" => {
+                        rec.max_seqno = v.parse().unwrap_or_else(|_| bad());
+                        rec.min_seqno = rec.max_seqno;
+                    }
+                    "home" => rec.home_partition = v.parse().unwrap_or_else(|_| bad()),
+                    "clip" => {
+                        let (a, b) = v.split_once("..").unwrap_or_else(|| bad());
+                        rec.clip_start = (!a.is_empty()).then(|| pk(a.parse().unwrap_or_else(|_| bad())));
+                        rec.clip_end = (!b.is_empty()).then(|| pk(b.parse().unwrap_or_else(|_| bad())));
+                    }
+                    _ => bad(),
+                }
+            }
+            if levels.len() <= level {
+                levels.resize(level + 1, Vec::new());
+            }
+            levels[level].push(testing::file(&r, rec));
+        }
+        let mut p = testing::partition(1, (None, None, levels));
+        p.normalize();
+        p
+    }
+
+    fn describe(task: Option<CompactionTask>) -> String {
+        let Some(t) = task else { return "none".into() };
+        let inputs: Vec<String> = t.inputs.iter().map(|(l, id)| format!("L{l}:f{id}")).collect();
+        let score = if t.score == f64::MAX { "max".to_string() } else { format!("{:.2}", t.score) };
+        format!(
+            "{} score={score}: {} -> L{}{}",
+            t.reason,
+            inputs.join(" "),
+            t.output_level,
+            if t.bottommost { " bottommost" } else { "" }
+        )
+    }
+
+    /// `engine/testdata/compaction_picker.txt`: layouts and the compaction picked for each.
+    #[test]
+    fn the_picker_picks_what_the_testdata_says() {
+        crate::testdata::run("compaction_picker.txt", |case| match case.command.as_str() {
+            "pick" => {
+                let cfg = PickerConfig {
+                    l0_trigger: case.num("l0-trigger", 4),
+                    level1_target_bytes: case.num("level1", 1000),
+                    multiplier: case.num("multiplier", 10),
+                    num_levels: case.num("levels", 4),
+                    now_ms: 0,
+                };
+                let p = partition(case, cfg.num_levels);
+                let t = testing::table(vec![(None, None, Vec::new())]);
+                let picked = describe(pick_for_partition(&t, &p, &cfg));
+                let full = describe(full_compaction(&t, &p));
+                if case.arg("full").is_some() { format!("{picked}\nfull: {full}") } else { picked }
+            }
+            other => panic!("line {}: unknown command {other}", case.line),
+        });
+    }
+}

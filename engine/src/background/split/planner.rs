@@ -276,3 +276,110 @@ mod tests {
         assert_eq!(all, vec![0, 1, 4]);
     }
 }
+
+/// `engine/testdata/split_planner.txt`: the split, load-split and merge planners on layouts
+/// and samples given as text.
+#[cfg(test)]
+mod testdata {
+    use strata_format::key::{PkValue, decode_pk, encode_pk, format_pk, internal_key};
+    use strata_format::sst::{BlockHandle, IndexEntry};
+
+    use super::*;
+    use crate::testdata::Case;
+
+    /// A file line: segments `a..b` (keys `(i, 0)` for `i` in `a..=b`) or `p/a..b` (keys
+    /// `(p, j)` for `j` in `a..=b`), one 1000-byte block per key, in order.
+    fn index(case: &Case, line: &str) -> Vec<IndexEntry> {
+        let bad = || -> ! { panic!("line {}: bad file line {line:?}", case.line) };
+        let mut keys: Vec<(i64, i64)> = Vec::new();
+        for seg in line.split_whitespace().skip(1) {
+            let (fixed, range) = match seg.split_once('/') {
+                Some((p, r)) => (Some(p.parse::<i64>().unwrap_or_else(|_| bad())), r),
+                None => (None, seg),
+            };
+            let (a, b) = range.split_once("..").unwrap_or_else(|| bad());
+            let (a, b): (i64, i64) = (a.parse().unwrap_or_else(|_| bad()), b.parse().unwrap_or_else(|_| bad()));
+            keys.extend((a..=b).map(|i| fixed.map_or((i, 0), |p| (p, i))));
+        }
+        keys.iter()
+            .enumerate()
+            .map(|(i, (a, b))| IndexEntry {
+                last_key: internal_key(&encode_pk(&[PkValue::Integer(*a), PkValue::Integer(*b)]), 1),
+                handle: BlockHandle { offset: i as u64 * 1000, size: 1000 },
+                entries: 10,
+                raw_size: 1000,
+            })
+            .collect()
+    }
+
+    fn key_text(k: &[u8]) -> String {
+        decode_pk(k).map(|v| format_pk(&v)).unwrap_or_else(|_| String::from_utf8_lossy(k).into_owned())
+    }
+
+    fn split(case: &Case) -> String {
+        let indexes: Vec<Vec<IndexEntry>> = case.input.iter().map(|l| index(case, l)).collect();
+        let bounds: Vec<(Vec<u8>, Vec<u8>)> = indexes
+            .iter()
+            .map(|idx| {
+                let first = idx.first().map(|e| user_key(&e.last_key).to_vec()).unwrap_or_default();
+                let last = idx.last().map(|e| user_key(&e.last_key).to_vec()).unwrap_or_default();
+                (first, last)
+            })
+            .collect();
+        let views: Vec<FileSizeView<'_>> = indexes
+            .iter()
+            .zip(&bounds)
+            .map(|(idx, (s, l))| FileSizeView { index: idx, lo: &[], hi: None, smallest: s, largest: l })
+            .collect();
+        match plan_split(&views, case.num("threshold", 0)) {
+            None => "none".into(),
+            Some(SplitPlan::Split { split_key, left_bytes, right_bytes }) => {
+                format!("split at {}: left={left_bytes} right={right_bytes}", key_text(&split_key))
+            }
+            Some(SplitPlan::OversizedKey { key, bytes }) => format!("oversized key {}: bytes={bytes}", key_text(&key)),
+        }
+    }
+
+    /// `keys k*N ...`: N samples of key `k` each.
+    fn load_split(case: &Case) -> String {
+        let mut sample = Vec::new();
+        for w in case.input.iter().flat_map(|l| l.split_whitespace().skip(1)) {
+            let (k, n) = w.split_once('*').unwrap_or((w, "1"));
+            let n: usize = n.parse().unwrap_or_else(|_| panic!("line {}: bad count in {w}", case.line));
+            sample.extend(std::iter::repeat_n(k.as_bytes().to_vec(), n));
+        }
+        match plan_load_split(sample) {
+            None => "none".into(),
+            Some(LoadSplitPlan::Split { split_key, left, samples }) => {
+                format!("split at {}: left={left} of {samples}", key_text(&split_key))
+            }
+            Some(LoadSplitPlan::HotKey { key, hits, samples }) => {
+                format!("hot key {}: {hits} of {samples}", key_text(&key))
+            }
+        }
+    }
+
+    /// `sizes a b c ...`: partition sizes left to right.
+    fn merges(case: &Case) -> String {
+        let sizes: Vec<u64> = case
+            .input
+            .iter()
+            .flat_map(|l| l.split_whitespace().skip(1))
+            .map(|w| w.parse().unwrap_or_else(|_| panic!("line {}: bad size {w}", case.line)))
+            .collect();
+        let out: Vec<String> = plan_merges(&sizes, case.num("threshold", 0))
+            .map(|m| format!("merge {}+{}: {} bytes", m.left_index, m.left_index + 1, m.bytes))
+            .collect();
+        if out.is_empty() { "none".into() } else { out.join("\n") }
+    }
+
+    #[test]
+    fn the_planners_plan_what_the_testdata_says() {
+        crate::testdata::run("split_planner.txt", |case| match case.command.as_str() {
+            "split" => split(case),
+            "load-split" => load_split(case),
+            "merges" => merges(case),
+            other => panic!("line {}: unknown command {other}", case.line),
+        });
+    }
+}
