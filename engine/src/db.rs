@@ -16,7 +16,8 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem, write_atomic};
 use crate::memtable::{ChunkPool, Memtable};
-use crate::model::schema::{TableSchema, Ttl};
+use crate::model::schema::TableSchema;
+use crate::model::types::TableUpdate;
 use crate::model::types::{
     BatchWriteResult, DeleteRow, PkRef, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row, UpdateRow,
     ValueRef, WriteOp, WriteReceipt,
@@ -27,6 +28,7 @@ use crate::options::Options;
 use crate::paths;
 use crate::read::RangeIter;
 use crate::sst::BlockCache;
+use crate::version::edit::{Change, VersionEdit};
 use crate::version::{Partition, Table, Version};
 use crate::wal::WalWriter;
 use crate::write::WriteQueue;
@@ -233,6 +235,23 @@ impl Inner {
         id
     }
 
+    /// Reserves a table id (recorded by the next manifest write; an id reserved by a change
+    /// that is then refused is never used).
+    pub(crate) fn next_table_id(&self) -> u64 {
+        let mut ms = self.manifest.lock();
+        let id = ms.next_table_id;
+        ms.next_table_id += 1;
+        id
+    }
+
+    /// Reserves a partition id (as [`Inner::next_table_id`]).
+    pub(crate) fn next_partition_id(&self) -> u64 {
+        let mut ms = self.manifest.lock();
+        let id = ms.next_partition_id;
+        ms.next_partition_id += 1;
+        id
+    }
+
     pub(crate) fn sst_build_options(&self) -> SstBuildOptions {
         SstBuildOptions {
             block_size: self.opts.block_size_bytes,
@@ -267,20 +286,30 @@ impl Inner {
         }
     }
 
-    /// Builds a new version with `f`, writes it to the manifest, and installs it (retiring the
-    /// flushed memtable `retire`, if any) in one step readers observe atomically. Files the new
-    /// version no longer references are deleted once the last reader lets go of them.
+    /// Applies `edit` to the current version, writes the result to the manifest, and installs
+    /// it (retiring the flushed memtable `retire`, if any) in one step readers observe
+    /// atomically: the only way the structure changes. Files the new version no longer
+    /// references are deleted once the last reader lets go of them; files the edit added to a
+    /// table dropped meanwhile are deleted too.
     ///
     /// A failed manifest write poisons the database: the on-disk state is then unknown.
-    pub(crate) fn install(
-        &self,
-        retire: Option<&Arc<Memtable>>,
-        f: impl FnOnce(&Version, &mut ManifestState) -> Result<Version>,
-    ) -> Result<()> {
+    ///
+    /// Returns how many changes were skipped because their table is gone.
+    pub(crate) fn log_and_apply(&self, retire: Option<&Arc<Memtable>>, edit: VersionEdit) -> Result<usize> {
         let mut ms = self.manifest.lock();
         let cur = self.state.read().version.clone();
+        let applied = edit.apply(&cur)?;
+        for f in &applied.orphans {
+            f.reader.mark_obsolete();
+        }
+        let (new_v, skipped) = (applied.version, applied.skipped);
         let mut next_ms = ms.clone();
-        let new_v = f(&cur, &mut next_ms)?;
+        if let Some(s) = edit.flushed_seqno {
+            next_ms.flushed_seqno = next_ms.flushed_seqno.max(s);
+        }
+        if let Some(w) = edit.min_wal_number {
+            next_ms.min_wal_number = next_ms.min_wal_number.max(w);
+        }
         // Every structure change is checked against the version's invariants before it is
         // written (debug builds and tests: the check walks every file of every partition).
         #[cfg(debug_assertions)]
@@ -313,7 +342,7 @@ impl Inner {
         }
         drop(ms);
         self.bg.notify_progress();
-        Ok(())
+        Ok(skipped)
     }
 
     /// Seals the active memtable and starts a new WAL (write leader, or close).
@@ -468,18 +497,6 @@ pub struct TableDescription {
     pub sst_files: usize,
 }
 
-/// A change to a table's mutable options.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TableUpdate {
-    /// New max_versions.
-    pub max_versions: Option<u32>,
-    /// New TTL.
-    pub ttl: Option<Ttl>,
-    /// New max version offset (seconds): how far a written version may lie from now. Raising
-    /// it admits older versions, as a restore of exported cells needs.
-    pub max_version_offset_secs: Option<u64>,
-}
-
 /// An open strata database. `Send + Sync`: share it between threads by reference or `Arc`.
 /// Closing (or dropping) flushes memtables and releases the folder lock.
 pub struct Db {
@@ -593,12 +610,10 @@ impl Db {
                 // final manifest also records the version stamps.
                 let current = i.wal.lock().number;
                 let last = i.last_seqno.load(Ordering::Acquire);
-                result = i.install(None, |v, ms| {
-                    ms.min_wal_number = ms.min_wal_number.max(current);
-                    // Everything is flushed: the next log starts right after the last number.
-                    ms.flushed_seqno = ms.flushed_seqno.max(last);
-                    Ok(v.clone())
-                });
+                // Everything is flushed: the next log starts right after the last number.
+                let edit =
+                    VersionEdit { min_wal_number: Some(current), flushed_seqno: Some(last), ..VersionEdit::default() };
+                result = i.log_and_apply(None, edit).map(drop);
                 i.delete_obsolete_wals();
                 // Give back the current WAL's preallocated space, so a closed database's folder
                 // holds no sparse files (best effort: the next open cuts it anyway).
@@ -660,24 +675,17 @@ impl Db {
         schema.validate()?;
         let i = &self.inner;
         i.check_writable()?;
-        let now = i.clock.now_ms();
-        i.install(None, |v, ms| {
-            if v.table(&schema.name).is_some() {
-                return Err(Error::TableExists(schema.name.clone()));
-            }
-            let id = ms.next_table_id;
-            ms.next_table_id += 1;
-            let pid = ms.next_partition_id;
-            ms.next_partition_id += 1;
-            let mut v = v.clone();
-            v.put_table(Table {
-                id,
-                schema: schema.clone(),
-                created_ms: now,
-                partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new(), Default::default()))],
-            });
-            Ok(v)
-        })
+        if i.state.read().version.table(&schema.name).is_some() {
+            return Err(Error::TableExists(schema.name.clone()));
+        }
+        let (id, pid) = (i.next_table_id(), i.next_partition_id());
+        let table = Table {
+            id,
+            schema,
+            created_ms: i.clock.now_ms(),
+            partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new(), Default::default()))],
+        };
+        i.log_and_apply(None, VersionEdit::of(vec![Change::CreateTable(table)])).map(drop)
     }
 
     /// Drops a table and deletes its files.
@@ -687,13 +695,7 @@ impl Db {
     pub fn drop_table(&self, name: &str) -> Result<()> {
         let i = &self.inner;
         i.check_writable()?;
-        i.install(None, |v, _| {
-            let t = v.table(name).ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
-            let mut v = v.clone();
-            let id = t.id;
-            v.remove_table(id);
-            Ok(v)
-        })?;
+        i.log_and_apply(None, VersionEdit::of(vec![Change::DropTable { name: name.to_owned() }]))?;
         i.stamps.lock().retain(|id, _| self.inner.state.read().version.tables.contains_key(id));
         // Best effort: the table's folders go once their files are deleted; leftovers are
         // removed at the next open.
@@ -739,23 +741,7 @@ impl Db {
     pub fn update_table(&self, name: &str, update: TableUpdate) -> Result<()> {
         let i = &self.inner;
         i.check_writable()?;
-        i.install(None, |v, _| {
-            let t = v.table(name).ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
-            let mut t = (**t).clone();
-            if let Some(m) = update.max_versions {
-                t.schema.options.max_versions = m;
-            }
-            if let Some(ttl) = update.ttl {
-                t.schema.options.ttl = ttl;
-            }
-            if let Some(offset) = update.max_version_offset_secs {
-                t.schema.options.max_version_offset_secs = offset;
-            }
-            t.schema.options.validate()?;
-            let mut v = v.clone();
-            v.put_table(t);
-            Ok(v)
-        })
+        i.log_and_apply(None, VersionEdit::of(vec![Change::AlterTable { name: name.to_owned(), update }])).map(drop)
     }
 
     fn single(&self, op: WriteOp) -> Result<WriteReceipt> {

@@ -67,7 +67,7 @@ mod write;
 
 pub use backup::{BackupCreated, BackupInfo, BackupProgress, BackupStore, PurgeInfo, RestoreInfo};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use db::{Db, TableDescription, TableUpdate};
+pub use db::{Db, TableDescription};
 pub use error::{Error, Result};
 pub use model::rowstate::DropCounts;
 pub use model::schema::{PkColumn, TableOptions, TableSchema, Ttl};

@@ -18,9 +18,10 @@ use strata_format::manifest::FileRecord;
 use strata_format::sst::SstProperties;
 
 use crate::db::Inner;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::paths;
 use crate::sst::{SstFileWriter, SstReader, WrittenSst};
+use crate::version::edit::{Change, VersionEdit};
 use crate::version::{FileEntry, Table};
 
 /// A new file for a partition, ready to install.
@@ -184,31 +185,16 @@ impl Inner {
             let st = self.state.read();
             st.sealed.get(1).map(|m| m.first_wal).unwrap_or(st.active.first_wal)
         };
-        self.install(Some(mem), |v, ms| {
-            let mut v = v.clone();
-            for nf in files {
-                let Some(t) = v.tables.get(&nf.table_id) else {
-                    nf.entry.reader.mark_obsolete();
-                    continue;
-                };
-                let mut t = (**t).clone();
-                let Some(p) = t.partitions.iter_mut().find(|p| p.id == nf.partition_id) else {
-                    return Err(Error::Internal("flushed partition vanished".into()));
-                };
-                let mut np = (**p).clone();
-                if np.levels.is_empty() {
-                    np.levels.push(Vec::new());
-                }
-                if let Some(l0) = np.levels.first_mut() {
-                    l0.insert(0, nf.entry);
-                }
-                np.normalize();
-                *p = Arc::new(np);
-                v.put_table(t);
-            }
-            ms.flushed_seqno = ms.flushed_seqno.max(flushed_seqno);
-            ms.min_wal_number = ms.min_wal_number.max(next_first_wal);
-            Ok(v)
-        })
+        let changes = files
+            .into_iter()
+            .map(|nf| Change::AddFile {
+                table_id: nf.table_id,
+                partition_id: nf.partition_id,
+                level: 0,
+                file: nf.entry,
+            })
+            .collect();
+        let edit = VersionEdit { changes, flushed_seqno: Some(flushed_seqno), min_wal_number: Some(next_first_wal) };
+        self.log_and_apply(Some(mem), edit).map(drop)
     }
 }

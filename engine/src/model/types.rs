@@ -641,3 +641,15 @@ pub struct RangePage {
     /// Where to continue (inclusive) when the page stopped early; `None` when the range is done.
     pub next_start: Option<PrimaryKey>,
 }
+
+/// A change to a table's mutable options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableUpdate {
+    /// New max_versions.
+    pub max_versions: Option<u32>,
+    /// New TTL.
+    pub ttl: Option<crate::model::schema::Ttl>,
+    /// New max version offset (seconds): how far a written version may lie from now. Raising
+    /// it admits older versions, as a restore of exported cells needs.
+    pub max_version_offset_secs: Option<u64>,
+}

@@ -5,6 +5,8 @@
 
 pub(crate) mod check;
 pub(crate) mod checkpoint;
+pub(crate) mod edit;
+pub(crate) mod layout;
 pub(crate) mod readonly;
 pub(crate) mod recovery;
 pub(crate) mod sizes;

@@ -32,8 +32,9 @@ use crate::model::rowstate::{DropCounts, RowState};
 use crate::read::iter::{EntrySource, MergeIter};
 use crate::source::is_base_record;
 use crate::sst::{SstFileWriter, SstIter};
+use crate::version::edit::{Change, VersionEdit};
 use crate::version::sizes::{max_opt, min_opt};
-use crate::version::{FileEntry, Partition, Table};
+use crate::version::{FileEntry, Table};
 
 struct Output<'a> {
     inner: &'a Inner,
@@ -310,37 +311,12 @@ impl Inner {
     }
 
     fn install_compaction(&self, task: &CompactionTask, outputs: Vec<Arc<FileEntry>>) -> Result<()> {
-        self.install(None, |v, _| {
-            let mut v = v.clone();
-            let Some(t) = v.tables.get(&task.table_id) else {
-                outputs.iter().for_each(|f| f.reader.mark_obsolete());
-                return Ok(v);
-            };
-            let mut t = (**t).clone();
-            let Some(p) = t.partitions.iter_mut().find(|p| p.id == task.partition_id) else {
-                outputs.iter().for_each(|f| f.reader.mark_obsolete());
-                return Ok(v);
-            };
-            let mut np: Partition = (**p).clone();
-            for (lvl, id) in &task.inputs {
-                if let Some(l) = np.levels.get_mut(*lvl) {
-                    l.retain(|f| f.rec.id != *id);
-                }
-            }
-            if np.levels.len() <= task.output_level {
-                np.levels.resize_with(task.output_level + 1, Vec::new);
-            }
-            if let Some(l) = np.levels.get_mut(task.output_level) {
-                l.extend(outputs.iter().cloned());
-            }
-            while np.levels.last().is_some_and(|l| l.is_empty()) {
-                np.levels.pop();
-            }
-            np.normalize();
-            *p = Arc::new(np);
-            v.put_table(t);
-            Ok(v)
-        })
+        let (table_id, partition_id) = (task.table_id, task.partition_id);
+        let removed =
+            task.inputs.iter().map(|&(level, file_id)| Change::RemoveFile { table_id, partition_id, level, file_id });
+        let added =
+            outputs.into_iter().map(|file| Change::AddFile { table_id, partition_id, level: task.output_level, file });
+        self.log_and_apply(None, VersionEdit::of(removed.chain(added).collect())).map(drop)
     }
 }
 

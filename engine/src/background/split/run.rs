@@ -6,19 +6,16 @@
 //! the parent (or the pair) or the result, never a mix, and no row is lost or duplicated.
 //! Compaction later rewrites shared files into the children's own folders.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use strata_format::key::{format_pk, user_key};
-use strata_format::manifest::FileRecord;
+use strata_format::key::format_pk;
 
 use super::planner::{LoadSplitPlan, SplitPlan, plan_load_split, plan_merges, plan_split};
 use crate::db::Inner;
 use crate::error::Result;
 use crate::observe::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS};
 use crate::options::LoadSplit;
-use crate::version::sizes::{max_opt, min_opt, partition_bytes, size_views};
-use crate::version::{FileEntry, Partition, Table};
+use crate::version::edit::{Change, VersionEdit};
+use crate::version::sizes::{partition_bytes, size_views};
+use crate::version::{Partition, Table};
 
 fn describe_key(k: &[u8]) -> String {
     strata_format::key::decode_pk(k).map(|v| format_pk(&v)).unwrap_or_else(|_| strata_format::key::hex(k))
@@ -31,24 +28,6 @@ fn partition_rate(p: &Partition, cfg: &LoadSplit, now: u64) -> f64 {
     // `recent` counts whole windows, the current one included.
     let windows = window_ms.div_ceil(LOAD_WINDOW_MS).clamp(1, LOAD_WINDOWS as u64);
     (l.reads + l.writes) as f64 / (windows * LOAD_WINDOW_MS) as f64 * 1000.0
-}
-
-/// A file entry as a child with bounds `[start, end)` reads it, or `None` if it holds nothing
-/// there.
-fn clip_to(f: &Arc<FileEntry>, start: Option<&[u8]>, end: Option<&[u8]>) -> Option<Arc<FileEntry>> {
-    let clip_start = max_opt(f.rec.clip_start.as_deref(), start);
-    let clip_end = min_opt(f.rec.clip_end.as_deref(), end);
-    let small = user_key(&f.rec.smallest);
-    let large = user_key(&f.rec.largest);
-    if clip_end.as_deref().is_some_and(|e| small >= e) || clip_start.as_deref().is_some_and(|s| large < s) {
-        return None;
-    }
-    if let (Some(s), Some(e)) = (&clip_start, &clip_end)
-        && s >= e
-    {
-        return None;
-    }
-    Some(Arc::new(FileEntry { reader: f.reader.clone(), rec: FileRecord { clip_start, clip_end, ..f.rec.clone() } }))
 }
 
 impl Inner {
@@ -166,41 +145,25 @@ impl Inner {
     ) -> Result<bool> {
         let Some(_claim) = self.bg.claim(id) else { return Ok(false) };
         let _structure = self.structure.lock();
-        let mut new_ids = (0, 0);
-        let mut done = false;
-        self.install(None, |v, ms| {
-            let mut v = v.clone();
-            let Some(t) = v.table(table) else { return Ok(v) };
-            let mut t = (**t).clone();
-            let Some(pos) = t.partitions.iter().position(|p| p.id == id) else { return Ok(v) };
-            let Some(p) = t.partitions.get(pos).cloned() else { return Ok(v) };
-            if !p.contains(split_key) || p.start.as_deref() == Some(split_key) {
-                // The planner's estimate fell outside the partition: skip this split.
-                return Ok(v);
-            }
-            let (lid, rid) = (ms.next_partition_id, ms.next_partition_id + 1);
-            ms.next_partition_id += 2;
-            let child = |cid: u64, start: Option<Vec<u8>>, end: Option<Vec<u8>>| {
-                let levels = p
-                    .levels
-                    .iter()
-                    .map(|l| l.iter().filter_map(|f| clip_to(f, start.as_deref(), end.as_deref())).collect())
-                    .collect();
-                // The children inherit the load of their key ranges, so a hot range stays hot.
-                let load = Arc::new(p.load.inherit(start.as_deref(), end.as_deref()));
-                Arc::new(Partition::new(cid, start, end, levels, load))
-            };
-            let l = child(lid, p.start.clone(), Some(split_key.to_vec()));
-            let r = child(rid, Some(split_key.to_vec()), p.end.clone());
-            t.partitions.splice(pos..=pos, [l, r]);
-            v.put_table(t);
-            new_ids = (lid, rid);
-            done = true;
-            // Logged when the split is decided, before its manifest write; the `split` event
-            // follows the install.
-            self.events.log(self.clock.now_ms(), "split-start", format!("table={table} partition={id}"));
-            Ok(v)
-        })?;
+        // Only splits and merges change partition bounds, and they hold the structure lock:
+        // the partition read here is the one the edit replaces.
+        let plan = {
+            let v = self.state.read().version.clone();
+            v.table(table).and_then(|t| t.partitions.iter().find(|p| p.id == id).map(|p| (t.id, p.clone())))
+        };
+        let Some((table_id, p)) = plan else { return Ok(false) };
+        // The children are computed from the partition when the edit is applied (a flush may
+        // add a file to it meanwhile); the split is decided on it here.
+        if !p.contains(split_key) || p.start.as_deref() == Some(split_key) {
+            // The planner's estimate fell outside the partition: skip this split.
+            return Ok(false);
+        }
+        let new_ids = (self.next_partition_id(), self.next_partition_id());
+        // Logged when the split is decided, before its manifest write; the `split` event
+        // follows the install.
+        self.events.log(self.clock.now_ms(), "split-start", format!("table={table} partition={id}"));
+        let split = Change::Split { table_id, partition_id: id, split_key: split_key.to_vec(), ids: new_ids };
+        let done = self.log_and_apply(None, VersionEdit::of(vec![split]))? == 0;
         if done {
             self.stats.splits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.events.log(
@@ -223,54 +186,21 @@ impl Inner {
         let Some(_ca) = self.bg.claim(a) else { return Ok(false) };
         let Some(_cb) = self.bg.claim(b) else { return Ok(false) };
         let _structure = self.structure.lock();
-        let mut merged = None;
-        self.install(None, |v, ms| {
-            let mut v = v.clone();
-            let Some(t) = v.table(table) else { return Ok(v) };
-            let mut t = (**t).clone();
-            let Some(pos) = t.partitions.iter().position(|p| p.id == a) else { return Ok(v) };
-            let (Some(pa), Some(pb)) = (t.partitions.get(pos).cloned(), t.partitions.get(pos + 1).cloned()) else {
-                return Ok(v);
-            };
-            if pb.id != b || pa.end != pb.start {
-                return Ok(v);
-            }
-            let id = ms.next_partition_id;
-            ms.next_partition_id += 1;
-            let nlevels = pa.levels.len().max(pb.levels.len());
-            let mut levels = Vec::with_capacity(nlevels);
-            for i in 0..nlevels {
-                // A file both halves read (shared since a split) becomes one entry again when
-                // their clips meet.
-                let mut by_id: BTreeMap<(u64, Option<Vec<u8>>), Arc<FileEntry>> = BTreeMap::new();
-                for f in pa.levels.get(i).into_iter().flatten() {
-                    by_id.insert((f.rec.id, f.rec.clip_start.clone()), f.clone());
-                }
-                for f in pb.levels.get(i).into_iter().flatten() {
-                    let left =
-                        by_id.values().find(|x| x.rec.id == f.rec.id && x.rec.clip_end == f.rec.clip_start).cloned();
-                    match left {
-                        Some(x) => {
-                            let joined = FileRecord { clip_end: f.rec.clip_end.clone(), ..x.rec.clone() };
-                            by_id.insert(
-                                (x.rec.id, x.rec.clip_start.clone()),
-                                Arc::new(FileEntry { reader: x.reader.clone(), rec: joined }),
-                            );
-                        }
-                        None => {
-                            by_id.insert((f.rec.id, f.rec.clip_start.clone()), f.clone());
-                        }
-                    }
-                }
-                levels.push(by_id.into_values().collect());
-            }
-            let m = Partition::new(id, pa.start.clone(), pb.end.clone(), levels, Default::default());
-            t.partitions.splice(pos..=pos + 1, [Arc::new(m)]);
-            v.put_table(t);
-            merged = Some(id);
-            self.events.log(self.clock.now_ms(), "merge-start", format!("table={table} partitions={a}+{b}"));
-            Ok(v)
-        })?;
+        let pair = {
+            let v = self.state.read().version.clone();
+            v.table(table).and_then(|t| {
+                let pos = t.partitions.iter().position(|p| p.id == a)?;
+                Some((t.id, t.partitions.get(pos)?.clone(), t.partitions.get(pos + 1)?.clone()))
+            })
+        };
+        let Some((table_id, pa, pb)) = pair else { return Ok(false) };
+        if pb.id != b || pa.end != pb.start {
+            return Ok(false);
+        }
+        let id = self.next_partition_id();
+        self.events.log(self.clock.now_ms(), "merge-start", format!("table={table} partitions={a}+{b}"));
+        let merge = Change::Merge { table_id, left: a, right: b, id };
+        let merged = (self.log_and_apply(None, VersionEdit::of(vec![merge]))? == 0).then_some(id);
         if let Some(id) = merged {
             self.stats.merges.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.events.log(

@@ -1,0 +1,350 @@
+//! A change to the LSM structure as a value (LevelDB's `VersionEdit`): tables created, dropped
+//! or altered, files added to and removed from a partition's levels, partitions replaced by a
+//! split or a merge, and the counters the manifest records. `Inner::log_and_apply` is the only
+//! way the structure changes: it applies an edit to the current version, checks the result,
+//! writes the manifest and installs it. Applying is pure and decided against the version it is
+//! applied to, under the manifest lock, so an edit built from an older version still meets the
+//! state it changes (a table dropped meanwhile, a name taken meanwhile).
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::model::types::TableUpdate;
+use crate::version::layout::{merged_partition, split_children};
+use crate::version::{FileEntry, Partition, Table, Version};
+
+/// One change of a [`VersionEdit`].
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A new table (with its first partition). Refused with `TableExists` if the name is taken.
+    CreateTable(Table),
+    /// A table removed with its files. Refused with `TableNotFound` if it is gone.
+    DropTable {
+        /// The table's name.
+        name: String,
+    },
+    /// A table's options changed (applied to the options the table has then, so two changes
+    /// of different options both hold). Refused with `TableNotFound` if it is gone, `Invalid`
+    /// if the options it leads to are.
+    AlterTable {
+        /// The table's name.
+        name: String,
+        /// The options to change.
+        update: TableUpdate,
+    },
+    /// A file added to a level of a partition (a flush adds to level 0, a compaction to its
+    /// output level). Skipped if the table is gone (the file is then an orphan to delete).
+    AddFile {
+        /// Table id.
+        table_id: u64,
+        /// Partition id.
+        partition_id: u64,
+        /// Level.
+        level: usize,
+        /// The file.
+        file: Arc<FileEntry>,
+    },
+    /// A file removed from a level of a partition (a compaction's inputs). Skipped if the table
+    /// is gone.
+    RemoveFile {
+        /// Table id.
+        table_id: u64,
+        /// Partition id.
+        partition_id: u64,
+        /// Level.
+        level: usize,
+        /// File id.
+        file_id: u64,
+    },
+    /// A partition split at a partition-key boundary into two children with the given ids,
+    /// computed from the partition as the version applied to holds it. Skipped if the table is
+    /// gone.
+    Split {
+        /// Table id.
+        table_id: u64,
+        /// The partition split.
+        partition_id: u64,
+        /// The first partition key of the right child (inside the partition).
+        split_key: Vec<u8>,
+        /// Ids of the left and right child.
+        ids: (u64, u64),
+    },
+    /// Two adjacent partitions merged into one with id `id`, computed from the partitions as
+    /// the version applied to holds them. Skipped if the table is gone.
+    Merge {
+        /// Table id.
+        table_id: u64,
+        /// The left partition.
+        left: u64,
+        /// The right partition, adjacent to it.
+        right: u64,
+        /// The merged partition's id.
+        id: u64,
+    },
+}
+
+/// A change to the structure: [`Change`]s applied in order, and counters.
+#[derive(Debug, Clone, Default)]
+pub struct VersionEdit {
+    /// The changes, applied in order.
+    pub changes: Vec<Change>,
+    /// Every write at or below this sequence number is in SSTables (a flush, a close).
+    pub flushed_seqno: Option<u64>,
+    /// The oldest WAL still needed.
+    pub min_wal_number: Option<u64>,
+}
+
+/// An edit applied: the new version, and the files added by changes that were skipped (their
+/// table is gone), which no version will reference.
+#[derive(Debug)]
+pub struct Applied {
+    /// The new version.
+    pub version: Version,
+    /// Files the edit added that the new version does not hold.
+    pub orphans: Vec<Arc<FileEntry>>,
+    /// Changes skipped because their table is gone.
+    pub skipped: usize,
+}
+
+impl VersionEdit {
+    /// An edit of these changes.
+    pub fn of(changes: Vec<Change>) -> VersionEdit {
+        VersionEdit { changes, ..VersionEdit::default() }
+    }
+
+    /// Applies the changes to `v`, in order. Partitions a change touches are normalized.
+    ///
+    /// # Errors
+    /// `TableExists`, `TableNotFound` as each change says; `Internal` when a change names a
+    /// partition or level the table does not have (claims and the structure lock rule that
+    /// out, so it is a bug).
+    pub fn apply(&self, v: &Version) -> Result<Applied> {
+        let mut v = v.clone();
+        let mut orphans = Vec::new();
+        let mut skipped = 0;
+        for change in &self.changes {
+            match change {
+                Change::CreateTable(t) => {
+                    if v.table(&t.schema.name).is_some() {
+                        return Err(Error::TableExists(t.schema.name.clone()));
+                    }
+                    v.put_table(t.clone());
+                }
+                Change::DropTable { name } => {
+                    let id = v.table(name).map(|t| t.id).ok_or_else(|| Error::TableNotFound(name.clone()))?;
+                    v.remove_table(id);
+                }
+                Change::AlterTable { name, update } => {
+                    let mut t = (**v.table(name).ok_or_else(|| Error::TableNotFound(name.clone()))?).clone();
+                    let o = &mut t.schema.options;
+                    if let Some(m) = update.max_versions {
+                        o.max_versions = m;
+                    }
+                    if let Some(ttl) = update.ttl {
+                        o.ttl = ttl;
+                    }
+                    if let Some(offset) = update.max_version_offset_secs {
+                        o.max_version_offset_secs = offset;
+                    }
+                    o.validate()?;
+                    v.put_table(t);
+                }
+                Change::AddFile { table_id, partition_id, level, file } => {
+                    let applied = edit_partition(&mut v, *table_id, *partition_id, |p| {
+                        if p.levels.len() <= *level {
+                            p.levels.resize_with(level + 1, Vec::new);
+                        }
+                        if let Some(l) = p.levels.get_mut(*level) {
+                            l.push(file.clone());
+                        }
+                        Ok(())
+                    })?;
+                    if !applied {
+                        orphans.push(file.clone());
+                        skipped += 1;
+                    }
+                }
+                Change::RemoveFile { table_id, partition_id, level, file_id } => {
+                    skipped += usize::from(!edit_partition(&mut v, *table_id, *partition_id, |p| {
+                        let l = p.levels.get_mut(*level).ok_or_else(|| missing("level", *level as u64))?;
+                        let before = l.len();
+                        l.retain(|f| f.rec.id != *file_id);
+                        if l.len() == before {
+                            return Err(missing("file", *file_id));
+                        }
+                        Ok(())
+                    })?);
+                }
+                Change::Split { table_id, partition_id, split_key, ids } => {
+                    let applied = replace_partitions(&mut v, *table_id, &[*partition_id], |old| {
+                        let [p] = old else { return Err(missing("partition", *partition_id)) };
+                        if !p.contains(split_key) || p.start.as_deref() == Some(split_key.as_slice()) {
+                            return Err(Error::Internal(format!(
+                                "a split key outside partition {partition_id} or at its start"
+                            )));
+                        }
+                        Ok(split_children(p, *ids, split_key).to_vec())
+                    })?;
+                    skipped += usize::from(!applied);
+                }
+                Change::Merge { table_id, left, right, id } => {
+                    let applied = replace_partitions(&mut v, *table_id, &[*left, *right], |old| {
+                        let [a, b] = old else { return Err(missing("partition", *left)) };
+                        Ok(vec![Arc::new(merged_partition(a, b, *id))])
+                    })?;
+                    skipped += usize::from(!applied);
+                }
+            }
+        }
+        Ok(Applied { version: v, orphans, skipped })
+    }
+}
+
+fn missing(what: &str, id: u64) -> Error {
+    Error::Internal(format!("an edit names {what} {id}, which the version does not have"))
+}
+
+/// Applies `f` to a copy of partition `partition_id` of table `table_id` and normalizes it.
+/// Returns false (and changes nothing) when the table is gone.
+fn edit_partition(
+    v: &mut Version,
+    table_id: u64,
+    partition_id: u64,
+    f: impl FnOnce(&mut Partition) -> Result<()>,
+) -> Result<bool> {
+    let Some(t) = v.tables.get(&table_id) else { return Ok(false) };
+    let mut t = (**t).clone();
+    let p = t.partitions.iter_mut().find(|p| p.id == partition_id).ok_or_else(|| missing("partition", partition_id))?;
+    let mut np = (**p).clone();
+    f(&mut np)?;
+    while np.levels.last().is_some_and(Vec::is_empty) {
+        np.levels.pop();
+    }
+    np.normalize();
+    *p = Arc::new(np);
+    v.put_table(t);
+    Ok(true)
+}
+
+/// Replaces the adjacent partitions `ids` of table `table_id` by what `f` makes of them.
+/// Returns false (and changes nothing) when the table is gone.
+fn replace_partitions(
+    v: &mut Version,
+    table_id: u64,
+    ids: &[u64],
+    f: impl FnOnce(&[Arc<Partition>]) -> Result<Vec<Arc<Partition>>>,
+) -> Result<bool> {
+    let Some(t) = v.tables.get(&table_id) else { return Ok(false) };
+    let mut t = (**t).clone();
+    let first = ids.first().copied().unwrap_or_default();
+    let pos = t.partitions.iter().position(|p| p.id == first).ok_or_else(|| missing("partition", first))?;
+    let end = pos + ids.len();
+    let old = t.partitions.get(pos..end).unwrap_or(&[]);
+    if old.iter().map(|p| p.id).ne(ids.iter().copied()) {
+        return Err(Error::Internal(format!("partitions {ids:?} are not adjacent in table {table_id}")));
+    }
+    let new = f(old)?;
+    t.partitions.splice(pos..end, new);
+    v.put_table(t);
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::schema::TableSchema;
+    use crate::version::testing::{self, pk, reader, record, version};
+    use crate::{KeyType, Result};
+
+    fn ids(v: &Version) -> Vec<Vec<u64>> {
+        v.tables.values().flat_map(|t| &t.partitions).map(|p| p.files().map(|f| f.rec.id).collect()).collect()
+    }
+
+    #[test]
+    fn tables_are_created_dropped_and_altered_against_the_version_at_hand() -> Result<()> {
+        let v = version(vec![(None, None, vec![])]);
+        let other = Table {
+            id: 2,
+            schema: TableSchema::new("u").pk("k", KeyType::Integer),
+            ..testing::table(vec![(None, None, vec![])])
+        };
+        let created = VersionEdit::of(vec![Change::CreateTable(other.clone())]).apply(&v)?.version;
+        assert!(created.table("u").is_some());
+        // The name taken meanwhile: refused when applied.
+        assert!(matches!(
+            VersionEdit::of(vec![Change::CreateTable(other)]).apply(&created),
+            Err(Error::TableExists(_))
+        ));
+        let altered = VersionEdit::of(vec![Change::AlterTable {
+            name: "t".into(),
+            update: TableUpdate { max_versions: Some(7), ..TableUpdate::default() },
+        }])
+        .apply(&created)?
+        .version;
+        assert_eq!(altered.table("t").map(|t| t.schema.options.max_versions), Some(7));
+        let bad = Change::AlterTable {
+            name: "t".into(),
+            update: TableUpdate { max_versions: Some(0), ..TableUpdate::default() },
+        };
+        assert!(matches!(VersionEdit::of(vec![bad]).apply(&altered), Err(Error::Invalid { .. })));
+        let dropped = VersionEdit::of(vec![Change::DropTable { name: "t".into() }]).apply(&altered)?.version;
+        assert!(dropped.table("t").is_none());
+        assert!(matches!(
+            VersionEdit::of(vec![Change::DropTable { name: "t".into() }]).apply(&dropped),
+            Err(Error::TableNotFound(_))
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn files_move_between_levels_and_a_dropped_table_leaves_orphans() -> Result<()> {
+        let r = reader()?;
+        let v = version(vec![(None, None, vec![vec![testing::file(&r, record(1, 0, 9, 100, 10))]])]);
+        let out = testing::file(&r, record(2, 0, 9, 100, 10));
+        let compaction = VersionEdit::of(vec![
+            Change::RemoveFile { table_id: 1, partition_id: 1, level: 0, file_id: 1 },
+            Change::AddFile { table_id: 1, partition_id: 1, level: 2, file: out.clone() },
+        ]);
+        let applied = compaction.apply(&v)?;
+        assert_eq!(applied.version.tables[&1].partitions[0].levels.len(), 3);
+        assert_eq!(ids(&applied.version), vec![vec![2]]);
+        // Removing a file that is not there is a broken invariant, not a silent no-op.
+        assert!(matches!(compaction.apply(&applied.version), Err(Error::Internal(_))));
+        // The table dropped meanwhile: the change is skipped and the added file is an orphan.
+        let empty = Version::default();
+        let applied = compaction.apply(&empty)?;
+        assert_eq!((applied.skipped, applied.orphans.len()), (2, 1));
+        Ok(())
+    }
+
+    #[test]
+    fn a_split_and_a_merge_are_computed_from_the_version_they_are_applied_to() -> Result<()> {
+        let r = reader()?;
+        let v = version(vec![(None, None, vec![vec![], vec![testing::file(&r, record(1, 0, 20, 100, 5))]])]);
+        // A flush adds a file after the split was decided: the children read it too.
+        let flushed = VersionEdit::of(vec![Change::AddFile {
+            table_id: 1,
+            partition_id: 1,
+            level: 0,
+            file: testing::file(&r, record(2, 3, 15, 100, 9)),
+        }])
+        .apply(&v)?
+        .version;
+        let split =
+            VersionEdit::of(vec![Change::Split { table_id: 1, partition_id: 1, split_key: pk(10), ids: (5, 6) }]);
+        let after = split.apply(&flushed)?.version;
+        assert_eq!(after.check(), Ok(()));
+        assert_eq!(ids(&after), vec![vec![2, 1], vec![2, 1]], "both children read both files, clipped");
+        let merged =
+            VersionEdit::of(vec![Change::Merge { table_id: 1, left: 5, right: 6, id: 7 }]).apply(&after)?.version;
+        assert_eq!(merged.check(), Ok(()));
+        assert_eq!(ids(&merged), vec![vec![2, 1]], "the clipped halves join back into one entry each");
+        let p = &merged.tables[&1].partitions[0];
+        assert!(p.files().all(|f| f.rec.clip_start.is_none() && f.rec.clip_end.is_none()));
+        // A split key outside the partition (the left child ends at 10) is a broken invariant.
+        let outside =
+            VersionEdit::of(vec![Change::Split { table_id: 1, partition_id: 5, split_key: pk(10), ids: (8, 9) }]);
+        assert!(matches!(outside.apply(&after), Err(Error::Internal(_))));
+        Ok(())
+    }
+}
