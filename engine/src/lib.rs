@@ -71,7 +71,11 @@ pub use db::{Db, TableDescription};
 pub use error::{Error, Result};
 pub use model::rowstate::DropCounts;
 pub use model::schema::{PkColumn, TableOptions, TableSchema, Ttl};
-pub use model::types::*;
+pub use model::types::{
+    BatchWriteResult, Cell, Column, ColumnCondition, ColumnType, CompareOp, Condition, DeleteRow, Direction,
+    IntoPkValue, KeyType, PkRef, PkValue, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row, RowExistence,
+    RowOutcome, SingleCondition, TableUpdate, UpdateOp, UpdateRow, Value, ValueRef, WriteOp, WriteReceipt,
+};
 pub use model::{keydesign, schema};
 pub use observe::events::Event;
 pub use observe::info::{DbStats, LevelStats, PartitionInfo, TableStats};

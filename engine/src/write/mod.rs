@@ -401,17 +401,30 @@ impl Inner {
                     // The WAL record is framed in place; the memtable copies the records into its arena.
                     let start = begin_record(wal_buf);
                     encode_batch_header(first_seqno, rows.len(), wal_buf);
+                    let mut broken = false;
                     for r in &rows {
                         if r.stamp > 0 {
                             let s = stamps.entry(r.table_id).or_insert(0);
                             *s = (*s).max(r.stamp);
                         }
-                        let pk = keys.get(r.pk.clone()).unwrap_or_default();
-                        let record = records.get(r.record.clone()).unwrap_or_default();
+                        let (Some(pk), Some(record)) = (keys.get(r.pk.clone()), records.get(r.record.clone())) else {
+                            broken = true;
+                            break;
+                        };
                         let bytes = (pk.len() + record.len()) as u64;
                         written_bytes += bytes;
                         load.count(&version, r.table_id, pk, bytes);
                         encode_entry(r.table_id, pk, r.stamp, record, wal_buf);
+                    }
+                    if broken {
+                        // Nothing of the group is logged or published (the leader returns
+                        // before the WAL append): an empty key in the log would be worse.
+                        let e =
+                            Error::Internal("a prepared row's key or record lies outside the leader's buffers".into());
+                        self.poison(&e.to_string());
+                        results.push((ticket, Err(e.same_refusal())));
+                        failed = Some(e);
+                        continue;
                     }
                     end_record(wal_buf, start);
                     // Collected, each receipt written where it belongs: pushed one by one
@@ -498,7 +511,8 @@ impl Inner {
     /// # Errors
     /// `Poisoned` when a batch went in only in part (the memtable's arena could not grow): the
     /// database is poisoned, since sequence numbers were handed out and partly used, and the
-    /// caller acknowledges nothing of the group.
+    /// caller acknowledges nothing of the group. `Internal` (poisoning too) when a prepared
+    /// row's span lies outside the leader's buffers.
     fn insert_rows(
         &self,
         active: &crate::memtable::Memtable,
@@ -507,6 +521,12 @@ impl Inner {
     ) -> Result<()> {
         let (keys, records) = (&bufs.keys, &bufs.records);
         for (first_seqno, rows) in batches {
+            if rows.iter().any(|r| keys.get(r.pk.clone()).is_none() || records.get(r.record.clone()).is_none()) {
+                let e = Error::Internal("a prepared row's key or record lies outside the leader's buffers".into());
+                self.poison(&e.to_string());
+                return Err(e);
+            }
+            // Every span was checked just above: the defaults below are never taken.
             let inserted = active.insert_batch(rows.iter().enumerate().map(|(i, r)| {
                 let pk = keys.get(r.pk.clone()).unwrap_or_default();
                 (r.table_id, pk, first_seqno + i as u64, records.get(r.record.clone()).unwrap_or_default())
