@@ -104,7 +104,9 @@ impl ReadState {
     }
 }
 
-/// Shared engine state.
+/// Shared engine state. Its locks are taken in the order docs/DESIGN.md lists ("Locks and the
+/// order they are taken in"): the leader role, `structure`, the leader's buffers, `wal`,
+/// `stats_save`, `manifest`, `stamps`, `state`, then leaf locks only.
 pub(crate) struct Inner {
     pub path: PathBuf,
     pub opts: Options,
