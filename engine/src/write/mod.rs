@@ -945,6 +945,18 @@ mod tests {
         PrimaryKey::new(vec![PkValue::Integer(i)])
     }
 
+    /// A database on an in-memory file system with a table `t` keyed by one Integer `k`.
+    fn db_with_table_t() -> Result<Db> {
+        let opts = Options {
+            fs: Arc::new(MemFs::new()),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            ..Options::small_for_tests()
+        };
+        let db = Db::open("/db", opts)?;
+        db.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
+        Ok(db)
+    }
+
     /// A batch the memtable takes only in part (its arena cannot grow) is never acknowledged
     /// and never seen: the writer gets `Poisoned`, no row of the batch is visible (the group's
     /// sequence numbers are not published), and later writes are refused. Both places a batch
@@ -952,13 +964,7 @@ mod tests {
     #[test]
     fn a_batch_inserted_in_part_is_neither_acknowledged_nor_visible() -> Result<()> {
         for reads_rows in [false, true] {
-            let opts = Options {
-                fs: Arc::new(MemFs::new()),
-                clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-                ..Options::small_for_tests()
-            };
-            let db = Db::open("/db", opts)?;
-            db.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
+            let db = db_with_table_t()?;
             db.put_row(PutRow::new("t", pk(100)).column("n", 1))?;
             let mut ops: Vec<WriteOp> = (0..10).map(|i| PutRow::new("t", pk(i)).column("n", i).into()).collect();
             if reads_rows {
@@ -991,13 +997,7 @@ mod tests {
     /// earlier in the group.
     #[test]
     fn a_batch_that_reads_rows_sees_the_earlier_batches_of_its_group() -> Result<()> {
-        let opts = Options {
-            fs: Arc::new(MemFs::new()),
-            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-            ..Options::small_for_tests()
-        };
-        let db = Db::open("/db", opts)?;
-        db.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
+        let db = db_with_table_t()?;
         let key = 1i64.to_be_bytes();
         let one = OnePut {
             table: "t",

@@ -184,7 +184,7 @@ mod tests {
     use strata_format::sst::{BlockHandle, IndexEntry};
 
     /// An index with one 1000-byte block per key.
-    fn index(keys: &[(i64, i64)]) -> Vec<IndexEntry> {
+    pub(super) fn index(keys: &[(i64, i64)]) -> Vec<IndexEntry> {
         keys.iter()
             .enumerate()
             .map(|(i, (a, b))| IndexEntry {
@@ -281,8 +281,8 @@ mod tests {
 /// and samples given as text.
 #[cfg(test)]
 mod testdata {
-    use strata_format::key::{PkValue, decode_pk, encode_pk, format_pk, internal_key};
-    use strata_format::sst::{BlockHandle, IndexEntry};
+    use strata_format::key::{decode_pk, format_pk};
+    use strata_format::sst::IndexEntry;
 
     use super::*;
     use crate::testdata::Case;
@@ -301,15 +301,7 @@ mod testdata {
             let (a, b): (i64, i64) = (a.parse().unwrap_or_else(|_| bad()), b.parse().unwrap_or_else(|_| bad()));
             keys.extend((a..=b).map(|i| fixed.map_or((i, 0), |p| (p, i))));
         }
-        keys.iter()
-            .enumerate()
-            .map(|(i, (a, b))| IndexEntry {
-                last_key: internal_key(&encode_pk(&[PkValue::Integer(*a), PkValue::Integer(*b)]), 1),
-                handle: BlockHandle { offset: i as u64 * 1000, size: 1000 },
-                entries: 10,
-                raw_size: 1000,
-            })
-            .collect()
+        super::tests::index(&keys)
     }
 
     fn key_text(k: &[u8]) -> String {
