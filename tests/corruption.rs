@@ -627,6 +627,14 @@ fn a_missing_newest_wal_is_corruption_never_an_empty_tail() {
 
     // Two logs of one run: the newest, taken at a rotation, deleted.
     let (_tmp, dir, n, wals) = live_copy_with_two_wals();
+    // Whole, the folder checks clean and the older log shows the record that closes it.
+    let (code, out) = wal_check(&dir);
+    assert_eq!(code, 0, "{out}");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let args = WalDumpArgs { path: wals[0].clone(), command: WalCommand::Dump, json: false };
+    assert_eq!(wal_dump::run(&args, &mut out, &mut err), 0, "{}", String::from_utf8_lossy(&err));
+    let dumped = String::from_utf8_lossy(&out);
+    assert!(dumped.contains("continues in WAL"), "{dumped}");
     let older_rows = rows_in_wal(&wals[0]);
     std::fs::remove_file(&wals[1]).unwrap();
     match open_strict(&dir) {
