@@ -8,6 +8,7 @@ pub mod bench;
 pub mod cli;
 pub mod display;
 pub mod keytext;
+pub mod pipe;
 pub mod sst_dump;
 pub mod wal_dump;
 

@@ -104,7 +104,7 @@ fn targets(path: &Path) -> Result<Vec<Target>, String> {
 
 struct Ctx<'a> {
     args: &'a SstDumpArgs,
-    out: &'a mut dyn Write,
+    out: crate::pipe::UntilClosed<'a>,
     err: &'a mut dyn Write,
     printed: usize,
 }
@@ -118,10 +118,10 @@ pub fn run(args: &SstDumpArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 
             return EXIT_USAGE;
         }
     };
-    let mut ctx = Ctx { args, out, err, printed: 0 };
+    let mut ctx = Ctx { args, out: crate::pipe::UntilClosed::new(out), err, printed: 0 };
     let mut status = EXIT_OK;
     for t in &targets {
-        if args.limit.is_some_and(|l| ctx.printed >= l) {
+        if args.limit.is_some_and(|l| ctx.printed >= l) || ctx.out.closed() {
             break;
         }
         let s = ctx.one(t);
@@ -129,6 +129,9 @@ pub fn run(args: &SstDumpArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 
         if status == EXIT_USAGE {
             break;
         }
+    }
+    if ctx.out.closed() {
+        return status;
     }
     if args.command == SstCommand::Check && !args.json && targets.len() > 1 {
         let _ =
@@ -353,6 +356,10 @@ impl Ctx<'_> {
                 }
             };
             for (k, v) in entries {
+                if self.out.closed() {
+                    // The reader is gone (`| head`): nothing more to print, and no failure.
+                    return EXIT_OK;
+                }
                 let Ok((pk, seq)) = split_internal_key(&k) else {
                     let _ = writeln!(self.err, "sst-dump: {name}: data block {i}: key too short");
                     return EXIT_FAIL;

@@ -81,9 +81,13 @@ pub fn run(args: &WalDumpArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 
             return EXIT_USAGE;
         }
     };
+    let mut out = crate::pipe::UntilClosed::new(out);
     let mut status = EXIT_OK;
     for f in files {
-        status = status.max(one(args, &f, &names, chain.as_mut(), out, err));
+        if out.closed() {
+            break;
+        }
+        status = status.max(one(args, &f, &names, chain.as_mut(), &mut out, err));
     }
     status
 }
@@ -120,7 +124,7 @@ fn one(
     path: &Path,
     names: &BTreeMap<u64, String>,
     chain: Option<&mut SeqnoChain>,
-    out: &mut dyn Write,
+    out: &mut crate::pipe::UntilClosed<'_>,
     err: &mut dyn Write,
 ) -> i32 {
     let name = path.display().to_string();
@@ -153,6 +157,10 @@ fn one(
     }
     if args.command == WalCommand::Dump {
         for r in &records {
+            if out.closed() {
+                // The reader is gone (`| head`): stop, and no failure.
+                break;
+            }
             if let Ok(Some(next)) = decode_continuation(r.payload, r.offset) {
                 let _ = if args.json {
                     writeln!(out, "{}", json!({"file": name, "log": log, "offset": r.offset, "continues_in": next}))

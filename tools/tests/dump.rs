@@ -117,3 +117,64 @@ fn bad_arguments_and_bad_files_give_one_line_and_the_right_status() {
     assert_eq!(code, 0);
     assert!(out.contains("torn tail"), "{out}");
 }
+
+/// A reader that takes `limit` bytes and then closes the pipe; counts the writes tried after.
+struct ClosesAfter {
+    limit: usize,
+    taken: usize,
+    writes_after_close: usize,
+}
+
+impl std::io::Write for ClosesAfter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.taken >= self.limit {
+            self.writes_after_close += 1;
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        self.taken += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `sst-dump DIR | head -1` and `wal-dump DIR | head -1`: once the reader closes the pipe the
+/// tool stops (one failed write, not one per remaining line), exits 0 and says nothing.
+#[test]
+fn the_dump_tools_stop_at_a_closed_pipe() {
+    use strata::{Db, KeyType, Options, PutRow, TableSchema, pk};
+    use strata_tools::sst_dump::{self, SstCommand, SstDumpArgs};
+    use strata_tools::wal_dump::{self, WalCommand, WalDumpArgs};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, Options::default()).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    for k in 0..20_000i64 {
+        db.put_row(PutRow::new("t", pk![k]).column("v", k)).unwrap();
+    }
+    db.flush().unwrap();
+    for k in 20_000..30_000i64 {
+        db.put_row(PutRow::new("t", pk![k]).column("v", k)).unwrap();
+    }
+    // A copy taken while open keeps the unflushed rows in its WAL.
+    let copy = tmp.path().join("copy");
+    let status = Command::new("cp").args(["-r", dir.to_str().unwrap(), copy.to_str().unwrap()]).status().unwrap();
+    assert!(status.success());
+    db.close().unwrap();
+
+    let mut out = ClosesAfter { limit: 200, taken: 0, writes_after_close: 0 };
+    let mut err = Vec::new();
+    let args =
+        SstDumpArgs { path: copy.clone(), command: SstCommand::Scan, json: false, from: None, to: None, limit: None };
+    assert_eq!(sst_dump::run(&args, &mut out, &mut err), 0);
+    assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+    assert_eq!(out.writes_after_close, 1, "sst-dump went on writing into a closed pipe");
+
+    let mut out = ClosesAfter { limit: 200, taken: 0, writes_after_close: 0 };
+    let mut err = Vec::new();
+    let args = WalDumpArgs { path: copy, command: WalCommand::Dump, json: false };
+    assert_eq!(wal_dump::run(&args, &mut out, &mut err), 0);
+    assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
+    assert_eq!(out.writes_after_close, 1, "wal-dump went on writing into a closed pipe");
+}

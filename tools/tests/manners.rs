@@ -640,3 +640,30 @@ fn a_recovery_that_cuts_a_write_is_said_once_on_stderr() {
     let log = std::fs::read_to_string(crashed.join("LOG")).unwrap_or_default();
     assert!(log.contains("cut a damaged last record of"), "{log}");
 }
+
+/// A second import of the same file replaces each row whole (PutRow): one version per cell,
+/// as after one import, even where the table keeps three; rows the file does not name stay.
+#[test]
+fn a_second_import_replaces_rows_it_does_not_add_versions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    orders(d, &["--max-versions", "3"]);
+    ok(&["put", d, "orders", "Customer=z", "Order=9", "Note:string=kept"]);
+    let csv = tmp.path().join("o.csv");
+    std::fs::write(&csv, "Customer,Order,Qty:int\na,1,5\nb,2,6\n").unwrap();
+    for _ in 0..2 {
+        let (code, out, err) = strata(&["import", d, "orders", csv.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out} {err}");
+    }
+    let rows: Vec<Json> =
+        ok(&["export", d, "orders", "--format", "jsonl"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for r in &rows {
+        for (name, cells) in r.as_object().unwrap() {
+            if let Some(cells) = cells.as_array() {
+                assert_eq!(cells.len(), 1, "{name} of {r}: a second import added a version");
+            }
+        }
+    }
+}
