@@ -111,7 +111,12 @@ fn tables_rows_and_scans_from_the_shell() {
     assert!(ok(&["advise", d, "orders"]).contains("advice:"));
     assert!(ok(&["compact", d]).contains("compacted orders"));
     assert!(ok(&["check", d]).starts_with("OK"));
-    ok(&["drop", d, "orders"]);
+    // Not on a terminal: drop says what it would delete and needs --yes.
+    let (code, _, err) = strata(&["drop", d, "orders"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("this deletes table orders with its") && err.contains("--yes"), "{err}");
+    assert!(ok(&["tables", d]).contains("orders"), "the refused drop deleted the table");
+    assert!(ok(&["drop", d, "orders", "--yes"]).starts_with("dropped table orders"));
     assert_eq!(ok(&["tables", d]), "");
 }
 

@@ -21,6 +21,11 @@ fn sh_quote(s: &str) -> String {
 /// Runs `strata ARGS` on a pseudo-terminal and returns its exit code and what the terminal
 /// showed. Fails the test if the command has not ended by the deadline.
 fn on_terminal(args: &[&str]) -> (i32, String) {
+    on_terminal_typing(args, "")
+}
+
+/// [`on_terminal`], with `typed` typed at the terminal (answers to questions).
+fn on_terminal_typing(args: &[&str], typed: &str) -> (i32, String) {
     let mut line = sh_quote(env!("CARGO_BIN_EXE_strata"));
     for a in args {
         line.push(' ');
@@ -29,11 +34,16 @@ fn on_terminal(args: &[&str]) -> (i32, String) {
     let transcript = tempfile::NamedTempFile::new().unwrap();
     let mut child = Command::new("script")
         .args(["-qec", &line, transcript.path().to_str().unwrap()])
-        .stdin(Stdio::null())
+        .stdin(if typed.is_empty() { Stdio::null() } else { Stdio::piped() })
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("`script` (util-linux) runs commands on a pseudo-terminal");
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        // The terminal holds the answer until the command reads it.
+        stdin.write_all(typed.as_bytes()).unwrap();
+    }
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -106,4 +116,21 @@ fn every_command_with_progress_finishes_on_a_terminal() {
         on_terminal(&["key", "rewrite", path(&csv), "--hash-prefix", "Customer:4", "-o", path(&rewritten)]);
     assert_eq!(code, 0, "key rewrite: {shown}");
     assert_eq!(std::fs::read_to_string(&rewritten).unwrap().lines().count(), rows + 1, "key rewrite: every row");
+}
+
+#[test]
+fn drop_asks_on_a_terminal_and_does_what_the_answer_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let d = path(&db);
+    ok(&["create-table", d, "orders", "--pk", "Customer:string", "--pk", "Order:int"]);
+    ok(&["put", d, "orders", "Customer=a", "Order=1", "Note:string=x"]);
+    let (code, shown) = on_terminal_typing(&["drop", d, "orders"], "n\n");
+    assert_eq!(code, 1, "declined: {shown}");
+    assert!(shown.contains("this deletes table orders with its 1 row") && shown.contains("Proceed?"), "{shown}");
+    assert!(ok(&["tables", d]).contains("orders"), "a declined drop deleted the table");
+    let (code, shown) = on_terminal_typing(&["drop", d, "orders"], "y\n");
+    assert_eq!(code, 0, "accepted: {shown}");
+    assert!(shown.contains("dropped table orders (1 row)"), "{shown}");
+    assert!(!ok(&["tables", d]).contains("orders"));
 }

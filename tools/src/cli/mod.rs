@@ -50,8 +50,8 @@ pub enum Command {
     Describe(TableJson),
     /// Change a table's max versions or TTL.
     Alter(tables::AlterArgs),
-    /// Drop a table and its files.
-    Drop(TableArg),
+    /// Drop a table and its files (counts what it holds and asks; --yes in scripts).
+    Drop(tables::DropArgs),
     /// Write a row (replacing it): `strata put DIR T Key=1 Amount:int=12 Note=hi`. An untyped
     /// value is a String; one that could also be a number or a boolean (`007`, `1e3`, `true`)
     /// is refused: write `Zip:string=007` or `Code:double=1e3`.
@@ -117,15 +117,6 @@ pub struct TableJson {
     /// JSON output.
     #[arg(long)]
     pub json: bool,
-}
-
-/// A database folder and a table.
-#[derive(Args, Debug)]
-pub struct TableArg {
-    /// Database folder.
-    pub dir: PathBuf,
-    /// Table name.
-    pub table: String,
 }
 
 /// Runs the command line with `args` (program name first); returns the exit status.

@@ -8,7 +8,7 @@ use serde_json::json;
 use strata::{KeyType, TableSchema, TableUpdate, Ttl};
 
 use super::common::{CliError, CliResult, human_bytes, open_db, open_db_read_only, parse_size};
-use super::{DirJson, TableArg, TableJson};
+use super::{DirJson, TableJson};
 use crate::display::utc;
 
 /// Arguments of create-table.
@@ -177,17 +177,8 @@ pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
             "this hides {} rows and {} cells of table {} now (of {} rows, {} cells) and drops them for good at the next compaction",
             h.rows, h.cells, a.table, h.total_rows, h.total_cells
         );
-        if !a.yes {
-            if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
-                return Err(CliError::new(format!("{what}; pass --yes to confirm")));
-            }
-            eprint!("{what}. Proceed? [y/N] ");
-            let mut answer = String::new();
-            std::io::stdin().read_line(&mut answer)?;
-            if !matches!(answer.trim(), "y" | "Y" | "yes") {
-                eprintln!("nothing changed");
-                return Ok(crate::EXIT_FAIL);
-            }
+        if !confirmed(&what, a.yes)? {
+            return Ok(crate::EXIT_FAIL);
         }
         hidden = Some(h);
     }
@@ -257,10 +248,63 @@ fn count_hidden(db: &strata::Db, table: &str, old_max: u32, new_max: u32, new_tt
 }
 
 /// drop.
-pub fn drop_table(a: &TableArg, out: &mut dyn Write) -> CliResult {
+/// Asks before a change that loses data: says `what` and takes the answer on a terminal;
+/// elsewhere refuses unless `yes` (a script must say so). Returns false when declined.
+fn confirmed(what: &str, yes: bool) -> Result<bool, CliError> {
+    if yes {
+        return Ok(true);
+    }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(CliError::new(format!("{what}; pass --yes to confirm")));
+    }
+    eprint!("{what}. Proceed? [y/N] ");
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        return Ok(true);
+    }
+    eprintln!("nothing changed");
+    Ok(false)
+}
+
+/// Arguments of drop.
+#[derive(clap::Args, Debug)]
+pub struct DropArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// Drop without asking (required when stdin is not a terminal).
+    #[arg(long)]
+    pub yes: bool,
+    /// JSON output: one object with the result.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// drop: counts what the table holds and asks first (as `alter` does for what it hides).
+pub fn drop_table(a: &DropArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
+    let d = db.describe_table(&a.table)?;
+    let all = strata::PrimaryKey::new(vec![strata::PkValue::InfMin]);
+    let end = strata::PrimaryKey::new(vec![strata::PkValue::InfMax]);
+    let rows = db.count_range(&a.table, &all, &end)?;
+    let what = format!(
+        "this deletes table {} with its {rows} {} and {} SSTables ({} bytes), for good",
+        a.table,
+        if rows == 1 { "row" } else { "rows" },
+        d.sst_files,
+        d.sst_bytes
+    );
+    if !confirmed(&what, a.yes)? {
+        return Ok(crate::EXIT_FAIL);
+    }
     db.drop_table(&a.table)?;
     db.close()?;
-    writeln!(out, "dropped table {}", a.table)?;
+    if a.json {
+        writeln!(out, "{}", json!({"table": a.table, "dropped": true, "rows": rows}))?;
+    } else {
+        writeln!(out, "dropped table {} ({rows} {})", a.table, if rows == 1 { "row" } else { "rows" })?;
+    }
     Ok(0)
 }
