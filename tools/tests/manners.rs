@@ -667,3 +667,33 @@ fn a_second_import_replaces_rows_it_does_not_add_versions() {
         }
     }
 }
+
+/// An import whose every row is rejected for one reason (an export imported without
+/// --keep-versions) stops after --max-identical-rejects of them, saying the reason and the fix,
+/// instead of reading the whole file into a rejects file as large.
+#[test]
+fn an_import_rejecting_every_row_for_one_reason_stops_early() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    orders(d, &[]);
+    let file = tmp.path().join("export.jsonl");
+    let mut text = String::new();
+    for i in 0..5_000 {
+        text.push_str(&format!(
+            "{{\"Customer\":\"c\",\"Order\":{i},\"Qty\":[{{\"version\":{},\"value\":{i}}}]}}\n",
+            now_ms() - 1000
+        ));
+    }
+    std::fs::write(&file, text).unwrap();
+    let f = file.to_str().unwrap();
+    let (code, _, err) = strata(&["import", d, "orders", f, "--max-identical-rejects", "100"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("stopped reading at line 100") && err.contains("--keep-versions"), "{err}");
+    let rejects = std::fs::read_to_string(format!("{f}.rejects")).unwrap();
+    assert_eq!(rejects.lines().count(), 100, "the rejects file holds the rows read, not the whole file");
+    // 0 reads on regardless.
+    let (code, _, err) = strata(&["import", d, "orders", f, "--max-identical-rejects", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("5000 of 5000 rows rejected") && !err.contains("stopped reading"), "{err}");
+}

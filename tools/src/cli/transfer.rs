@@ -65,6 +65,11 @@ pub struct ImportArgs {
     /// cells older than it are rejected rows, naming the `alter` that admits them.
     #[arg(long)]
     pub keep_versions: bool,
+    /// Stop reading once this many rows in a row were rejected for the same reason (the whole
+    /// file would be: an export imported without --keep-versions, a wrong column type), saying
+    /// why; 0 reads on regardless.
+    #[arg(long, default_value_t = 1000)]
+    pub max_identical_rejects: u64,
     /// Continue an import stopped by Ctrl-C: skip the input rows the state file
     /// (FILE.import-state) records as written, append to the rejects file.
     #[arg(long)]
@@ -673,14 +678,26 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     };
     const CHUNK_ROWS: usize = 50_000;
     let spec = InputSpec { schema: &s, table: &a.table, path: &a.file, types: &given, header: &header };
+    // The reason of the last rejected rows and how many in a row (parse-time rejects).
+    let mut same_rejects: (Option<String>, u64) = (None, 0);
+    let mut gave_up: Option<String> = None;
     read_input(&spec, input, |mut p| {
         if p.line <= skip_through {
             return Ok(Next::Continue);
         }
         check_versions(&mut p, a.keep_versions);
+        match &p.row {
+            Err(why) if same_rejects.0.as_deref() == Some(why.as_str()) => same_rejects.1 += 1,
+            Err(why) => same_rejects = (Some(why.clone()), 1),
+            Ok(_) => same_rejects = (None, 0),
+        }
         last_line = p.line;
         chunk.push(p);
         parsed_rows += 1;
+        if a.max_identical_rejects > 0 && same_rejects.1 >= a.max_identical_rejects {
+            gave_up = same_rejects.0.clone();
+            return Ok(Next::Stop);
+        }
         if chunk.len() >= CHUNK_ROWS {
             flush_chunk(&mut chunk, &mut rng)?;
             tick(&progress, &bytes_read, &written, start);
@@ -746,6 +763,7 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
             json!({"table": a.table, "rows_written": ok, "rows_rejected": rejects.len(), "rows_read": parsed_rows,
                    "rejects_file": (!rejects.is_empty()).then(|| rejects_path.display().to_string()),
                    "types": types, "interrupted": interrupted, "last_line": last_line,
+                   "stopped_for": gave_up,
                    "total_rows_written": state.rows_written, "seconds": secs})
         )?;
     } else {
@@ -753,6 +771,15 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     }
     if !rejects.is_empty() && !a.json {
         writeln!(err, "{} of {parsed_rows} rows rejected; reasons in {}", rejects.len(), rejects_path.display())?;
+    }
+    if let Some(why) = &gave_up {
+        // Said even with --json (on stderr): the file was not read to its end.
+        writeln!(
+            err,
+            "stopped reading at line {last_line}: the last {} rows were all rejected for the same reason: {why} (--max-identical-rejects 0 reads on)",
+            a.max_identical_rejects
+        )?;
+        return Ok(crate::EXIT_FAIL);
     }
     if interrupted {
         if !a.json {
