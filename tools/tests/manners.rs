@@ -697,3 +697,48 @@ fn an_import_rejecting_every_row_for_one_reason_stops_early() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("5000 of 5000 rows rejected") && !err.contains("stopped reading"), "{err}");
 }
+
+/// A range bound means in the CLI what it means in the API: fewer columns than the key cover
+/// every key that begins with them at either end (`--from 7 --to 8` is devices 7 and 8;
+/// `--from 7 --to 7` is all of 7); a whole-key end is exclusive; `--prefix` reads one prefix.
+#[test]
+fn range_bounds_mean_what_they_mean_in_the_api() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "o", "--pk", "Device:int", "--pk", "Order:int"]);
+    let csv = tmp.path().join("o.csv");
+    let mut text = String::from("Device,Order,Qty:int\n");
+    for device in 6..10 {
+        for order in 0..4 {
+            text.push_str(&format!("{device},{order},1\n"));
+        }
+    }
+    std::fs::write(&csv, text).unwrap();
+    ok(&["import", d, "o", csv.to_str().unwrap()]);
+    let keys = |args: &[&str]| -> Vec<(i64, i64)> {
+        let mut all = vec!["scan", d, "o", "--json"];
+        all.extend_from_slice(args);
+        ok(&all)
+            .lines()
+            .map(|l| {
+                let j: Json = serde_json::from_str(l).unwrap();
+                (j["Device"].as_i64().unwrap(), j["Order"].as_i64().unwrap())
+            })
+            .collect()
+    };
+    let devices = |ks: &[(i64, i64)]| ks.iter().map(|k| k.0).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(devices(&keys(&["--from", "7", "--to", "8"])), [7, 8].into());
+    assert_eq!(keys(&["--from", "7", "--to", "8"]).len(), 8);
+    assert_eq!(keys(&["--from", "7", "--to", "7"]).len(), 4, "a short bound equal at both ends is its prefix");
+    assert_eq!(keys(&["--prefix", "7"]), (0..4).map(|o| (7, o)).collect::<Vec<_>>());
+    assert_eq!(keys(&["--from", "7", "--to", "8,2"]).len(), 6, "a whole-key end is exclusive");
+    let back = keys(&["--from", "8", "--to", "7", "--reverse"]);
+    assert_eq!(back.first(), Some(&(8, 3)));
+    assert_eq!(back.len(), 8);
+    let (code, _, err) = strata(&["scan", d, "o", "--prefix", "7,2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("one row") && err.contains("strata get"), "{err}");
+    let exported = ok(&["export", d, "o", "--format", "jsonl", "--prefix", "9"]);
+    assert_eq!(exported.lines().count(), 4);
+}

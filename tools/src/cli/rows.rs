@@ -157,12 +157,17 @@ pub struct ScanArgs {
     pub dir: PathBuf,
     /// Table name.
     pub table: String,
-    /// Start key, inclusive: comma-separated columns, a prefix is allowed.
+    /// Start key, inclusive: comma-separated columns; fewer columns than the key cover every key
+    /// that begins with them.
     #[arg(long)]
     pub from: Option<String>,
-    /// End key, exclusive: comma-separated columns, a prefix is allowed.
+    /// End key: a whole key is exclusive; fewer columns than the key are inclusive of every key
+    /// that begins with them (`--from 7 --to 8` reads the rows of 7 and 8), as in the API.
     #[arg(long)]
     pub to: Option<String>,
+    /// Every row whose leading key columns equal these (one or more columns, fewer than the key).
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub prefix: Option<String>,
     /// Descending order (then --from is the high end).
     #[arg(long)]
     pub reverse: bool,
@@ -312,19 +317,38 @@ pub fn scan_bounds(
     s: &TableSchema,
     from: &Option<String>,
     to: &Option<String>,
+    prefix: &Option<String>,
     reverse: bool,
 ) -> Result<(PrimaryKey, PrimaryKey), CliError> {
     let types: Vec<KeyType> = s.primary_key.iter().map(|c| c.key_type).collect();
     let n = types.len();
-    let (lo_pad, hi_pad) =
-        if reverse { (PkValue::InfMax, PkValue::InfMax) } else { (PkValue::InfMin, PkValue::InfMin) };
+    // The API's meaning of a bound that names fewer columns than the key: it covers every key
+    // that begins with it, at either end (the lower end padded with INF_MIN, the upper with
+    // INF_MAX). A whole-key end stays exclusive.
+    let (lower, upper) = (PkValue::InfMin, PkValue::InfMax);
+    let (from_pad, to_pad) = if reverse { (upper, lower) } else { (lower, upper) };
+    if let Some(p) = prefix {
+        if from.is_some() || to.is_some() {
+            return Err(CliError::new("--prefix reads one prefix; it does not combine with --from or --to"));
+        }
+        // Without padding, only a whole key parses.
+        if parse_pk(p, &types, None).is_ok() {
+            return Err(CliError::new(format!(
+                "--prefix {p} names every key column: that is one row; read it with `strata get`"
+            )));
+        }
+        let start =
+            PrimaryKey(parse_pk(p, &types, Some(from_pad)).map_err(|e| CliError::new(format!("--prefix: {e}")))?);
+        let end = PrimaryKey(parse_pk(p, &types, Some(to_pad)).map_err(|e| CliError::new(format!("--prefix: {e}")))?);
+        return Ok((start, end));
+    }
     let start = match from {
-        Some(f) => PrimaryKey(parse_pk(f, &types, Some(lo_pad)).map_err(|e| CliError::new(format!("--from: {e}")))?),
+        Some(f) => PrimaryKey(parse_pk(f, &types, Some(from_pad)).map_err(|e| CliError::new(format!("--from: {e}")))?),
         None if reverse => PrimaryKey::inf_max(n),
         None => PrimaryKey::inf_min(n),
     };
     let end = match to {
-        Some(t) => PrimaryKey(parse_pk(t, &types, Some(hi_pad)).map_err(|e| CliError::new(format!("--to: {e}")))?),
+        Some(t) => PrimaryKey(parse_pk(t, &types, Some(to_pad)).map_err(|e| CliError::new(format!("--to: {e}")))?),
         None if reverse => PrimaryKey::inf_min(n),
         None => PrimaryKey::inf_max(n),
     };
@@ -335,7 +359,7 @@ pub fn scan_bounds(
 pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
-    let (start, end) = scan_bounds(&s, &a.from, &a.to, a.reverse)?;
+    let (start, end) = scan_bounds(&s, &a.from, &a.to, &a.prefix, a.reverse)?;
     let mut opts = RangeOptions::default().read(read_options(&a.columns, a.versions));
     if a.reverse {
         opts.direction = Direction::Backward;

@@ -89,12 +89,16 @@ pub struct ExportArgs {
     /// csv or jsonl.
     #[arg(long, default_value = "csv")]
     pub format: String,
-    /// Start key, inclusive (prefix allowed).
+    /// Start key, inclusive (fewer columns than the key cover every key beginning with them).
     #[arg(long)]
     pub from: Option<String>,
-    /// End key, exclusive (prefix allowed).
+    /// End key: a whole key is exclusive, fewer columns are inclusive of every key beginning
+    /// with them, as in the API.
     #[arg(long)]
     pub to: Option<String>,
+    /// Every row whose leading key columns equal these (fewer columns than the key).
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub prefix: Option<String>,
     /// Only versions in START..END (ms); JSON lines then carry every version in the range.
     #[arg(long)]
     pub version_range: Option<String>,
@@ -908,7 +912,7 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     };
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
-    let (start, end) = scan_bounds(&s, &a.from, &a.to, false)?;
+    let (start, end) = scan_bounds(&s, &a.from, &a.to, &a.prefix, false)?;
     // JSON lines carry every retained version (an import with --keep-versions restores them);
     // CSV has one value per column: the newest.
     let max_versions = match format {
