@@ -41,7 +41,10 @@ const WORK: [(&str, &str, &str); 4] = [
 /// its `LOG` with no end event after it.
 fn interrupted(db_dir: &std::path::Path) -> Vec<&'static str> {
     let log = std::fs::read_to_string(db_dir.join("LOG")).unwrap_or_default();
-    let kinds: Vec<&str> = log.lines().filter_map(|l| l.split_whitespace().nth(1)).collect();
+    // `LOG` keeps the runs before: only the killed run's lines, after its open's `recovery`.
+    let all: Vec<&str> = log.lines().filter_map(|l| l.split_whitespace().nth(1)).collect();
+    let last_open = all.iter().rposition(|k| *k == "recovery").unwrap_or(0);
+    let kinds = all.get(last_open..).unwrap_or(&[]).to_vec();
     WORK.iter()
         .filter(|(_, start, end)| {
             let starts = kinds.iter().filter(|k| *k == start).count();

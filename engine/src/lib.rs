@@ -77,7 +77,7 @@ pub use model::types::{
     RowOutcome, SingleCondition, TableUpdate, UpdateOp, UpdateRow, Value, ValueRef, WriteOp, WriteReceipt,
 };
 pub use model::{keydesign, schema};
-pub use observe::events::Event;
+pub use observe::events::{Event, LOG_KEEP_OLD};
 pub use observe::info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use observe::stats::LoadSummary;
 pub use options::{LoadSplit, Options, SyncMode, WalRecovery};

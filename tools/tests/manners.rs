@@ -742,3 +742,59 @@ fn range_bounds_mean_what_they_mean_in_the_api() {
     let exported = ok(&["export", d, "o", "--format", "jsonl", "--prefix", "9"]);
     assert_eq!(exported.lines().count(), 4);
 }
+
+/// `LOG` keeps history across opens (the open after a crash no longer wipes the evidence),
+/// with readable UTC times, and `strata events` prints it oldest first, as text or JSON, and
+/// with `--follow` the events appended later.
+#[test]
+fn the_event_log_keeps_history_and_strata_events_shows_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    orders(d, &[]);
+    ok(&["put", d, "orders", "Customer=a", "Order=1", "Note:string=x"]);
+    ok(&["put", d, "orders", "Customer=b", "Order=2", "Note:string=y"]);
+    let log = std::fs::read_to_string(Path::new(d).join("LOG")).unwrap();
+    let opens = log.lines().filter(|l| l.split_whitespace().nth(1) == Some("recovery")).count();
+    assert_eq!(opens, 3, "every writable open is in the history: {log}");
+    let first = log.lines().next().unwrap();
+    assert!(first.len() > 24 && first.as_bytes()[10] == b'T' && first[..24].ends_with('Z'), "{first}");
+
+    let text = ok(&["events", d]);
+    assert_eq!(text, log, "events prints the log as it is");
+    let json: Vec<Json> = ok(&["events", d, "--json"]).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(json.len(), log.lines().count());
+    assert_eq!(json[0]["kind"], "recovery");
+    assert!(json.iter().any(|e| e["kind"] == "flush"), "{json:?}");
+
+    // --follow prints what a later command appends.
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["events", d, "--follow", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = follower.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut seen = String::new();
+        let mut buf = [0u8; 4096];
+        // Until the fourth open's recovery event arrives (the follower is killed after).
+        while seen.matches("\"recovery\"").count() < 4 {
+            match stdout.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+        seen
+    });
+    ok(&["put", d, "orders", "Customer=c", "Order=3", "Note:string=z"]);
+    // A follower that never shows it is killed after a deadline, which ends the reader too.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !reader.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    follower.kill().unwrap();
+    let _ = follower.wait();
+    let seen = reader.join().unwrap();
+    assert_eq!(seen.matches("\"recovery\"").count(), 4, "{seen}");
+}

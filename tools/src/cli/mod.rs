@@ -4,6 +4,7 @@
 pub mod backup;
 pub mod common;
 pub mod demo;
+pub mod events;
 pub mod keys;
 pub mod report;
 pub mod rows;
@@ -81,6 +82,8 @@ pub enum Command {
     Compact(report::CompactArgs),
     /// Verify every checksum of every live file. Exit 0 sound, 1 corrupt.
     Check(DirJson),
+    /// The event log (flushes, compactions, splits, recoveries), oldest first; --follow for new ones.
+    Events(events::EventsArgs),
     /// Write a consistent, openable copy of the database into DEST (new or empty), SSTables
     /// hard-linked where possible.
     Checkpoint(report::CheckpointArgs),
@@ -153,6 +156,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Advise(a) => report::advise(&a, out),
         Command::Compact(a) => report::compact(&a, out),
         Command::Check(a) => report::check(&a, out),
+        Command::Events(a) => events::events(&a, out),
         Command::Checkpoint(a) => report::checkpoint(&a, out),
         Command::Backup(a) => backup::backup(&a, out),
         Command::Restore(a) => backup::restore(&a, out),
