@@ -31,10 +31,11 @@
 //!
 //! Where to look (contributors): the data model is `model/`; the write path is `write/`
 //! (group commit, put batches) → `wal/` and `memtable/`; the read path is `read/` (snapshots,
-//! point and range reads, iterators) → `sst/`; the version, the manifest and recovery are
-//! `version/`; background work (flush, compaction, splits and merges) is `background/`; the
-//! file system is `fs/` and time `clock.rs`; statistics, reports and events are `observe/`.
-//! `db.rs` holds the facade and the engine state the others share.
+//! point and range reads, iterators) → `sst/`; the version, the version set and the manifest are
+//! `version/`, opening and recovery `open/`; background work (flush, compaction, splits and merges) is `background/`; the
+//! file system is `fs/` and time `clock.rs`; counters and events are `observe/`, the reports
+//! built from them `db/info.rs`.
+//! `db/` holds the facade, which owns the parts (docs/DESIGN.md, "The parts and who owns what").
 
 // Data from disk and from callers must never panic the engine: no unwrap/expect outside tests.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
@@ -42,18 +43,22 @@
 mod background;
 mod backup;
 pub mod clock;
+mod context;
 mod db;
 mod error;
 pub mod fs;
+mod health;
 #[doc(hidden)]
 pub mod hooks;
 #[doc(hidden)]
 pub mod memtable;
 mod model;
 mod observe;
+mod open;
 mod options;
 #[doc(hidden)]
 pub mod paths;
+mod progress;
 mod read;
 pub mod retry;
 #[doc(hidden)]
@@ -67,6 +72,7 @@ mod write;
 
 pub use backup::{BackupCreated, BackupInfo, BackupProgress, BackupStore, PurgeInfo, RestoreInfo};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use db::info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use db::{Db, TableDescription};
 pub use error::{Error, Result};
 pub use model::rowstate::DropCounts;
@@ -78,12 +84,11 @@ pub use model::types::{
 };
 pub use model::{keydesign, schema};
 pub use observe::events::{Event, LOG_KEEP_OLD};
-pub use observe::info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use observe::stats::LoadSummary;
+pub use open::recovery::{RecoveryReport, TornTail};
 pub use options::{LoadSplit, Options, SyncMode, WalRecovery};
 pub use read::rowref::RowRef;
 pub use read::snapshot::Snapshot;
 pub use read::{Examined, RangeIter};
 pub use version::checkpoint::CheckpointInfo;
-pub use version::recovery::{RecoveryReport, TornTail};
 pub use write::putbatch::PutBatch;

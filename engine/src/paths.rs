@@ -17,7 +17,7 @@ pub fn event_log(db: &Path) -> PathBuf {
     db.join("LOG")
 }
 
-/// Lifetime statistics (advisory; see `observe/persist.rs`).
+/// Lifetime statistics (advisory; see `background/stats_file.rs`).
 pub fn stats(db: &Path) -> PathBuf {
     db.join("STATS")
 }

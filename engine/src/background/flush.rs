@@ -17,7 +17,7 @@ use strata_format::key::{partition_key, user_key};
 use strata_format::manifest::FileRecord;
 use strata_format::sst::SstProperties;
 
-use crate::db::Inner;
+use crate::background::Jobs;
 use crate::error::Result;
 use crate::paths;
 use crate::sst::{SstFileWriter, SstReader, WrittenSst};
@@ -31,30 +31,30 @@ pub(crate) struct NewFile {
     pub entry: Arc<FileEntry>,
 }
 
-impl Inner {
+impl Jobs {
     /// Creates a writer for a new SSTable of `partition` at `level`.
     pub(crate) fn new_sst(&self, table: &Table, partition: u64, level: u32) -> Result<(u64, SstFileWriter)> {
-        let id = self.next_file_id();
-        let dir = paths::partition_dir(&self.path, &table.schema.name, partition);
-        self.ensure_dir(&dir)?;
+        let id = self.versions.next_file_id();
+        let dir = paths::partition_dir(&self.ctx.path, &table.schema.name, partition);
+        self.ctx.ensure_dir(&dir)?;
         let props = SstProperties {
             table_name: table.schema.name.clone(),
             table_id: table.id,
             partition_id: partition,
             pk_schema: table.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
-            created_ms: self.clock.now_ms(),
+            created_ms: self.ctx.clock.now_ms(),
             level: u64::from(level),
             file_id: id,
             ..Default::default()
         };
-        let path = paths::sst_file(&self.path, &table.schema.name, partition, id);
-        let w = SstFileWriter::create(self.fs.clone(), &path, self.sst_build_options(), props)?;
+        let path = paths::sst_file(&self.ctx.path, &table.schema.name, partition, id);
+        let w = SstFileWriter::create(self.ctx.fs.clone(), &path, self.ctx.sst_build_options(), props)?;
         Ok((id, w))
     }
 
     /// Opens a finished SSTable and describes it for the manifest.
     pub(crate) fn open_written(&self, id: u64, partition: u64, level: u32, w: WrittenSst) -> Result<Arc<FileEntry>> {
-        let reader = SstReader::open(self.fs.clone(), &w.path, id, self.cache.clone())?;
+        let reader = SstReader::open(self.ctx.fs.clone(), &w.path, id, self.ctx.cache.clone())?;
         let p = &w.props;
         let rec = FileRecord {
             id,
@@ -83,15 +83,15 @@ impl Inner {
         loop {
             // Holding the structure lock while choosing the memtable also keeps two flushers
             // (the flush thread and a caller of `Db::flush`) from flushing the same one.
-            let structure = self.structure.lock();
-            let next = self.state.read().sealed.first().filter(|m| m.first_wal < limit).cloned();
+            let structure = self.versions.structure.lock();
+            let next = self.versions.state.read().sealed.first().filter(|m| m.first_wal < limit).cloned();
             let Some(mem) = next else {
                 return Ok(());
             };
             // Paired with `flush-end` after the install (the `flush` events between name each
             // file written): a start without an end in the log is a flush a crash interrupted.
-            self.events.log(self.clock.now_ms(), "flush-start", format!("memtable of wal {}", mem.first_wal));
-            let version = self.state.read().version.clone();
+            self.ctx.events.log(self.ctx.clock.now_ms(), "flush-start", format!("memtable of wal {}", mem.first_wal));
+            let version = self.versions.current();
             let mut new_files: Vec<NewFile> = Vec::new();
             let mut bytes = 0u64;
             for table_id in mem.table_ids() {
@@ -133,8 +133,8 @@ impl Inner {
                     let pid = table.partitions.get(pi).map(|p| p.id).unwrap_or(0);
                     table_bytes += w.size;
                     let entry = self.open_written(id, pid, 0, w)?;
-                    self.events.log(
-                        self.clock.now_ms(),
+                    self.ctx.events.log(
+                        self.ctx.clock.now_ms(),
                         "flush",
                         format!(
                             "table={} partition={} file={} bytes={} entries={}",
@@ -143,22 +143,22 @@ impl Inner {
                     );
                     new_files.push(NewFile { table_id, partition_id: pid, entry });
                 }
-                self.stats.add_table_bytes(table_id, table_bytes, 0);
+                self.ctx.stats.add_table_bytes(table_id, table_bytes, 0);
                 bytes += table_bytes;
             }
             let flushed_seqno = mem.max_seqno();
             let new_files_count = new_files.len();
-            self.opts.pause_hook.fire(crate::hooks::PausePoint::FlushBeforeInstall);
+            self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::FlushBeforeInstall);
             self.install_flush(&mem, new_files, flushed_seqno)?;
-            self.opts.pause_hook.fire(crate::hooks::PausePoint::FlushInstalled);
-            self.events.log(
-                self.clock.now_ms(),
+            self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::FlushInstalled);
+            self.ctx.events.log(
+                self.ctx.clock.now_ms(),
                 "flush-end",
                 format!("memtable of wal {}: {} files, {bytes} bytes", mem.first_wal, new_files_count),
             );
-            self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
-            self.stats.flushes.fetch_add(1, Ordering::Relaxed);
-            self.delete_obsolete_wals();
+            self.ctx.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.ctx.stats.flushes.fetch_add(1, Ordering::Relaxed);
+            self.versions.delete_obsolete_wals();
             // The memtable goes before the lock: a `Db::flush` waiting on the lock for this
             // memtable then finds its memory already back in the pool.
             drop(mem);
@@ -182,7 +182,7 @@ impl Inner {
     ) -> Result<()> {
         // The memtable after this one holds the oldest data still only in the WAL.
         let next_first_wal = {
-            let st = self.state.read();
+            let st = self.versions.state.read();
             st.sealed.get(1).map(|m| m.first_wal).unwrap_or(st.active.first_wal)
         };
         let changes = files
@@ -195,6 +195,6 @@ impl Inner {
             })
             .collect();
         let edit = VersionEdit { changes, flushed_seqno: Some(flushed_seqno), min_wal_number: Some(next_first_wal) };
-        self.log_and_apply(Some(mem), edit).map(drop)
+        self.versions.log_and_apply(Some(mem), edit).map(drop)
     }
 }

@@ -4,19 +4,23 @@
 
 pub mod compaction;
 pub(crate) mod flush;
+pub(crate) mod jobs;
 pub mod split;
+pub(crate) mod stats_file;
+
+pub(crate) use jobs::Jobs;
 
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
-use crate::db::Inner;
+use crate::context::Context;
 
 /// A wake-up for a background thread: look for work. Whether to stop is not a message but a
 /// state ([`Background::stopping`]) every thread reads after each wake-up, so no count of
@@ -49,13 +53,16 @@ pub struct Background {
     /// Compaction threads between picking up work and finishing it (compactions, splits and
     /// merges); [`Background::wait_compactions_stopped`] waits for it to reach zero.
     compacting: AtomicUsize,
-    progress: Mutex<u64>,
-    progress_cv: Condvar,
+    /// Clock time (ms) of the last committed write group: compactions split into
+    /// subcompactions only once writes have paused (see `compaction/run.rs`).
+    pub last_write_ms: AtomicU64,
+    /// Where progress is signalled (shared with the health, whose changes wake waiters too).
+    ctx: Arc<Context>,
 }
 
 impl Background {
     /// Channels without threads.
-    pub fn new(paused: bool) -> Self {
+    pub fn new(ctx: Arc<Context>, paused: bool) -> Self {
         let (flush_tx, flush_rx) = unbounded();
         let (compact_tx, compact_rx) = unbounded();
         Background {
@@ -69,8 +76,8 @@ impl Background {
             busy: Mutex::new(HashSet::new()),
             active: AtomicUsize::new(0),
             compacting: AtomicUsize::new(0),
-            progress: Mutex::new(0),
-            progress_cv: Condvar::new(),
+            last_write_ms: AtomicU64::new(0),
+            ctx,
         }
     }
 
@@ -119,25 +126,18 @@ impl Background {
 
     /// Signals waiting writers that a flush or compaction finished.
     pub fn notify_progress(&self) {
-        *self.progress.lock() += 1;
-        self.progress_cv.notify_all();
+        self.ctx.progress.notify();
     }
 
     /// The progress counter, to pass to [`Background::wait_progress`]. Read it *before*
     /// checking the condition you wait for, so a signal in between is not missed.
     pub fn progress_epoch(&self) -> u64 {
-        *self.progress.lock()
+        self.ctx.progress.epoch()
     }
 
     /// Waits until a progress signal newer than `since` arrives, at most `timeout`.
     pub fn wait_progress(&self, since: u64, timeout: Duration) {
-        let mut g = self.progress.lock();
-        let deadline = std::time::Instant::now() + timeout;
-        while *g == since {
-            if self.progress_cv.wait_until(&mut g, deadline).timed_out() {
-                break;
-            }
-        }
+        self.ctx.progress.wait(since, timeout)
     }
 
     /// Tries to claim a partition for exclusive background work; released when the guard drops
@@ -145,6 +145,11 @@ impl Background {
     pub fn claim(&self, partition: u64) -> Option<Claim<'_>> {
         let inserted = self.busy.lock().insert(partition);
         if inserted { Some(Claim { bg: self, partition }) } else { None }
+    }
+
+    /// Whether compaction is paused ([`Background::paused`]).
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Acquire)
     }
 
     /// Stops and joins every thread.
@@ -203,11 +208,11 @@ impl Drop for Claim<'_> {
     }
 }
 
-fn guarded(inner: &Inner, what: &str, f: impl FnOnce() -> crate::Result<()>) {
+fn guarded(jobs: &Jobs, what: &str, f: impl FnOnce() -> crate::Result<()>) {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => inner.poison(&format!("{what} failed: {e}")),
-        Err(_) => inner.poison(&format!("{what} panicked")),
+        Ok(Err(e)) => jobs.ctx.poison(&format!("{what} failed: {e}")),
+        Err(_) => jobs.ctx.poison(&format!("{what} panicked")),
     }
 }
 
@@ -215,39 +220,39 @@ fn guarded(inner: &Inner, what: &str, f: impl FnOnce() -> crate::Result<()>) {
 /// already running are stopped and joined before the error returns: they hold the engine
 /// (and with it the folder's lock), which must be released for the failed open to leave
 /// nothing behind.
-pub fn start(inner: &Arc<Inner>) -> crate::Result<()> {
-    let started = spawn_all(inner);
+pub(crate) fn start(jobs: &Arc<Jobs>) -> crate::Result<()> {
+    let started = spawn_all(jobs);
     if started.is_err() {
-        inner.bg.shutdown();
+        jobs.bg.shutdown();
     }
     started
 }
 
 /// Spawns a named background thread (tests can make the `n`th spawn fail: `spawn_fault::fail_spawn_at`).
-fn spawn(inner: &Inner, name: String, f: impl FnOnce() + Send + 'static) -> crate::Result<JoinHandle<()>> {
+fn spawn(jobs: &Jobs, name: String, f: impl FnOnce() + Send + 'static) -> crate::Result<JoinHandle<()>> {
     #[cfg(test)]
     if spawn_fault::should_fail() {
         return Err(crate::Error::io(
             "spawn background thread",
-            &inner.path,
+            &jobs.ctx.path,
             std::io::Error::other("injected spawn failure"),
         ));
     }
     std::thread::Builder::new()
         .name(name)
         .spawn(f)
-        .map_err(|e| crate::Error::io("spawn background thread", &inner.path, e))
+        .map_err(|e| crate::Error::io("spawn background thread", &jobs.ctx.path, e))
 }
 
-fn spawn_all(inner: &Arc<Inner>) -> crate::Result<()> {
-    let i = inner.clone();
-    let rx = inner.bg.flush_rx.clone();
-    let flush = spawn(inner, "strata-flush".into(), move || {
+fn spawn_all(jobs: &Arc<Jobs>) -> crate::Result<()> {
+    let i = jobs.clone();
+    let rx = jobs.bg.flush_rx.clone();
+    let flush = spawn(jobs, "strata-flush".into(), move || {
         while rx.recv().is_ok() && !i.bg.is_stopping() {
             // Wake-ups that queued meanwhile are answered by this round.
             while rx.try_recv().is_ok() {}
             let _active = i.bg.activity();
-            if i.is_poisoned() {
+            if i.ctx.is_poisoned() {
                 continue;
             }
             guarded(&i, "flush", || i.flush_sealed());
@@ -255,11 +260,11 @@ fn spawn_all(inner: &Arc<Inner>) -> crate::Result<()> {
             i.bg.kick_compaction();
         }
     })?;
-    inner.bg.handles.lock().push(flush);
-    for n in 0..inner.opts.compaction_threads.max(1) {
-        let i = inner.clone();
-        let rx = inner.bg.compact_rx.clone();
-        let compaction = spawn(inner, format!("strata-compact-{n}"), move || {
+    jobs.bg.handles.lock().push(flush);
+    for n in 0..jobs.ctx.opts.compaction_threads.max(1) {
+        let i = jobs.clone();
+        let rx = jobs.bg.compact_rx.clone();
+        let compaction = spawn(jobs, format!("strata-compact-{n}"), move || {
             while rx.recv().is_ok() && !i.bg.is_stopping() {
                 let _active = i.bg.activity();
                 let _compacting = i.bg.compacting();
@@ -272,7 +277,7 @@ fn spawn_all(inner: &Arc<Inner>) -> crate::Result<()> {
                     let since = std::time::Instant::now();
                     let mut cut_short = false;
                     loop {
-                        if i.bg.paused.load(Ordering::SeqCst) || i.is_poisoned() || i.bg.is_stopping() {
+                        if i.bg.paused.load(Ordering::SeqCst) || i.ctx.is_poisoned() || i.bg.is_stopping() {
                             break;
                         }
                         let mut did = false;
@@ -290,7 +295,7 @@ fn spawn_all(inner: &Arc<Inner>) -> crate::Result<()> {
                         }
                     }
                     let mut changes = 0;
-                    if i.opts.auto_split && !i.bg.paused.load(Ordering::Acquire) && !i.is_poisoned() {
+                    if i.ctx.opts.auto_split && !i.bg.paused.load(Ordering::Acquire) && !i.ctx.is_poisoned() {
                         guarded(&i, "split planner", || {
                             changes = i.run_split_planner()?;
                             Ok(())
@@ -303,7 +308,7 @@ fn spawn_all(inner: &Arc<Inner>) -> crate::Result<()> {
                 }
             }
         })?;
-        inner.bg.handles.lock().push(compaction);
+        jobs.bg.handles.lock().push(compaction);
     }
     Ok(())
 }

@@ -167,8 +167,7 @@ impl BackupStore {
     /// # Errors
     /// As [`BackupStore::create`].
     pub fn create_with_progress(&self, db: &Db, progress: &mut dyn FnMut(&BackupProgress)) -> Result<BackupCreated> {
-        let inner = &db.inner;
-        let pinned = inner.pin_files()?;
+        let pinned = db.pin_files()?;
         self.remove_leftovers()?;
         let id = self.ids()?.last().map_or(1, |last| last + 1);
         let shared = self.dir.join(SHARED);
@@ -186,7 +185,7 @@ impl BackupStore {
         };
         let mut listed = Vec::with_capacity(pinned.files.len());
         for f in &pinned.files {
-            let bytes = inner.fs.read(&f.source).map_err(|e| Error::io("read", &f.source, e))?;
+            let bytes = db.ctx.fs.read(&f.source).map_err(|e| Error::io("read", &f.source, e))?;
             let mut problems = sst_problems(&bytes);
             if bytes.len() as u64 != f.size {
                 problems.push(format!("{} bytes where the manifest records {}", bytes.len(), f.size));
@@ -227,7 +226,7 @@ impl BackupStore {
         self.fs.sync_dir(&shared).map_err(|e| Error::io("sync dir", &shared, e))?;
         let meta = BackupMeta {
             id,
-            created_ms: inner.clock.now_ms(),
+            created_ms: db.ctx.clock.now_ms(),
             seqno: pinned.manifest.flushed_seqno,
             manifest: pinned.manifest.encode(),
             files: listed,

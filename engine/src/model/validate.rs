@@ -4,16 +4,16 @@ use strata_format::key::{MAX_PK_VALUE_BYTES, PkRef, encode_pk, encode_pk_value, 
 use strata_format::value::{MAX_VALUE_BYTES, ValueRef};
 
 use crate::error::{Error, Result};
+use crate::model::schema::TableSchema;
 use crate::model::schema::{PkColumn, TableOptions, validate_name};
 use crate::model::types::{PkValue, PrimaryKey};
-use crate::version::Table;
 
 /// Encodes a full primary key after checking it against the table's schema.
 ///
 /// # Errors
 /// `Invalid` with rules `pk-column-count-mismatch`, `pk-sentinel`, `pk-type`, `pk-value-too-long`.
-pub fn encode_row_key(table: &Table, pk: &PrimaryKey) -> Result<Vec<u8>> {
-    check_key(table, pk, false)?;
+pub fn encode_row_key(schema: &TableSchema, pk: &PrimaryKey) -> Result<Vec<u8>> {
+    check_key(schema, pk, false)?;
     Ok(encode_pk(&pk.0))
 }
 
@@ -21,8 +21,8 @@ pub fn encode_row_key(table: &Table, pk: &PrimaryKey) -> Result<Vec<u8>> {
 ///
 /// # Errors
 /// As [`encode_row_key`], except that sentinels are allowed.
-pub fn encode_bound(table: &Table, pk: &PrimaryKey) -> Result<Vec<u8>> {
-    check_key(table, pk, true)?;
+pub fn encode_bound(schema: &TableSchema, pk: &PrimaryKey) -> Result<Vec<u8>> {
+    check_key(schema, pk, true)?;
     Ok(encode_pk(&pk.0))
 }
 
@@ -33,19 +33,19 @@ pub fn encode_bound(table: &Table, pk: &PrimaryKey) -> Result<Vec<u8>> {
 ///
 /// # Errors
 /// As [`encode_bound`]; an empty bound is a column-count error.
-pub fn encode_prefix_bound(table: &Table, pk: &PrimaryKey, lower: bool) -> Result<Vec<u8>> {
-    let n = table.schema.primary_key.len();
+pub fn encode_prefix_bound(schema: &TableSchema, pk: &PrimaryKey, lower: bool) -> Result<Vec<u8>> {
+    let n = schema.primary_key.len();
     if pk.0.is_empty() || pk.0.len() >= n {
-        return encode_bound(table, pk);
+        return encode_bound(schema, pk);
     }
     let mut padded = pk.0.clone();
     padded.resize(n, if lower { PkValue::InfMin } else { PkValue::InfMax });
-    encode_bound(table, &PrimaryKey(padded))
+    encode_bound(schema, &PrimaryKey(padded))
 }
 
-fn check_key(table: &Table, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {
-    check_key_arity(table, pk.0.len(), || pk.to_string())?;
-    for (col, v) in table.schema.primary_key.iter().zip(&pk.0) {
+fn check_key(schema: &TableSchema, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {
+    check_key_arity(schema, pk.0.len(), || pk.to_string())?;
+    for (col, v) in schema.primary_key.iter().zip(&pk.0) {
         match v.as_row_value() {
             Some(r) => check_key_value(col, r)?,
             None if sentinels_ok => {}
@@ -68,8 +68,8 @@ fn check_key(table: &Table, pk: &PrimaryKey, sentinels_ok: bool) -> Result<()> {
 ///
 /// # Errors
 /// As [`encode_row_key`]; nothing is appended then.
-pub fn encode_row_key_into(table: &Table, pk: &PrimaryKey, out: &mut Vec<u8>) -> Result<()> {
-    check_key(table, pk, false)?;
+pub fn encode_row_key_into(schema: &TableSchema, pk: &PrimaryKey, out: &mut Vec<u8>) -> Result<()> {
+    check_key(schema, pk, false)?;
     for v in &pk.0 {
         encode_pk_value(v, out);
     }
@@ -81,16 +81,16 @@ pub fn encode_row_key_into(table: &Table, pk: &PrimaryKey, out: &mut Vec<u8>) ->
 ///
 /// # Errors
 /// As [`encode_row_key`].
-pub fn check_row_key_ref(table: &Table, pk: &[PkRef<'_>]) -> Result<()> {
-    check_key_arity(table, pk.len(), || format_pk_ref(pk))?;
-    for (col, r) in table.schema.primary_key.iter().zip(pk) {
+pub fn check_row_key_ref(schema: &TableSchema, pk: &[PkRef<'_>]) -> Result<()> {
+    check_key_arity(schema, pk.len(), || format_pk_ref(pk))?;
+    for (col, r) in schema.primary_key.iter().zip(pk) {
         check_key_value(col, *r)?;
     }
     Ok(())
 }
 
-fn check_key_arity(table: &Table, len: usize, key: impl FnOnce() -> String) -> Result<()> {
-    let schema = &table.schema;
+fn check_key_arity(schema: &TableSchema, len: usize, key: impl FnOnce() -> String) -> Result<()> {
+    let schema = &schema;
     if len != schema.primary_key.len() {
         return Err(Error::invalid(
             "pk-column-count-mismatch",
@@ -128,15 +128,12 @@ fn check_key_value(col: &PkColumn, v: PkRef<'_>) -> Result<()> {
 ///
 /// # Errors
 /// `Invalid` with rules `name` or `column-is-primary-key`.
-pub fn check_column_name(table: &Table, name: &str) -> Result<()> {
+pub fn check_column_name(schema: &TableSchema, name: &str) -> Result<()> {
     validate_name("column", name)?;
-    if table.schema.pk_index(name).is_some() {
+    if schema.pk_index(name).is_some() {
         return Err(Error::invalid(
             "column-is-primary-key",
-            format!(
-                "{name:?} is a primary-key column of table {:?}; attribute columns need other names",
-                table.schema.name
-            ),
+            format!("{name:?} is a primary-key column of table {:?}; attribute columns need other names", schema.name),
         ));
     }
     Ok(())

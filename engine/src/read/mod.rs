@@ -10,14 +10,17 @@ pub mod iter;
 pub mod rowref;
 pub mod snapshot;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::AtomicU64;
+
+use parking_lot::Mutex;
 
 use strata_format::key::{decode_pk, partition_key};
 use strata_format::record::{PutRef, RowRecord};
 
-use crate::db::{Inner, ReadView};
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::model::rowstate::{DropCounts, RowState, resolve, select, select_single_put, single_put_applies, visible};
 use crate::model::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
@@ -25,40 +28,36 @@ use crate::model::validate::encode_prefix_bound;
 use crate::read::iter::{EntrySource, LevelFile, LevelSource, MemSource, MergeIter, RowGrouper, after_all_versions};
 use crate::read::rowref::RowRef;
 use crate::sst::SstIter;
+use crate::version::set::VersionSet;
+pub(crate) use crate::version::view::ReadPoint;
 use crate::version::{Partition, Table};
 
-/// A consistent view for reading: the version and memtables of one state, read at one
-/// sequence number. Holding it pins that state's files and memtables.
-#[derive(Clone)]
-pub struct ReadPoint {
-    /// The version and memtables, shared with every other snapshot of the same state.
-    view: Arc<ReadView>,
-    /// Entries above this sequence number are invisible.
-    pub seqno: u64,
+/// The read path of one database: point reads, ranges and prefixes on a [`ReadPoint`], for
+/// [`crate::Db`] (at the published sequence number) and [`Snapshot`] (at its own) alike, and
+/// the registry of live user snapshots.
+pub(crate) struct Reader {
+    pub(crate) ctx: Arc<Context>,
+    pub(crate) versions: Arc<VersionSet>,
+    /// Live user snapshots: id -> when taken (ms).
+    snapshots: Mutex<BTreeMap<u64, u64>>,
+    /// The next user snapshot's id.
+    next_snapshot_id: AtomicU64,
 }
 
-impl std::ops::Deref for ReadPoint {
-    type Target = ReadView;
-    /// `snap.version` and `snap.mems` read through to the shared view.
-    fn deref(&self) -> &ReadView {
-        &self.view
+impl Reader {
+    /// The read path over `versions`.
+    pub(crate) fn new(ctx: Arc<Context>, versions: Arc<VersionSet>) -> Self {
+        Reader { ctx, versions, snapshots: Mutex::new(BTreeMap::new()), next_snapshot_id: AtomicU64::new(1) }
     }
-}
 
-impl Inner {
     /// A snapshot at the published sequence number.
     pub(crate) fn snapshot(&self) -> ReadPoint {
-        // The seqno is read under the lock that installs versions, so every entry of every
-        // file in the view is at or below it: bottommost compaction writes sequence number 0
-        // for rows older than any such snapshot, which must not make a newer write visible.
-        let st = self.state.read();
-        let seqno = self.visible_seqno.load(Ordering::Acquire);
-        ReadPoint { view: st.view().clone(), seqno }
+        self.versions.snapshot()
     }
 
     /// A snapshot at `seqno` (the write leader reads its own unpublished entries this way).
     pub(crate) fn snapshot_at(&self, seqno: u64) -> ReadPoint {
-        ReadPoint { view: self.state.read().view().clone(), seqno }
+        self.versions.snapshot_at(seqno)
     }
 
     /// The stored records of one row, newest first up to the first base record, each with the
@@ -69,7 +68,7 @@ impl Inner {
     /// records a flush moved from the snapshot's memtables into files only the newer version
     /// lists (the write leader's lost update; `tests/interleave.rs`). Readers take the table
     /// from the snapshot they read; the leader looks it up in a fresh one
-    /// ([`Inner::visible_state`]), so the common read pays no second lookup.
+    /// ([`Reader::visible_state`]), so the common read pays no second lookup.
     pub(crate) fn row_record_bytes<'s>(
         &'s self,
         snap: &'s ReadPoint,
@@ -87,7 +86,7 @@ impl Inner {
             }
         }
         let base_in_memory = out.last().is_some_and(|r| crate::source::is_base_record(r));
-        let mut recs: Vec<(Vec<u8>, &Path)> = out.into_iter().map(|r| (r, self.path.as_path())).collect();
+        let mut recs: Vec<(Vec<u8>, &Path)> = out.into_iter().map(|r| (r, self.ctx.path.as_path())).collect();
         if base_in_memory {
             return Ok(recs);
         }
@@ -159,12 +158,16 @@ impl Inner {
     ) -> Result<Option<Row>> {
         validate_read_options(opts)?;
         let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
-        let enc = crate::model::validate::encode_row_key(table, pk)?;
+        let enc = crate::model::validate::encode_row_key(&table.schema, pk)?;
         let recs = self.row_records(snap, table, &enc)?;
         let pk0 = partition_key(&enc);
         if let Some(p) = table.partition_for(pk0) {
-            let sample = self.opts.load_split.map(|_| pk0);
-            p.load.record_read(self.clock.now_ms_coarse(), sample, recs.iter().map(|r| r.cell_count() as u64).sum());
+            let sample = self.ctx.opts.load_split.map(|_| pk0);
+            p.load.record_read(
+                self.ctx.clock.now_ms_coarse(),
+                sample,
+                recs.iter().map(|r| r.cell_count() as u64).sum(),
+            );
         }
         Ok(self.select_row(table, pk, recs, opts))
     }
@@ -180,14 +183,14 @@ impl Inner {
             return select_single_put(pk.clone(), rec, table.max_versions(), opts);
         }
         // Only now is the exact time needed (TTL); the common case above never reads it.
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         let st = resolve(recs, table.max_versions(), &mut DropCounts::default());
         visible(st, table.max_versions(), table.ttl(), now).and_then(|st| select(pk, st, opts))
     }
 
     /// GetRow, handing the row to `f` as a [`RowRef`]: a row whose only visible record is a
     /// whole-row put (no TTL, no filter) is read in place from the stored bytes; any other row
-    /// is resolved as by [`Inner::get_row_at`] first.
+    /// is resolved as by [`Reader::get_row_at`] first.
     pub(crate) fn with_row_at<R>(
         &self,
         snap: &ReadPoint,
@@ -198,13 +201,13 @@ impl Inner {
     ) -> Result<R> {
         validate_read_options(opts)?;
         let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
-        let enc = crate::model::validate::encode_row_key(table, pk)?;
+        let enc = crate::model::validate::encode_row_key(&table.schema, pk)?;
         let raw = self.row_record_bytes(snap, table, &enc)?;
         let record_load = |cells: usize| {
             let pk0 = partition_key(&enc);
             if let Some(p) = table.partition_for(pk0) {
-                let sample = self.opts.load_split.map(|_| pk0);
-                p.load.record_read(self.clock.now_ms_coarse(), sample, cells as u64);
+                let sample = self.ctx.opts.load_split.map(|_| pk0);
+                p.load.record_read(self.ctx.clock.now_ms_coarse(), sample, cells as u64);
             }
         };
         if let [(rec, path)] = raw.as_slice()
@@ -236,7 +239,7 @@ impl Inner {
         self.range_iter_at(self.snapshot(), table_name, start, end, opts)
     }
 
-    /// [`Inner::range_iter`] on the state `snap` holds.
+    /// [`Reader::range_iter`] on the state `snap` holds.
     pub(crate) fn range_iter_at(
         &self,
         snap: ReadPoint,
@@ -251,8 +254,8 @@ impl Inner {
         let forward = opts.direction == Direction::Forward;
         // Short bounds cover their whole prefix: forward, the start is the lower end;
         // backward, the upper.
-        let s = encode_prefix_bound(&table, start, forward)?;
-        let e = encode_prefix_bound(&table, end, !forward)?;
+        let s = encode_prefix_bound(&table.schema, start, forward)?;
+        let e = encode_prefix_bound(&table.schema, end, !forward)?;
         match (forward, s.cmp(&e)) {
             (_, std::cmp::Ordering::Equal) => {
                 return Err(Error::invalid("range-empty-bounds", format!("range start {start} equals its end")));
@@ -275,7 +278,7 @@ impl Inner {
             return Err(Error::invalid("range-limit", "a range limit must be at least 1"));
         }
         let (lo, hi) = if forward { (s, e) } else { (after_all_versions(&e), after_all_versions(&s)) };
-        Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.clock.now_ms()))
+        Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.ctx.clock.now_ms()))
     }
 
     /// Every row whose leading key columns equal `prefix` (one column up to the whole key),
@@ -306,10 +309,10 @@ impl Inner {
         }
         let table =
             snap.version.table(table_name).cloned().ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
-        let lo = crate::model::validate::encode_bound(&table, prefix)?;
+        let lo = crate::model::validate::encode_bound(&table.schema, prefix)?;
         let hi = after_all_versions(&lo);
         let forward = opts.direction == Direction::Forward;
-        Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.clock.now_ms()))
+        Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.ctx.clock.now_ms()))
     }
 
     /// Counts the rows of a range on the state `snap` holds (rows a filter rejects count too:
@@ -340,7 +343,7 @@ impl Inner {
         self.get_range_at(self.snapshot(), table, start, end, opts)
     }
 
-    /// [`Inner::get_range`] on the state `snap` holds.
+    /// [`Reader::get_range`] on the state `snap` holds.
     pub(crate) fn get_range_at(
         &self,
         snap: ReadPoint,

@@ -15,8 +15,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{RangeIter, ReadPoint};
-use crate::db::Inner;
+use super::{RangeIter, ReadPoint, Reader};
 use crate::error::Result;
 use crate::model::types::{PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
 
@@ -36,7 +35,7 @@ use crate::model::types::{PrimaryKey, RangeOptions, RangePage, ReadOptions, Row}
 /// # Ok::<(), strata::Error>(())
 /// ```
 pub struct Snapshot {
-    inner: Arc<Inner>,
+    reader: Arc<Reader>,
     at: ReadPoint,
     id: u64,
 }
@@ -47,13 +46,19 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
-impl Inner {
+impl Reader {
     /// Takes a user snapshot of the current state and registers it (for `DbStats`).
     pub(crate) fn user_snapshot(self: &Arc<Self>) -> Snapshot {
         let id = self.next_snapshot_id.fetch_add(1, Ordering::Relaxed);
         let at = self.snapshot();
-        self.snapshots.lock().insert(id, self.clock.now_ms());
-        Snapshot { inner: self.clone(), at, id }
+        self.snapshots.lock().insert(id, self.ctx.clock.now_ms());
+        Snapshot { reader: self.clone(), at, id }
+    }
+
+    /// How many user snapshots are alive, and when the oldest was taken (ms).
+    pub(crate) fn live_snapshots(&self) -> (usize, Option<u64>) {
+        let snaps = self.snapshots.lock();
+        (snaps.len(), snaps.values().min().copied())
     }
 }
 
@@ -69,12 +74,12 @@ impl Snapshot {
     /// # Errors
     /// As [`crate::Db::get_row`].
     pub fn get_row(&self, table: &str, pk: &PrimaryKey, opts: &ReadOptions) -> Result<Option<Row>> {
-        self.inner.get_row_at(&self.at, table, pk, opts)
+        self.reader.get_row_at(&self.at, table, pk, opts)
     }
 
     /// BatchGet as of the snapshot: one result per key.
     pub fn batch_get<T: AsRef<str>>(&self, keys: &[(T, PrimaryKey)], opts: &ReadOptions) -> Vec<Result<Option<Row>>> {
-        keys.iter().map(|(t, pk)| self.inner.get_row_at(&self.at, t.as_ref(), pk, opts)).collect()
+        keys.iter().map(|(t, pk)| self.reader.get_row_at(&self.at, t.as_ref(), pk, opts)).collect()
     }
 
     /// GetRange as of the snapshot: one page and the key to continue from. Later pages read
@@ -89,7 +94,7 @@ impl Snapshot {
         end: &PrimaryKey,
         opts: &RangeOptions,
     ) -> Result<RangePage> {
-        self.inner.get_range_at(self.at.clone(), table, start, end, opts)
+        self.reader.get_range_at(self.at.clone(), table, start, end, opts)
     }
 
     /// Every row of a range as of the snapshot, as an iterator.
@@ -97,7 +102,7 @@ impl Snapshot {
     /// # Errors
     /// As [`crate::Db::range`].
     pub fn range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey, opts: &RangeOptions) -> Result<RangeIter> {
-        self.inner.range_iter_at(self.at.clone(), table, start, end, opts)
+        self.reader.range_iter_at(self.at.clone(), table, start, end, opts)
     }
 
     /// Every row whose leading key columns equal `prefix`, as of the snapshot
@@ -106,7 +111,7 @@ impl Snapshot {
     /// # Errors
     /// As [`crate::Db::prefix`].
     pub fn prefix(&self, table: &str, prefix: &PrimaryKey, opts: &RangeOptions) -> Result<RangeIter> {
-        self.inner.prefix_iter_at(self.at.clone(), table, prefix, opts)
+        self.reader.prefix_iter_at(self.at.clone(), table, prefix, opts)
     }
 
     /// Counts the rows of a range as of the snapshot.
@@ -114,12 +119,12 @@ impl Snapshot {
     /// # Errors
     /// As [`crate::Db::count_range`].
     pub fn count_range(&self, table: &str, start: &PrimaryKey, end: &PrimaryKey) -> Result<u64> {
-        self.inner.count_range_at(self.at.clone(), table, start, end)
+        self.reader.count_range_at(self.at.clone(), table, start, end)
     }
 }
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        self.inner.snapshots.lock().remove(&self.id);
+        self.reader.snapshots.lock().remove(&self.id);
     }
 }

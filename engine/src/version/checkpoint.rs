@@ -21,11 +21,12 @@ use std::sync::Arc;
 
 use strata_format::manifest::ManifestData;
 
-use crate::db::Inner;
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
 use crate::paths;
 use crate::version::Version;
+use crate::version::set::VersionSet;
 
 /// What a checkpoint copied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -72,81 +73,81 @@ impl PinnedFile {
     }
 }
 
-impl Inner {
-    /// Flushes (so every write acknowledged before the call is in an SSTable and a copy needs no
-    /// WAL), then takes the version and the manifest counters together, under the manifest
-    /// lock as an install does.
-    pub(crate) fn pin_files(&self) -> Result<PinnedFiles> {
-        self.flush_and_wait()?;
-        let (version, ms) = {
-            let ms = self.manifest.lock();
-            (self.state.read().version.clone(), ms.clone())
-        };
-        let mut seen = HashSet::new();
-        let mut files = Vec::new();
-        for t in version.tables.values() {
-            for f in t.partitions.iter().flat_map(|p| p.files()) {
-                if seen.insert(f.rec.id) {
-                    files.push(PinnedFile {
-                        id: f.rec.id,
-                        size: f.rec.size,
-                        source: f.reader.path.clone(),
-                        table: t.schema.name.clone(),
-                        home_partition: f.rec.home_partition,
-                    });
-                }
+/// The files of the current version and the manifest that describes it, taken together
+/// under the manifest lock as an install does. Flush first, so every acknowledged write is in
+/// an SSTable and a copy needs no WAL.
+pub(crate) fn pin_files(versions: &VersionSet) -> PinnedFiles {
+    let (version, ms) = versions.current_with_manifest();
+    let mut seen = HashSet::new();
+    let mut files = Vec::new();
+    for t in version.tables.values() {
+        for f in t.partitions.iter().flat_map(|p| p.files()) {
+            if seen.insert(f.rec.id) {
+                files.push(PinnedFile {
+                    id: f.rec.id,
+                    size: f.rec.size,
+                    source: f.reader.path.clone(),
+                    table: t.schema.name.clone(),
+                    home_partition: f.rec.home_partition,
+                });
             }
         }
-        let manifest = self.manifest_data(&version, &ms);
-        Ok(PinnedFiles { _version: version, manifest, files })
     }
+    let manifest = versions.manifest_data(&version, &ms);
+    PinnedFiles { _version: version, manifest, files }
+}
 
-    /// Writes a checkpoint into `dest` (a missing or empty folder).
-    pub(crate) fn checkpoint(&self, dest: &Path) -> Result<CheckpointInfo> {
-        let fs = self.fs.as_ref();
-        if fs.is_dir(dest) && !fs.list(dest).map_err(|e| Error::io("list", dest, e))?.is_empty() {
-            return Err(Error::invalid(
-                "checkpoint-destination",
-                format!("{} is not empty; a checkpoint goes into a new or empty folder", dest.display()),
-            ));
-        }
-        let (from, to) = (resolved(&self.path), resolved(dest));
-        if to.starts_with(&from) || from.starts_with(&to) {
-            // Inside the source, the copy's files would be the source's orphans (its next
-            // open deletes them); around it, the source would be inside the copy.
-            return Err(Error::invalid(
-                "checkpoint-destination",
-                format!(
-                    "{} and the database {} contain one another; a checkpoint goes into a folder outside the database",
-                    dest.display(),
-                    self.path.display()
-                ),
-            ));
-        }
-        let pinned = self.pin_files()?;
-        self.ensure_dir(&paths::wal_dir(dest))?;
-        self.ensure_dir(&paths::tables_dir(dest))?;
-        let mut info = CheckpointInfo { seqno: pinned.manifest.flushed_seqno, ..Default::default() };
-        let mut folders = HashSet::new();
-        for f in &pinned.files {
-            let to = f.path_in(dest);
-            if let Some(dir) = to.parent() {
-                self.ensure_dir(dir)?;
-                folders.insert(dir.to_path_buf());
-            }
-            fs.link_or_copy(&f.source, &to).map_err(|e| Error::io("link or copy", &to, e))?;
-            info.files += 1;
-            info.bytes += f.size;
-        }
-        for dir in &folders {
-            fs.sync_dir(dir).map_err(|e| Error::io("sync dir", dir, e))?;
-        }
-        // The copy's first live log, empty: recovery requires the log its manifest names.
-        crate::wal::WalWriter::create(fs, dest, pinned.manifest.min_wal_number, 0, false)?;
-        let path = paths::manifest(dest);
-        write_atomic(fs, &path, &pinned.manifest.encode()).map_err(|e| Error::io("write manifest", &path, e))?;
-        Ok(info)
+/// Refuses a checkpoint destination that is not empty, or that contains or lies inside the
+/// database at `source`.
+pub(crate) fn check_destination(ctx: &Context, dest: &Path) -> Result<()> {
+    let fs = ctx.fs.as_ref();
+    if fs.is_dir(dest) && !fs.list(dest).map_err(|e| Error::io("list", dest, e))?.is_empty() {
+        return Err(Error::invalid(
+            "checkpoint-destination",
+            format!("{} is not empty; a checkpoint goes into a new or empty folder", dest.display()),
+        ));
     }
+    let (from, to) = (resolved(&ctx.path), resolved(dest));
+    if to.starts_with(&from) || from.starts_with(&to) {
+        // Inside the source, the copy's files would be the source's orphans (its next
+        // open deletes them); around it, the source would be inside the copy.
+        return Err(Error::invalid(
+            "checkpoint-destination",
+            format!(
+                "{} and the database {} contain one another; a checkpoint goes into a folder outside the database",
+                dest.display(),
+                ctx.path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes the checkpoint of `pinned` into `dest` (checked by [`check_destination`]).
+pub(crate) fn write_checkpoint(ctx: &Context, dest: &Path, pinned: &PinnedFiles) -> Result<CheckpointInfo> {
+    let fs = ctx.fs.as_ref();
+    ctx.ensure_dir(&paths::wal_dir(dest))?;
+    ctx.ensure_dir(&paths::tables_dir(dest))?;
+    let mut info = CheckpointInfo { seqno: pinned.manifest.flushed_seqno, ..Default::default() };
+    let mut folders = HashSet::new();
+    for f in &pinned.files {
+        let to = f.path_in(dest);
+        if let Some(dir) = to.parent() {
+            ctx.ensure_dir(dir)?;
+            folders.insert(dir.to_path_buf());
+        }
+        fs.link_or_copy(&f.source, &to).map_err(|e| Error::io("link or copy", &to, e))?;
+        info.files += 1;
+        info.bytes += f.size;
+    }
+    for dir in &folders {
+        fs.sync_dir(dir).map_err(|e| Error::io("sync dir", dir, e))?;
+    }
+    // The copy's first live log, empty: recovery requires the log its manifest names.
+    crate::wal::WalWriter::create(fs, dest, pinned.manifest.min_wal_number, 0, false)?;
+    let path = paths::manifest(dest);
+    write_atomic(fs, &path, &pinned.manifest.encode()).map_err(|e| Error::io("write manifest", &path, e))?;
+    Ok(info)
 }
 
 /// `path` made absolute, with symbolic links and `..` resolved as far as it exists: its

@@ -1,17 +1,18 @@
 //! The version: an immutable snapshot of every table's schema, options, partitions and the
 //! SSTables each partition reads. Readers hold an `Arc<Version>` for as long as they read, so a
-//! flush, compaction, split or DDL never changes what an open read sees; each of those builds a
-//! new version and installs it (see `Inner::install` in db.rs).
+//! flush, compaction, split or DDL never changes what an open read sees; each of those is a
+//! [`edit::VersionEdit`] that [`set::VersionSet::log_and_apply`] turns into a new version and
+//! installs.
 
 pub(crate) mod check;
 pub(crate) mod checkpoint;
 pub(crate) mod edit;
 pub(crate) mod layout;
-pub(crate) mod readonly;
-pub(crate) mod recovery;
+pub(crate) mod set;
 pub(crate) mod sizes;
 #[cfg(test)]
 pub(crate) mod testing;
+pub(crate) mod view;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,13 +1,25 @@
 //! WAL files on disk: the writer the write path appends to ([`writer`]) and the reader that
 //! recovery and read-only opens replay ([`reader`]). Framing, the continuation record and the
 //! classification of a file's end live in `strata_format::wal`; the rules for what a missing or
-//! damaged log means are in `version/recovery.rs`.
+//! damaged log means are in `open/recovery.rs`.
 
 mod reader;
 mod writer;
 
 pub use reader::{ReadWal, read_wal};
 pub use writer::{WalWriter, close_with_continuation};
+
+/// Whether WAL appends may go through a mapping: only when appends are not each followed by
+/// an fdatasync (after a sync the next store into the same page faults again, and measured
+/// slower than `write` with 16 syncing writers).
+pub(crate) fn wal_mapped(opts: &crate::options::Options) -> bool {
+    opts.sync_mode == crate::options::SyncMode::Buffered
+}
+
+/// Disk space reserved for each WAL file: a little more than one memtable's worth.
+pub(crate) fn wal_preallocation(opts: &crate::options::Options) -> u64 {
+    (opts.write_buffer_bytes as u64).saturating_add(opts.write_buffer_bytes as u64 / 8)
+}
 
 #[cfg(test)]
 mod tests {

@@ -19,9 +19,11 @@
 //! sync poisons the database, so entries inserted but never published are never flushed.
 
 pub mod putbatch;
+mod room;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex};
 use strata_format::key::{PkRef, format_pk_ref, partition_key};
@@ -30,13 +32,17 @@ use strata_format::wal::{
     MAX_PAYLOAD_BYTES, batch_payload_len, begin_record, encode_batch_header, encode_entry, end_record,
 };
 
-use crate::db::Inner;
+use crate::background::Background;
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::model::rowstate::{RowState, eval_condition, validate_condition};
 use crate::model::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
 use crate::model::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
 use crate::options::SyncMode;
+use crate::read::Reader;
+use crate::version::set::VersionSet;
 use crate::version::{Partition, Table, Version};
+use crate::wal::WalWriter;
 use crate::write::putbatch::PutBatch;
 
 type GroupResult = Result<Vec<RowOutcome>>;
@@ -110,7 +116,7 @@ struct LeaderBufs {
     wal: Vec<u8>,
     /// What preparing the rows writes into.
     rows: RowBufs,
-    /// Prepared batches waiting for their memtable insert (see `Inner::insert_rows`).
+    /// Prepared batches waiting for their memtable insert (see `Writer::insert_rows`).
     deferred: Vec<(u64, Vec<PreparedRow>)>,
 }
 
@@ -243,10 +249,79 @@ struct PreparedRow {
     receipt: WriteReceipt,
 }
 
-impl Inner {
+/// The write path of a writable database: the group-commit queue, the WAL and the sequence
+/// numbers. Only the write leader (the holder of the queue's leader role) appends to the log,
+/// inserts into the active memtable, assigns sequence numbers and seals the memtable.
+pub(crate) struct Writer {
+    ctx: Arc<Context>,
+    versions: Arc<VersionSet>,
+    /// For the rows that conditions and increments read.
+    reader: Arc<Reader>,
+    /// Woken when a memtable is sealed; its progress ends a stall.
+    bg: Arc<Background>,
+    queue: WriteQueue,
+    wal: Mutex<WalWriter>,
+    /// The number of the next log [`Writer::rotate_memtable`] starts.
+    next_wal_number: AtomicU64,
+    /// Highest sequence number assigned (write leader only).
+    last_seqno: AtomicU64,
+}
+
+impl Writer {
+    /// The write path continuing after `last_seqno`, appending to `wal`.
+    pub(crate) fn new(
+        ctx: Arc<Context>,
+        versions: Arc<VersionSet>,
+        reader: Arc<Reader>,
+        bg: Arc<Background>,
+        wal: WalWriter,
+        next_wal_number: u64,
+        last_seqno: u64,
+    ) -> Self {
+        Writer {
+            ctx,
+            versions,
+            reader,
+            bg,
+            queue: WriteQueue::default(),
+            wal: Mutex::new(wal),
+            next_wal_number: AtomicU64::new(next_wal_number),
+            last_seqno: AtomicU64::new(last_seqno),
+        }
+    }
+
+    /// Takes the leader role outside a write group (rotation, sync, close).
+    pub(crate) fn lead(&self) -> LeadGuard<'_> {
+        self.queue.lead()
+    }
+
+    /// Highest sequence number assigned.
+    pub(crate) fn last_seqno(&self) -> u64 {
+        self.last_seqno.load(Ordering::Acquire)
+    }
+
+    /// The current log's number and length.
+    pub(crate) fn wal_position(&self) -> (u64, u64) {
+        let wal = self.wal.lock();
+        (wal.number, wal.len())
+    }
+
+    /// Makes every acknowledged write durable (fsyncs the WAL); a failed sync poisons.
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.ctx.check_writable()?;
+        let _leader = self.queue.lead();
+        let r = self.wal.lock().sync();
+        if let Err(e) = &r {
+            self.ctx.poison(&format!("WAL sync failed: {e}"));
+        }
+        r
+    }
+}
+
+impl Writer {
     /// Commits a batch through the group-commit queue; one outcome per operation.
     pub(crate) fn write_ops(&self, ops: Pending<'static>) -> Result<Vec<RowOutcome>> {
-        self.check_writable()?;
+        self.ctx.check_writable()?;
         self.wait_for_room()?;
         self.enqueue(ops)
     }
@@ -257,7 +332,7 @@ impl Inner {
     /// allocations a put). Otherwise the row is copied into a one-row batch and queued, so it
     /// joins the next group as any other write does.
     pub(crate) fn write_one(&self, one: OnePut<'_>) -> Result<WriteReceipt> {
-        self.check_writable()?;
+        self.ctx.check_writable()?;
         self.wait_for_room()?;
         let q = &self.queue;
         let mut st = q.state.lock();
@@ -328,12 +403,12 @@ impl Inner {
     }
 
     fn commit_group<'a>(&self, group: impl ExactSizeIterator<Item = (u64, Pending<'a>)>) -> Vec<(u64, GroupResult)> {
-        if let Err(e) = self.check_writable() {
+        if let Err(e) = self.ctx.check_writable() {
             // Each queued writer gets the refusal's own kind (closed, read-only, poisoned):
             // callers branch on it.
             return group.map(|(t, _)| (t, Err(e.same_refusal()))).collect();
         }
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;
         let mut bufs_guard = self.queue.bufs.lock();
         let LeaderBufs { wal: wal_buf, rows: row_bufs, deferred } = &mut *bufs_guard;
@@ -342,16 +417,16 @@ impl Inner {
         row_bufs.records.clear();
         let mut results = Vec::with_capacity(group.len());
         let (active, version) = {
-            let st = self.state.read();
+            let st = self.versions.state.read();
             (st.active.clone(), st.version.clone())
         };
-        self.opts.pause_hook.fire(crate::hooks::PausePoint::LeaderTookVersion);
-        let mut stamps = self.stamps.lock();
+        self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::LeaderTookVersion);
+        let mut stamps = self.versions.stamps.lock();
         let mut written_bytes = 0u64;
         // Rows are inserted into the memtable after the WAL write where possible (see
         // `insert_rows`); a batch that reads rows first sees every earlier batch inserted.
         deferred.clear();
-        let mut load = LoadCounter { now, sample: self.opts.load_split.is_some(), table: None, run: None };
+        let mut load = LoadCounter { now, sample: self.ctx.opts.load_split.is_some(), table: None, run: None };
         // An insert that failed part-way (the memtable's arena could not grow): the database is
         // poisoned, nothing of the group is logged or published, and no writer of the group is
         // acknowledged, so no reader sees half a batch.
@@ -381,7 +456,7 @@ impl Inner {
                         rows.len(),
                         rows.iter().map(|r| (r.table_id, r.pk.len(), r.stamp, r.record.len())),
                     );
-                    let limit = self.opts.max_batch_bytes.min(MAX_PAYLOAD_BYTES);
+                    let limit = self.ctx.opts.max_batch_bytes.min(MAX_PAYLOAD_BYTES);
                     if payload > limit {
                         // Refused before anything is logged: recovery refuses records over the
                         // WAL's limit, so an acknowledged one could never be read back.
@@ -421,7 +496,7 @@ impl Inner {
                         // before the WAL append): an empty key in the log would be worse.
                         let e =
                             Error::Internal("a prepared row's key or record lies outside the leader's buffers".into());
-                        self.poison(&e.to_string());
+                        self.ctx.poison(&e.to_string());
                         results.push((ticket, Err(e.same_refusal())));
                         failed = Some(e);
                         continue;
@@ -455,7 +530,7 @@ impl Inner {
         }
         if !wal_buf.is_empty() {
             let mut wal = self.wal.lock();
-            let always = self.opts.sync_mode == SyncMode::Always;
+            let always = self.ctx.opts.sync_mode == SyncMode::Always;
             let mut r = wal.append(wal_buf);
             if r.is_ok() {
                 if always {
@@ -473,11 +548,11 @@ impl Inner {
                 }
             }
             if let Err(e) = r {
-                self.poison(&format!("WAL write failed: {e}"));
+                self.ctx.poison(&format!("WAL write failed: {e}"));
                 return Self::unacknowledged(results, &Error::Poisoned(e.to_string()));
             }
-            self.stats.wal_bytes.fetch_add(wal_buf.len() as u64, Ordering::Relaxed);
-            self.stats.user_bytes.fetch_add(written_bytes, Ordering::Relaxed);
+            self.ctx.stats.wal_bytes.fetch_add(wal_buf.len() as u64, Ordering::Relaxed);
+            self.ctx.stats.user_bytes.fetch_add(written_bytes, Ordering::Relaxed);
         } else {
             // Every accepted batch writes a WAL record: with none, nothing waits for an insert.
             debug_assert!(deferred.is_empty());
@@ -492,12 +567,12 @@ impl Inner {
         }
         drop(bufs_guard);
         self.last_seqno.store(next_seq - 1, Ordering::Release);
-        self.visible_seqno.store(next_seq - 1, Ordering::Release);
-        self.last_write_ms.store(now, Ordering::Relaxed);
-        if active.size() >= self.opts.write_buffer_bytes
+        self.versions.visible_seqno.store(next_seq - 1, Ordering::Release);
+        self.bg.last_write_ms.store(now, Ordering::Relaxed);
+        if active.size() >= self.ctx.opts.write_buffer_bytes
             && let Err(e) = self.rotate_memtable()
         {
-            self.poison(&format!("memtable rotation failed: {e}"));
+            self.ctx.poison(&format!("memtable rotation failed: {e}"));
         }
         results
     }
@@ -523,7 +598,7 @@ impl Inner {
         for (first_seqno, rows) in batches {
             if rows.iter().any(|r| keys.get(r.pk.clone()).is_none() || records.get(r.record.clone()).is_none()) {
                 let e = Error::Internal("a prepared row's key or record lies outside the leader's buffers".into());
-                self.poison(&e.to_string());
+                self.ctx.poison(&e.to_string());
                 return Err(e);
             }
             // Every span was checked just above: the defaults below are never taken.
@@ -533,7 +608,7 @@ impl Inner {
             }));
             if !inserted {
                 let why = "the memtable could not grow its arena";
-                self.poison(why);
+                self.ctx.poison(why);
                 return Err(Error::Poisoned(why.into()));
             }
         }
@@ -599,7 +674,7 @@ impl Inner {
         let RowBufs { records, keys } = bufs;
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
         let key_start = keys.len();
-        encode_row_key_into(table, op.pk(), keys)?;
+        encode_row_key_into(&table.schema, op.pk(), keys)?;
         let key_span = key_start..keys.len();
         let pk = keys.get(key_span.clone()).unwrap_or_default();
         let stamp = table_stamp(table, now, stamps);
@@ -627,7 +702,7 @@ impl Inner {
                 }
                 let mut increments = HashSet::new();
                 for o in &u.ops {
-                    check_column_name(table, o.column())?;
+                    check_column_name(&table.schema, o.column())?;
                     if matches!(o, UpdateOp::Increment { .. }) && !increments.insert(o.column()) {
                         return Err(Error::invalid(
                             "increment-column-shared",
@@ -646,7 +721,7 @@ impl Inner {
                         ));
                     }
                 }
-                let state = if needs_state { self.visible_state(table, pk, snapshot, now)? } else { None };
+                let state = if needs_state { self.reader.visible_state(table, pk, snapshot, now)? } else { None };
                 let mut out = Vec::with_capacity(u.ops.len());
                 for o in &u.ops {
                     out.push(match o {
@@ -687,7 +762,7 @@ impl Inner {
             WriteOp::Delete(_) => append(records, &RowRecord::Delete.to_bytes()),
         };
         if !matches!(op, WriteOp::Update(_)) && cond.needs_read() {
-            let state = self.visible_state(table, pk, snapshot, now)?;
+            let state = self.reader.visible_state(table, pk, snapshot, now)?;
             check_condition(cond, state.as_ref(), op)?;
         }
         check_record_size(records.get(record.clone()).unwrap_or_default(), || op.pk().to_string())?;
@@ -697,7 +772,7 @@ impl Inner {
         Ok(PreparedRow { table_id: table.id, pk: key_span, stamp: if used_stamp { stamp } else { 0 }, record, receipt })
     }
 
-    /// Prepares a [`PutBatch`] as [`Inner::prepare_batch`] prepares the same rows given as
+    /// Prepares a [`PutBatch`] as [`Writer::prepare_batch`] prepares the same rows given as
     /// unconditional `PutRow`s: the same whole-batch and row errors, the same records.
     fn prepare_put_batch(
         &self,
@@ -756,8 +831,8 @@ impl Inner {
     }
 }
 
-impl Inner {
-    /// Prepares a borrowed put as [`Inner::prepare_put_batch`] prepares the same row in a
+impl Writer {
+    /// Prepares a borrowed put as [`Writer::prepare_put_batch`] prepares the same row in a
     /// one-row batch (same checks, errors and record), without the batch's vectors.
     fn prepare_one(
         &self,
@@ -812,7 +887,7 @@ fn prepare_whole_put<'c>(
     now: u64,
     records: &mut Vec<u8>,
 ) -> Result<PreparedRow> {
-    check_row_key_ref(table, pk)?;
+    check_row_key_ref(&table.schema, pk)?;
     let (record, used_stamp) = encode_put_cells(table, cells, stamp, now, records)?;
     check_record_size(records.get(record.clone()).unwrap_or_default(), || format_pk_ref(pk))?;
     let stamp = if used_stamp { stamp } else { 0 };
@@ -852,7 +927,7 @@ fn encode_put_cells<'c>(
     // (column, version, value, position): the later of two equal versions wins.
     let mut list: Vec<(&str, u64, ValueRef<'_>, usize)> = Vec::with_capacity(if n > 1 { n } else { 0 });
     for (i, (name, value, ver)) in cells.enumerate() {
-        check_column_name(table, name)?;
+        check_column_name(&table.schema, name)?;
         check_value(name, value)?;
         let v = ver.unwrap_or(stamp);
         used_stamp |= ver.is_none();
@@ -1017,7 +1092,7 @@ mod tests {
             (3, Pending::Ops(vec![put_two])),
             (4, Pending::Ops(vec![expect_none])),
         ];
-        let results = db.inner.commit_group(group.into_iter());
+        let results = db.writer()?.commit_group(group.into_iter());
         let outcome = |t: u64| -> Vec<bool> {
             match results.iter().find(|(ticket, _)| *ticket == t) {
                 Some((_, Ok(rows))) => rows.iter().map(|r| r.is_ok()).collect(),

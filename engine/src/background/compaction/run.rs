@@ -26,7 +26,7 @@ use strata_format::key::{internal_key, split_internal_key, user_key};
 use strata_format::record::RowRecord;
 
 use super::picker::CompactionTask;
-use crate::db::Inner;
+use crate::background::Jobs;
 use crate::error::{Error, Result};
 use crate::model::rowstate::{DropCounts, RowState};
 use crate::read::iter::{EntrySource, MergeIter};
@@ -37,7 +37,7 @@ use crate::version::sizes::{max_opt, min_opt};
 use crate::version::{FileEntry, Table};
 
 struct Output<'a> {
-    inner: &'a Inner,
+    jobs: &'a Jobs,
     table: &'a Table,
     partition: u64,
     level: u32,
@@ -69,7 +69,7 @@ struct RangeOutput {
 impl Output<'_> {
     fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         if self.current.is_none() {
-            self.current = Some(self.inner.new_sst(self.table, self.partition, self.level)?);
+            self.current = Some(self.jobs.new_sst(self.table, self.partition, self.level)?);
         }
         if let Some((_, w)) = &mut self.current {
             w.add(ikey, value)?;
@@ -79,7 +79,8 @@ impl Output<'_> {
 
     /// Called between rows: closes the file once it is big enough.
     fn row_boundary(&mut self) -> Result<()> {
-        let full = self.current.as_ref().is_some_and(|(_, w)| w.estimated_size() >= self.inner.opts.target_file_bytes);
+        let full =
+            self.current.as_ref().is_some_and(|(_, w)| w.estimated_size() >= self.jobs.ctx.opts.target_file_bytes);
         if full { self.finish() } else { Ok(()) }
     }
 
@@ -87,16 +88,16 @@ impl Output<'_> {
         if let Some((id, w)) = self.current.take() {
             let written = w.finish()?;
             self.written += written.size;
-            self.done.push(self.inner.open_written(id, self.partition, self.level, written)?);
+            self.done.push(self.jobs.open_written(id, self.partition, self.level, written)?);
         }
         Ok(())
     }
 }
 
-impl Inner {
+impl Jobs {
     /// Runs a compaction task on a claimed partition.
     pub(crate) fn run_compaction(&self, task: &CompactionTask) -> Result<()> {
-        let version = self.state.read().version.clone();
+        let version = self.versions.current();
         let Some(table) = version.tables.get(&task.table_id).cloned() else { return Ok(()) };
         let Some(part) = table.partitions.iter().find(|p| p.id == task.partition_id).cloned() else {
             return Ok(());
@@ -112,18 +113,18 @@ impl Inner {
         }
         // Paired with the `compaction` event logged once it is installed: a start without an
         // end in the log is a compaction a crash interrupted.
-        self.events.log(
-            self.clock.now_ms(),
+        self.ctx.events.log(
+            self.ctx.clock.now_ms(),
             "compaction-start",
             format!("table={} partition={} reason={} inputs={}", table.schema.name, part.id, task.reason, inputs.len()),
         );
-        self.opts.pause_hook.fire(crate::hooks::PausePoint::CompactionStarted);
+        self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::CompactionStarted);
         if is_trivial_move(task, &inputs) {
             // Nothing below overlaps and the inputs do not overlap each other: the files move
             // down by manifest edit alone, unread and unwritten (sorted loads stay cheap).
             self.install_compaction(task, inputs.clone())?;
-            self.events.log(
-                self.clock.now_ms(),
+            self.ctx.events.log(
+                self.ctx.clock.now_ms(),
                 "compaction",
                 format!(
                     "table={} partition={} reason={} moved {} files to level {} without rewriting",
@@ -137,16 +138,16 @@ impl Inner {
             return Ok(());
         }
         let read_bytes: u64 = inputs.iter().map(|f| f.rec.size).sum();
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         // Split only while writes pause: on a machine with few cores a second merge thread
         // next to the writer and the flush thread slowed fillrandom's writes by 12-19 % and
         // settled no sooner (docs/PERFORMANCE.md); once writes stop, the
         // compaction debt is all that is left to do and a spare core halves it. A sealed
         // memtable means the flush thread needs a core (and writers may wait for it).
-        let idle = now.saturating_sub(self.last_write_ms.load(Ordering::Relaxed)) >= WRITES_PAUSED_MS
-            && self.state.read().sealed.is_empty();
-        let max_parts = if idle { self.opts.max_subcompactions } else { 1 };
-        let parts = subcompactions(read_bytes, self.opts.target_file_bytes, max_parts);
+        let idle = now.saturating_sub(self.bg.last_write_ms.load(Ordering::Relaxed)) >= WRITES_PAUSED_MS
+            && self.versions.state.read().sealed.is_empty();
+        let max_parts = if idle { self.ctx.opts.max_subcompactions } else { 1 };
+        let parts = subcompactions(read_bytes, self.ctx.opts.target_file_bytes, max_parts);
         let lo = part.start.clone().unwrap_or_default();
         let cuts = split_points(&inputs, &lo, part.end.as_deref(), parts);
         let ranges = key_ranges(lo, part.end.clone(), cuts);
@@ -174,12 +175,12 @@ impl Inner {
         let output_files = outputs.len();
         drops.bytes = read_bytes.saturating_sub(written);
         self.install_compaction(task, outputs)?;
-        self.stats.compactions.fetch_add(1, Ordering::Relaxed);
-        self.stats.compaction_read_bytes.fetch_add(read_bytes, Ordering::Relaxed);
-        self.stats.compaction_write_bytes.fetch_add(written, Ordering::Relaxed);
-        self.stats.add_table_bytes(table.id, 0, written);
-        self.stats.add_drops(table.id, &drops);
-        self.events.log(
+        self.ctx.stats.compactions.fetch_add(1, Ordering::Relaxed);
+        self.ctx.stats.compaction_read_bytes.fetch_add(read_bytes, Ordering::Relaxed);
+        self.ctx.stats.compaction_write_bytes.fetch_add(written, Ordering::Relaxed);
+        self.ctx.stats.add_table_bytes(table.id, 0, written);
+        self.ctx.stats.add_drops(table.id, &drops);
+        self.ctx.events.log(
             now,
             "compaction",
             format!(
@@ -220,7 +221,7 @@ impl Inner {
             for h in handles {
                 results.push(match h {
                     Ok(h) => h.join().unwrap_or_else(|_| Err(Error::Internal("subcompaction panicked".into()))),
-                    Err(e) => Err(Error::io("spawn subcompaction", &self.path, e)),
+                    Err(e) => Err(Error::io("spawn subcompaction", &self.ctx.path, e)),
                 });
             }
             results
@@ -242,7 +243,7 @@ impl Inner {
         }
         let mut merge = MergeIter::new(sources, true);
         let mut out = Output {
-            inner: self,
+            jobs: self,
             table,
             partition,
             level: task.output_level as u32,
@@ -259,7 +260,7 @@ impl Inner {
             let Some(pk) = pk else { break };
             group.clear();
             while merge.valid() && user_key(merge.key()) == pk.as_slice() {
-                let (_, seq) = split_internal_key(merge.key()).map_err(|e| Error::corruption(&self.path, e))?;
+                let (_, seq) = split_internal_key(merge.key()).map_err(|e| Error::corruption(&self.ctx.path, e))?;
                 group.push((seq, merge.value().to_vec()));
                 merge.advance()?;
             }
@@ -280,11 +281,11 @@ impl Inner {
                     let mut st = RowState::default();
                     // Records older than the base are hidden by it.
                     for (_, v) in group.iter().skip(b + 1) {
-                        let r = RowRecord::decode(v).map_err(|e| Error::corruption(&self.path, e))?;
+                        let r = RowRecord::decode(v).map_err(|e| Error::corruption(&self.ctx.path, e))?;
                         drops.deletes += r.cell_count() as u64;
                     }
                     for (_, v) in group.iter().take(b + 1).rev() {
-                        let r = RowRecord::decode(v).map_err(|e| Error::corruption(&self.path, e))?;
+                        let r = RowRecord::decode(v).map_err(|e| Error::corruption(&self.ctx.path, e))?;
                         st.apply(r, &mut drops);
                     }
                     st.trim(max_versions, &mut drops);
@@ -316,7 +317,7 @@ impl Inner {
             task.inputs.iter().map(|&(level, file_id)| Change::RemoveFile { table_id, partition_id, level, file_id });
         let added =
             outputs.into_iter().map(|file| Change::AddFile { table_id, partition_id, level: task.output_level, file });
-        self.log_and_apply(None, VersionEdit::of(removed.chain(added).collect())).map(drop)
+        self.versions.log_and_apply(None, VersionEdit::of(removed.chain(added).collect())).map(drop)
     }
 }
 

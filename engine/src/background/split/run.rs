@@ -9,7 +9,7 @@
 use strata_format::key::format_pk;
 
 use super::planner::{LoadSplitPlan, SplitPlan, plan_load_split, plan_merges, plan_split};
-use crate::db::Inner;
+use crate::background::Jobs;
 use crate::error::Result;
 use crate::observe::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS};
 use crate::options::LoadSplit;
@@ -30,13 +30,13 @@ fn partition_rate(p: &Partition, cfg: &LoadSplit, now: u64) -> f64 {
     (l.reads + l.writes) as f64 / (windows * LOAD_WINDOW_MS) as f64 * 1000.0
 }
 
-impl Inner {
+impl Jobs {
     /// Splits oversized (and, with `Options::load_split`, busy) partitions and merges small,
     /// quiet neighbours; returns how many changes ran.
     pub(crate) fn run_split_planner(&self) -> Result<usize> {
         let mut changes = 0;
-        let version = self.state.read().version.clone();
-        let now = self.clock.now_ms();
+        let version = self.versions.current();
+        let now = self.ctx.clock.now_ms();
         for t in version.tables.values() {
             let threshold = t.schema.options.split_threshold_bytes;
             for p in &t.partitions {
@@ -48,7 +48,7 @@ impl Inner {
                     }
                     Some(SplitPlan::OversizedKey { key, bytes }) => self.report_oversized(t, p.id, key, bytes),
                     None => {
-                        if let Some(cfg) = &self.opts.load_split
+                        if let Some(cfg) = &self.ctx.opts.load_split
                             && let rate = partition_rate(p, cfg, now)
                             && rate >= cfg.ops_per_sec as f64
                             && self.split_by_load(t, p, cfg.min_samples, rate, now)?
@@ -63,7 +63,7 @@ impl Inner {
             let sizes: Vec<u64> = t
                 .partitions
                 .iter()
-                .map(|p| match &self.opts.load_split {
+                .map(|p| match &self.ctx.opts.load_split {
                     Some(cfg) if partition_rate(p, cfg, now) * 2.0 >= cfg.ops_per_sec as f64 => u64::MAX,
                     _ => partition_bytes(p),
                 })
@@ -99,7 +99,7 @@ impl Inner {
             }
             Some(LoadSplitPlan::HotKey { key, hits, samples }) => {
                 if self.hot_keys.lock().insert((t.id, key.clone())) {
-                    self.events.log(
+                    self.ctx.events.log(
                         now,
                         "hot-key",
                         format!(
@@ -120,8 +120,8 @@ impl Inner {
         let mut o = self.oversized.lock();
         let first = o.insert((t.id, key.clone()), bytes).is_none();
         if first {
-            self.events.log(
-                self.clock.now_ms(),
+            self.ctx.events.log(
+                self.ctx.clock.now_ms(),
                 "oversized-key",
                 format!(
                     "table={} partition={partition} key={} bytes={bytes}: one partition-key value exceeds the split threshold and cannot be split; splice more key columns into the partition key or add a hash prefix",
@@ -144,11 +144,11 @@ impl Inner {
         right: u64,
     ) -> Result<bool> {
         let Some(_claim) = self.bg.claim(id) else { return Ok(false) };
-        let _structure = self.structure.lock();
+        let _structure = self.versions.structure.lock();
         // Only splits and merges change partition bounds, and they hold the structure lock:
         // the partition read here is the one the edit replaces.
         let plan = {
-            let v = self.state.read().version.clone();
+            let v = self.versions.current();
             v.table(table).and_then(|t| t.partitions.iter().find(|p| p.id == id).map(|p| (t.id, p.clone())))
         };
         let Some((table_id, p)) = plan else { return Ok(false) };
@@ -158,16 +158,16 @@ impl Inner {
             // The planner's estimate fell outside the partition: skip this split.
             return Ok(false);
         }
-        let new_ids = (self.next_partition_id(), self.next_partition_id());
+        let new_ids = (self.versions.next_partition_id(), self.versions.next_partition_id());
         // Logged when the split is decided, before its manifest write; the `split` event
         // follows the install.
-        self.events.log(self.clock.now_ms(), "split-start", format!("table={table} partition={id}"));
+        self.ctx.events.log(self.ctx.clock.now_ms(), "split-start", format!("table={table} partition={id}"));
         let split = Change::Split { table_id, partition_id: id, split_key: split_key.to_vec(), ids: new_ids };
-        let done = self.log_and_apply(None, VersionEdit::of(vec![split]))? == 0;
+        let done = self.versions.log_and_apply(None, VersionEdit::of(vec![split]))? == 0;
         if done {
-            self.stats.splits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.events.log(
-                self.clock.now_ms(),
+            self.ctx.stats.splits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.ctx.events.log(
+                self.ctx.clock.now_ms(),
                 "split",
                 format!(
                     "table={table} partition={id} reason={why} split_key={} left={} ({left} bytes) right={} ({right} bytes)",
@@ -185,9 +185,9 @@ impl Inner {
     pub(crate) fn merge_partitions(&self, table: &str, a: u64, b: u64, bytes: u64) -> Result<bool> {
         let Some(_ca) = self.bg.claim(a) else { return Ok(false) };
         let Some(_cb) = self.bg.claim(b) else { return Ok(false) };
-        let _structure = self.structure.lock();
+        let _structure = self.versions.structure.lock();
         let pair = {
-            let v = self.state.read().version.clone();
+            let v = self.versions.current();
             v.table(table).and_then(|t| {
                 let pos = t.partitions.iter().position(|p| p.id == a)?;
                 Some((t.id, t.partitions.get(pos)?.clone(), t.partitions.get(pos + 1)?.clone()))
@@ -197,14 +197,14 @@ impl Inner {
         if pb.id != b || pa.end != pb.start {
             return Ok(false);
         }
-        let id = self.next_partition_id();
-        self.events.log(self.clock.now_ms(), "merge-start", format!("table={table} partitions={a}+{b}"));
+        let id = self.versions.next_partition_id();
+        self.ctx.events.log(self.ctx.clock.now_ms(), "merge-start", format!("table={table} partitions={a}+{b}"));
         let merge = Change::Merge { table_id, left: a, right: b, id };
-        let merged = (self.log_and_apply(None, VersionEdit::of(vec![merge]))? == 0).then_some(id);
+        let merged = (self.versions.log_and_apply(None, VersionEdit::of(vec![merge]))? == 0).then_some(id);
         if let Some(id) = merged {
-            self.stats.merges.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.events.log(
-                self.clock.now_ms(),
+            self.ctx.stats.merges.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.ctx.events.log(
+                self.ctx.clock.now_ms(),
                 "merge",
                 format!("table={table} partitions={a}+{b} into={id} bytes={bytes}"),
             );

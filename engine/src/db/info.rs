@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use strata_format::key::{PkValue, decode_pk, user_key};
 use strata_format::sst::check_file;
 
+use super::Db;
 use crate::background::split::planner::{SplitPlan, plan_split};
-use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::model::rowstate::DropCounts;
 use crate::model::types::PrimaryKey;
@@ -165,7 +165,7 @@ impl Db {
             .files()
             .filter(|f| f.rec.home_partition != p.id || f.rec.clip_start.is_some() || f.rec.clip_end.is_some())
             .count();
-        let oversized = self.inner.oversized.lock().iter().find_map(|((t, k), b)| {
+        let oversized = self.jobs.oversized.lock().iter().find_map(|((t, k), b)| {
             (*t == table_id && p.contains(k)).then(|| (decode_pk(k).ok().and_then(|mut v| v.pop()), *b))
         });
         PartitionInfo {
@@ -187,23 +187,22 @@ impl Db {
     /// # Errors
     /// `TableNotFound`.
     pub fn partitions(&self, table: &str) -> Result<Vec<PartitionInfo>> {
-        let v = self.inner.state.read().version.clone();
+        let v = self.versions.current();
         let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
-        let now = self.inner.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         Ok(t.partitions.iter().map(|p| self.partition_info(t.id, p, now)).collect())
     }
 
     /// Statistics of the whole database.
     pub fn stats(&self) -> DbStats {
-        let i = &self.inner;
         let (v, mem_bytes, sealed) = {
-            let st = i.state.read();
+            let st = self.versions.state.read();
             (st.version.clone(), st.active.size() + st.sealed.iter().map(|m| m.size()).sum::<usize>(), st.sealed.len())
         };
-        let now = i.clock.now_ms();
-        let drops = i.stats.drops.lock().clone();
-        let tb = i.stats.table_bytes.lock().clone();
-        let cfg_l0 = i.opts.l0_compaction_trigger;
+        let now = self.ctx.clock.now_ms();
+        let drops = self.ctx.stats.drops.lock().clone();
+        let tb = self.ctx.stats.table_bytes.lock().clone();
+        let cfg_l0 = self.ctx.opts.l0_compaction_trigger;
         let mut tables = Vec::new();
         for t in v.tables.values() {
             let partitions: Vec<PartitionInfo> =
@@ -229,11 +228,11 @@ impl Db {
                 {
                     pending += l0.iter().map(|f| f.rec.size).sum::<u64>();
                 }
-                let mut target = i.opts.level1_target_bytes;
+                let mut target = self.ctx.opts.level1_target_bytes;
                 for l in p.levels.iter().skip(1) {
                     let b: u64 = l.iter().map(|f| f.rec.size).sum();
                     pending += b.saturating_sub(target);
-                    target = target.saturating_mul(i.opts.level_size_multiplier);
+                    target = target.saturating_mul(self.ctx.opts.level_size_multiplier);
                 }
             }
             let (flush_b, comp_b) = tb.get(&t.id).copied().unwrap_or_default();
@@ -251,14 +250,14 @@ impl Db {
                 pending_compaction_bytes: pending,
             });
         }
-        let s = &i.stats;
+        let s = &self.ctx.stats;
         let user = s.user_bytes.load(Ordering::Relaxed);
         let wal = s.wal_bytes.load(Ordering::Relaxed);
         let flush = s.flush_bytes.load(Ordering::Relaxed);
         let cw = s.compaction_write_bytes.load(Ordering::Relaxed);
         let (live_snapshots, oldest_snapshot_age_ms) = {
-            let snaps = i.snapshots.lock();
-            (snaps.len(), snaps.values().min().map(|t| i.clock.now_ms().saturating_sub(*t)))
+            let (live, oldest) = self.reader.live_snapshots();
+            (live, oldest.map(|t| self.ctx.clock.now_ms().saturating_sub(t)))
         };
         DbStats {
             tables,
@@ -276,14 +275,17 @@ impl Db {
             oldest_snapshot_age_ms,
             memtable_bytes: mem_bytes as u64,
             sealed_memtables: sealed,
-            memtable_pool_bytes: i.mem_pool.pooled_bytes() as u64,
-            block_cache_bytes: i.cache.used_bytes(),
-            block_cache_pinned_bytes: i.cache.pinned_bytes(),
+            memtable_pool_bytes: self.ctx.mem_pool.pooled_bytes() as u64,
+            block_cache_bytes: self.ctx.cache.used_bytes(),
+            block_cache_pinned_bytes: self.ctx.cache.pinned_bytes(),
             slowdowns: s.slowdowns.load(Ordering::Relaxed),
             stall_micros: s.stall_micros.load(Ordering::Relaxed),
-            last_seqno: i.visible_seqno.load(Ordering::Acquire),
-            compaction_paused: i.bg.paused.load(Ordering::Acquire),
-            poisoned: i.poison.lock().clone(),
+            last_seqno: self.versions.visible_seqno.load(Ordering::Acquire),
+            compaction_paused: self.jobs.bg.is_paused(),
+            poisoned: self.ctx.health.poison_error().err().map(|e| match e {
+                Error::Poisoned(why) => why,
+                other => other.to_string(),
+            }),
         }
     }
 
@@ -298,7 +300,7 @@ impl Db {
         if bytes == 0 {
             return Err(Error::invalid("split-size", "split size must be at least 1 byte"));
         }
-        let v = self.inner.state.read().version.clone();
+        let v = self.versions.current();
         let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
         let ncols = t.schema.primary_key.len();
         // Cut every partition into pieces of at most `bytes` (or single partition keys), then
@@ -369,8 +371,7 @@ impl Db {
     /// # Errors
     /// I/O errors listing the folder.
     pub fn check(&self) -> Result<Vec<(std::path::PathBuf, Vec<String>)>> {
-        let i = &self.inner;
-        let v = i.state.read().version.clone();
+        let v = self.versions.current();
         let mut out = BTreeMap::new();
         let mut seen = HashSet::new();
         for t in v.tables.values() {
@@ -379,7 +380,7 @@ impl Db {
                     continue;
                 }
                 let path = f.reader.path.clone();
-                match i.fs.read(&path) {
+                match self.ctx.fs.read(&path) {
                     Ok(bytes) => {
                         let mut problems = check_file(&bytes);
                         // The bytes on disk now, against what the manifest recorded.
@@ -403,10 +404,10 @@ impl Db {
                 }
             }
         }
-        let wal_dir = crate::paths::wal_dir(&i.path);
-        for n in i.fs.list(&wal_dir).map_err(|e| Error::io("list", &wal_dir, e))? {
+        let wal_dir = crate::paths::wal_dir(&self.ctx.path);
+        for n in self.ctx.fs.list(&wal_dir).map_err(|e| Error::io("list", &wal_dir, e))? {
             let p = wal_dir.join(&n);
-            match i.fs.read(&p).map(|b| strata_format::wal::read_records(&b).map(|(_, _, end)| end)) {
+            match self.ctx.fs.read(&p).map(|b| strata_format::wal::read_records(&b).map(|(_, _, end)| end)) {
                 Ok(Ok(strata_format::wal::WalEnd::Corrupt { offset, reason })) => {
                     out.insert(p, vec![format!("offset {offset}: {reason}")]);
                 }

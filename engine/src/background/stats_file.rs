@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use strata_format::stats::{PartitionCounters, StatsData, TableCounters};
 
-use crate::db::Inner;
+use crate::background::Jobs;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
 use crate::model::rowstate::DropCounts;
@@ -23,30 +23,30 @@ use crate::paths;
 /// two things, and a database with a small write buffer flushes many times a second.
 const SAVE_INTERVAL_MS: u64 = 10_000;
 
-impl Inner {
+impl Jobs {
     /// Saves `STATS` after flushes, at most every [`SAVE_INTERVAL_MS`] of the database clock
     /// (advisory: a failure is logged, never returned).
     pub(crate) fn save_stats_now_and_then(&self) {
-        let now = self.clock.now_ms();
+        let now = self.ctx.clock.now_ms();
         let last = self.stats_saved_ms.load(std::sync::atomic::Ordering::Relaxed);
         if last != 0 && now.saturating_sub(last) < SAVE_INTERVAL_MS {
             return;
         }
         if let Err(e) = self.save_stats() {
-            self.events.log(now, "stats-not-saved", e.to_string());
+            self.ctx.events.log(now, "stats-not-saved", e.to_string());
         }
     }
 
     /// Writes the lifetime counters of every live table and partition to `STATS`.
     pub(crate) fn save_stats(&self) -> Result<()> {
-        if self.read_only || !self.opts.persist_stats {
+        if self.ctx.health.is_read_only() || !self.ctx.opts.persist_stats {
             return Ok(());
         }
         let _one_writer = self.stats_save.lock();
-        let version = self.state.read().version.clone();
-        let drops = self.stats.drops.lock().clone();
-        let bytes = self.stats.table_bytes.lock().clone();
-        let mut data = StatsData { saved_ms: self.clock.now_ms(), ..Default::default() };
+        let version = self.versions.current();
+        let drops = self.ctx.stats.drops.lock().clone();
+        let bytes = self.ctx.stats.table_bytes.lock().clone();
+        let mut data = StatsData { saved_ms: self.ctx.clock.now_ms(), ..Default::default() };
         for t in version.tables.values() {
             let d = drops.get(&t.id).copied().unwrap_or_default();
             let (flush_bytes, compaction_bytes) = bytes.get(&t.id).copied().unwrap_or_default();
@@ -71,8 +71,8 @@ impl Inner {
                 });
             }
         }
-        let path = paths::stats(&self.path);
-        write_atomic(self.fs.as_ref(), &path, &data.encode()).map_err(|e| Error::io("write stats", &path, e))?;
+        let path = paths::stats(&self.ctx.path);
+        write_atomic(self.ctx.fs.as_ref(), &path, &data.encode()).map_err(|e| Error::io("write stats", &path, e))?;
         self.stats_saved_ms.store(data.saved_ms.max(1), std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
@@ -80,11 +80,12 @@ impl Inner {
     /// Loads `STATS` (if any) into the counters of the current version's tables and
     /// partitions, whose loads must be fresh (just built by recovery or `catch_up`).
     pub(crate) fn restore_stats(&self) {
-        let path = paths::stats(&self.path);
-        if !self.opts.persist_stats || !self.fs.exists(&path) {
+        let path = paths::stats(&self.ctx.path);
+        if !self.ctx.opts.persist_stats || !self.ctx.fs.exists(&path) {
             return;
         }
         let decoded = self
+            .ctx
             .fs
             .read(&path)
             .map_err(|e| e.to_string())
@@ -93,21 +94,21 @@ impl Inner {
             Ok(d) => d,
             Err(why) => {
                 let mut detail = format!("{} is damaged ({why}); lifetime counters start from zero", path.display());
-                if !self.read_only {
+                if !self.ctx.health.is_read_only() {
                     // Keep the evidence; the next save writes a fresh file.
                     let kept = path.with_extension("damaged");
-                    if self.fs.rename(&path, &kept).is_ok() {
+                    if self.ctx.fs.rename(&path, &kept).is_ok() {
                         detail.push_str(&format!("; kept as {}", kept.display()));
                     }
                 }
-                self.events.log(self.clock.now_ms(), "stats-damaged", detail);
+                self.ctx.events.log(self.ctx.clock.now_ms(), "stats-damaged", detail);
                 return;
             }
         };
-        let version = self.state.read().version.clone();
+        let version = self.versions.current();
         {
-            let mut drops = self.stats.drops.lock();
-            let mut bytes = self.stats.table_bytes.lock();
+            let mut drops = self.ctx.stats.drops.lock();
+            let mut bytes = self.ctx.stats.table_bytes.lock();
             for t in &data.tables {
                 if version.tables.values().any(|v| v.id == t.table_id) {
                     drops.insert(

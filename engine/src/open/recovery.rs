@@ -24,7 +24,6 @@ use std::sync::Arc;
 use strata_format::manifest::ManifestData;
 use strata_format::wal::{SeqnoChain, WalEnd};
 
-use crate::db::ManifestState;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, write_atomic};
 use crate::memtable::{ChunkPool, Memtable};
@@ -32,6 +31,7 @@ use crate::observe::events::EventLog;
 use crate::options::{Options, WalRecovery};
 use crate::paths;
 use crate::sst::{BlockCache, SstReader};
+use crate::version::set::ManifestState;
 use crate::version::{FileEntry, Partition, Table, Version, schema_of};
 use crate::wal::{ReadWal, WalWriter, close_with_continuation, read_wal};
 
@@ -90,7 +90,7 @@ fn io<'a>(op: &'static str, p: &'a Path) -> impl FnOnce(std::io::Error) -> Error
 }
 
 /// What opening a database recovered: the state the engine starts from. Recovery builds
-/// these pieces only; the engine (`Inner`, in db.rs) is assembled from them, so recovery does
+/// these pieces only; the database facade (`db/`) assembles its parts from them, so recovery does
 /// not depend on the engine's runtime parts (write queue, background threads, statistics).
 pub(crate) struct Recovered {
     pub cache: Arc<BlockCache>,
@@ -99,15 +99,15 @@ pub(crate) struct Recovered {
     /// The memtable the WAL was replayed into.
     pub mem: Memtable,
     pub last_seqno: u64,
-    /// The new WAL the next writes go to.
-    pub wal: WalWriter,
+    /// The new WAL the next writes go to (`None` in a read-only open, which writes nothing).
+    pub wal: Option<WalWriter>,
     pub next_wal_number: u64,
     pub manifest: ManifestState,
     /// Highest engine-stamped version per table id.
     pub stamps: BTreeMap<u64, u64>,
     pub events: EventLog,
-    pub max_l0_files: usize,
-    pub lock: Box<dyn crate::fs::FileLock>,
+    /// The folder's lock (`None` in a read-only open, which takes none).
+    pub lock: Option<Box<dyn crate::fs::FileLock>>,
     pub report: RecoveryReport,
     pub opts: Options,
 }
@@ -341,7 +341,13 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     report.last_seqno = last_seqno;
     let previous = kept.last().copied();
     let new_wal_number = previous.map_or(data.min_wal_number, |(n, _)| n + 1).max(data.min_wal_number);
-    let wal = WalWriter::create(fs.as_ref(), path, new_wal_number, wal_preallocation(&opts), wal_mapped(&opts))?;
+    let wal = WalWriter::create(
+        fs.as_ref(),
+        path,
+        new_wal_number,
+        crate::wal::wal_preallocation(&opts),
+        crate::wal::wal_mapped(&opts),
+    )?;
     // The newest log replayed is closed naming the new one before the new one takes a write,
     // as a rotation does: losing the new log later reads as damage.
     if let Some((p, records_end)) = previous {
@@ -349,7 +355,6 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     }
     let mem = mem.with_first_wal(first_wal.unwrap_or(new_wal_number));
     let ms = ManifestState::from(&data);
-    let max_l0 = version.max_l0_files();
     let events = EventLog::open(&fs, &paths::event_log(path));
     events.log(
         opts.clock.now_ms(),
@@ -386,13 +391,12 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
         version,
         mem,
         last_seqno,
-        wal,
+        wal: Some(wal),
         next_wal_number: new_wal_number + 1,
         manifest: ms,
         stamps,
         events,
-        max_l0_files: max_l0,
-        lock,
+        lock: Some(lock),
         report,
         opts,
     })
@@ -569,16 +573,4 @@ fn keep_prefix_or_refuse(
             Ok(())
         }
     }
-}
-
-/// Whether WAL appends may go through a mapping: only when appends are not each followed by
-/// an fdatasync (after a sync the next store into the same page faults again, and measured
-/// slower than `write` with 16 syncing writers).
-pub(crate) fn wal_mapped(opts: &Options) -> bool {
-    opts.sync_mode == crate::options::SyncMode::Buffered
-}
-
-/// Disk space reserved for each WAL file: a little more than one memtable's worth.
-pub(crate) fn wal_preallocation(opts: &Options) -> u64 {
-    (opts.write_buffer_bytes as u64).saturating_add(opts.write_buffer_bytes as u64 / 8)
 }

@@ -16,23 +16,17 @@ use strata_format::manifest::ManifestData;
 use strata_format::wal::{SeqnoChain, WalEnd};
 
 use super::recovery::{Recovered, RecoveryReport, TornTail, load_version, read_tail, replay_batch};
-use crate::db::ManifestState;
 use crate::error::{Error, Result};
-use crate::fs::{FileLock, MemFs};
 use crate::memtable::{ChunkPool, Memtable};
 use crate::observe::events::EventLog;
 use crate::options::Options;
 use crate::paths;
 use crate::sst::BlockCache;
-use crate::wal::{WalWriter, read_wal};
+use crate::version::set::ManifestState;
+use crate::wal::read_wal;
 
 /// Loads attempted before giving up while the writer keeps changing files underneath.
 const ATTEMPTS: usize = 8;
-
-/// Stands in for the folder lock a read-only open does not take.
-#[derive(Debug)]
-struct NoLock;
-impl FileLock for NoLock {}
 
 /// Loads the state of the database at `path` without writing anything.
 pub(crate) fn open_read_only(path: &Path, opts: Options) -> Result<Recovered> {
@@ -134,26 +128,18 @@ fn load(path: &Path, opts: &Options) -> Result<Recovered, Attempt> {
     }
     mem.cover_seqno(last_seqno);
     report.last_seqno = last_seqno;
-    // The engine state wants a log writer; a read-only database's lives in memory and is
-    // never written (every write is refused first).
-    let scratch = MemFs::new();
-    crate::fs::FileSystem::create_dir_all(&scratch, &paths::wal_dir(Path::new("/read-only")))
-        .map_err(|e| Error::io("create dir", Path::new("/read-only"), e))?;
-    let wal = WalWriter::create(&scratch, Path::new("/read-only"), 1, 0, false)?;
-    let max_l0_files = version.max_l0_files();
     Ok(Recovered {
         cache,
         mem_pool,
         version,
         mem,
         last_seqno,
-        wal,
+        wal: None,
         next_wal_number: 2,
         manifest: ManifestState::from(&data),
         stamps,
         events: EventLog::in_memory(),
-        max_l0_files,
-        lock: Box::new(NoLock),
+        lock: None,
         report,
         opts: opts.clone(),
     })

@@ -1,0 +1,119 @@
+//! Tables: create, drop, alter, list and describe ([`Db`]'s table calls).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use strata_format::manifest::PartitionRecord;
+
+use super::Db;
+use crate::error::{Error, Result};
+use crate::model::schema::TableSchema;
+use crate::model::types::TableUpdate;
+use crate::paths;
+use crate::version::edit::{Change, VersionEdit};
+use crate::version::{Partition, Table, Version};
+
+impl Db {
+    /// Creates a table.
+    ///
+    /// # Errors
+    /// `Invalid` for schema rule violations, `TableExists`.
+    pub fn create_table(&self, schema: TableSchema) -> Result<()> {
+        schema.validate()?;
+        self.ctx.check_writable()?;
+        if self.versions.state.read().version.table(&schema.name).is_some() {
+            return Err(Error::TableExists(schema.name.clone()));
+        }
+        let (id, pid) = (self.versions.next_table_id(), self.versions.next_partition_id());
+        let table = Table {
+            id,
+            schema,
+            created_ms: self.ctx.clock.now_ms(),
+            partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new(), Default::default()))],
+        };
+        self.versions.log_and_apply(None, VersionEdit::of(vec![Change::CreateTable(table)])).map(drop)
+    }
+
+    /// Drops a table and deletes its files.
+    ///
+    /// # Errors
+    /// `TableNotFound`.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        self.ctx.check_writable()?;
+        self.versions.log_and_apply(None, VersionEdit::of(vec![Change::DropTable { name: name.to_owned() }]))?;
+        self.versions.stamps.lock().retain(|id, _| self.versions.state.read().version.tables.contains_key(id));
+        // Best effort: the table's folders go once their files are deleted; leftovers are
+        // removed at the next open.
+        let dir = paths::table_dir(&self.ctx.path, name);
+        crate::open::recovery::remove_empty_dirs(self.ctx.fs.as_ref(), &dir);
+        Ok(())
+    }
+
+    /// Names of all tables, sorted.
+    pub fn list_tables(&self) -> Vec<String> {
+        self.versions.state.read().version.by_name.keys().cloned().collect()
+    }
+
+    /// Describes a table.
+    ///
+    /// # Errors
+    /// `TableNotFound`.
+    pub fn describe_table(&self, name: &str) -> Result<TableDescription> {
+        let v = self.versions.current();
+        let t = v.table(name).ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        let files: HashSet<u64> = t.partitions.iter().flat_map(|p| p.files().map(|f| f.rec.id)).collect();
+        let bytes = t
+            .partitions
+            .iter()
+            .flat_map(|p| p.files())
+            .filter(|f| files.contains(&f.rec.id))
+            .map(|f| (f.rec.id, f.rec.size))
+            .collect::<BTreeMap<_, _>>();
+        Ok(TableDescription {
+            schema: t.schema.clone(),
+            created_ms: t.created_ms,
+            partitions: t.partitions.len(),
+            sst_bytes: bytes.values().sum(),
+            sst_files: bytes.len(),
+        })
+    }
+
+    /// Changes max_versions and/or TTL. Reads apply the change at once; files at the next
+    /// compaction.
+    ///
+    /// # Errors
+    /// `TableNotFound`, `Invalid`.
+    pub fn update_table(&self, name: &str, update: TableUpdate) -> Result<()> {
+        self.ctx.check_writable()?;
+        self.versions
+            .log_and_apply(None, VersionEdit::of(vec![Change::AlterTable { name: name.to_owned(), update }]))
+            .map(drop)
+    }
+
+    /// The last recorded partition layout of a table (ids and bounds).
+    ///
+    /// # Errors
+    /// `TableNotFound`.
+    pub fn partition_records(&self, table: &str) -> Result<Vec<PartitionRecord>> {
+        let v = self.versions.current();
+        let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
+        let single = Version { tables: [(t.id, t.clone())].into(), by_name: [(table.to_owned(), t.id)].into() };
+        Ok(single.table_records(&BTreeMap::new()).pop().map(|r| r.partitions).unwrap_or_default())
+    }
+}
+
+/// A description of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TableDescription {
+    /// Schema and current options.
+    pub schema: TableSchema,
+    /// Creation time.
+    pub created_ms: u64,
+    /// Number of partitions.
+    pub partitions: usize,
+    /// Bytes in SSTables.
+    pub sst_bytes: u64,
+    /// SSTables.
+    pub sst_files: usize,
+}
