@@ -2,10 +2,10 @@
 //! failure after which durability can no longer be promised (docs/DESIGN.md, "Poison and
 //! errors").
 
+use crate::sync::atomic::{AtomicBool, Ordering};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::error::{Error, Result};
 

@@ -64,6 +64,7 @@ pub mod retry;
 #[doc(hidden)]
 pub mod source;
 pub mod sst;
+mod sync;
 #[cfg(test)]
 mod testdata;
 mod version;

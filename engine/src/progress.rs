@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex};
 
 /// A counter with a condition variable; see the module comment.
 #[derive(Debug, Default)]
@@ -31,7 +31,7 @@ impl Progress {
         let mut g = self.epoch.lock();
         let deadline = Instant::now() + timeout;
         while *g == since {
-            if self.changed.wait_until(&mut g, deadline).timed_out() {
+            if self.changed.wait_until(&mut g, deadline) {
                 break;
             }
         }

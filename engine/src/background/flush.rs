@@ -10,8 +10,8 @@
 //!    memtable from the read state — all in one step readers see atomically.
 //! 4. Delete the WAL files the manifest no longer needs.
 
+use crate::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use strata_format::key::{partition_key, user_key};
 use strata_format::manifest::FileRecord;

@@ -3,11 +3,11 @@
 //! current version, does its I/O without holding a lock, and ends in one
 //! [`crate::version::edit::VersionEdit`] given to [`VersionSet::log_and_apply`].
 
+use crate::sync::atomic::AtomicU64;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
-use parking_lot::Mutex;
+use crate::sync::{Mutex, Rank};
 
 use super::Background;
 use crate::context::Context;
@@ -38,7 +38,7 @@ impl Jobs {
             bg,
             oversized: Mutex::new(BTreeMap::new()),
             hot_keys: Mutex::new(BTreeSet::new()),
-            stats_save: Mutex::new(()),
+            stats_save: Mutex::ranked(Rank::StatsSave, ()),
             stats_saved_ms: AtomicU64::new(0),
         }
     }

@@ -1,5 +1,5 @@
 //! Background threads: one flush thread and `compaction_threads` compaction threads, fed
-//! through crossbeam channels. A panic or error in a background thread poisons the database
+//! through wake-up mailboxes. A panic or error in a background thread poisons the database
 //! instead of being lost.
 
 pub mod compaction;
@@ -13,20 +13,44 @@ pub(crate) use jobs::Jobs;
 use std::collections::HashSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, unbounded};
-use parking_lot::Mutex;
+use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{Condvar, JoinHandle, Mutex};
 
 use crate::context::Context;
 
-/// A wake-up for a background thread: look for work. Whether to stop is not a message but a
-/// state ([`Background::stopping`]) every thread reads after each wake-up, so no count of
-/// messages has to match the number of threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Wake;
+/// Wake-ups for the threads of one kind: each says "look for work". Whether to stop is not a
+/// wake-up but a state ([`Background::stopping`]) every thread reads after each one, so no count
+/// of wake-ups has to match the number of threads. (A counter under the engine's own lock rather
+/// than a channel, so the schedule explorer drives it like every other lock: engine/src/sync.rs.)
+#[derive(Debug, Default)]
+struct Mailbox {
+    pending: Mutex<usize>,
+    arrived: Condvar,
+}
+
+impl Mailbox {
+    /// Leaves one wake-up.
+    fn send(&self) {
+        *self.pending.lock() += 1;
+        self.arrived.notify_all();
+    }
+
+    /// Waits for a wake-up and takes it.
+    fn recv(&self) {
+        let mut pending = self.pending.lock();
+        while *pending == 0 {
+            self.arrived.wait(&mut pending);
+        }
+        *pending -= 1;
+    }
+
+    /// Takes every wake-up left.
+    fn drain(&self) {
+        *self.pending.lock() = 0;
+    }
+}
 
 /// The longest a compaction thread with compactions still pending goes without running the
 /// split planner.
@@ -35,10 +59,8 @@ const PLANNER_INTERVAL: Duration = Duration::from_secs(1);
 /// Channels, threads and coordination state of the background work.
 #[derive(Debug)]
 pub struct Background {
-    flush_tx: Sender<Wake>,
-    flush_rx: Receiver<Wake>,
-    compact_tx: Sender<Wake>,
-    compact_rx: Receiver<Wake>,
+    flush_wake: Mailbox,
+    compact_wake: Mailbox,
     handles: Mutex<Vec<JoinHandle<()>>>,
     /// Set once by [`Background::shutdown`]: every thread exits at its next wake-up, and the
     /// compaction loops stop between two jobs.
@@ -63,13 +85,9 @@ pub struct Background {
 impl Background {
     /// Channels without threads.
     pub fn new(ctx: Arc<Context>, paused: bool) -> Self {
-        let (flush_tx, flush_rx) = unbounded();
-        let (compact_tx, compact_rx) = unbounded();
         Background {
-            flush_tx,
-            flush_rx,
-            compact_tx,
-            compact_rx,
+            flush_wake: Mailbox::default(),
+            compact_wake: Mailbox::default(),
             handles: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             paused: AtomicBool::new(paused),
@@ -83,12 +101,12 @@ impl Background {
 
     /// Wakes the flush thread.
     pub fn kick_flush(&self) {
-        let _ = self.flush_tx.send(Wake);
+        self.flush_wake.send();
     }
 
     /// Wakes a compaction thread.
     pub fn kick_compaction(&self) {
-        let _ = self.compact_tx.send(Wake);
+        self.compact_wake.send();
     }
 
     /// Marks a background thread busy until the guard drops (then signals progress).
@@ -159,8 +177,8 @@ impl Background {
         // One wake-up per thread on each channel: a thread blocked in `recv` wakes, reads
         // `stopping` and exits; a wake-up left over is never read.
         for _ in 0..handles.len() {
-            let _ = self.flush_tx.send(Wake);
-            let _ = self.compact_tx.send(Wake);
+            self.flush_wake.send();
+            self.compact_wake.send();
         }
         for h in handles {
             let _ = h.join();
@@ -238,19 +256,23 @@ fn spawn(jobs: &Jobs, name: String, f: impl FnOnce() + Send + 'static) -> crate:
             std::io::Error::other("injected spawn failure"),
         ));
     }
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(f)
-        .map_err(|e| crate::Error::io("spawn background thread", &jobs.ctx.path, e))
+    crate::sync::spawn(name, f).map_err(|e| crate::Error::io("spawn background thread", &jobs.ctx.path, e))
 }
 
 fn spawn_all(jobs: &Arc<Jobs>) -> crate::Result<()> {
     let i = jobs.clone();
-    let rx = jobs.bg.flush_rx.clone();
     let flush = spawn(jobs, "strata-flush".into(), move || {
-        while rx.recv().is_ok() && !i.bg.is_stopping() {
-            // Wake-ups that queued meanwhile are answered by this round.
-            while rx.try_recv().is_ok() {}
+        loop {
+            i.bg.flush_wake.recv();
+            // Wake-ups that queued meanwhile are answered by this round. Whether to stop is
+            // read after the drain: `shutdown` sets `stopping` before it sends its wake-ups, so
+            // a drain that swallowed them is followed by a check that sees it (read before the
+            // drain, the thread went back to wait for wake-ups it had thrown away, and close
+            // hung joining it: found by tests/schedules.rs).
+            i.bg.flush_wake.drain();
+            if i.bg.is_stopping() {
+                break;
+            }
             let _active = i.bg.activity();
             if i.ctx.is_poisoned() {
                 continue;
@@ -263,9 +285,12 @@ fn spawn_all(jobs: &Arc<Jobs>) -> crate::Result<()> {
     jobs.bg.handles.lock().push(flush);
     for n in 0..jobs.ctx.opts.compaction_threads.max(1) {
         let i = jobs.clone();
-        let rx = jobs.bg.compact_rx.clone();
         let compaction = spawn(jobs, format!("strata-compact-{n}"), move || {
-            while rx.recv().is_ok() && !i.bg.is_stopping() {
+            loop {
+                i.bg.compact_wake.recv();
+                if i.bg.is_stopping() {
+                    break;
+                }
                 let _active = i.bg.activity();
                 let _compacting = i.bg.compacting();
                 // Compact until nothing is pending, then plan splits and merges; a

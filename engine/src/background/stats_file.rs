@@ -107,22 +107,26 @@ impl Jobs {
         };
         let version = self.versions.current();
         {
+            // One statistics map at a time: each is a leaf lock.
+            let live: Vec<_> =
+                data.tables.iter().filter(|t| version.tables.values().any(|v| v.id == t.table_id)).collect();
             let mut drops = self.ctx.stats.drops.lock();
+            for t in &live {
+                drops.insert(
+                    t.table_id,
+                    DropCounts {
+                        versions: t.dropped_versions,
+                        ttl: t.dropped_ttl,
+                        deletes: t.dropped_deletes,
+                        rows: t.dropped_rows,
+                        bytes: t.dropped_bytes,
+                    },
+                );
+            }
+            drop(drops);
             let mut bytes = self.ctx.stats.table_bytes.lock();
-            for t in &data.tables {
-                if version.tables.values().any(|v| v.id == t.table_id) {
-                    drops.insert(
-                        t.table_id,
-                        DropCounts {
-                            versions: t.dropped_versions,
-                            ttl: t.dropped_ttl,
-                            deletes: t.dropped_deletes,
-                            rows: t.dropped_rows,
-                            bytes: t.dropped_bytes,
-                        },
-                    );
-                    bytes.insert(t.table_id, (t.flush_bytes, t.compaction_bytes));
-                }
+            for t in &live {
+                bytes.insert(t.table_id, (t.flush_bytes, t.compaction_bytes));
             }
         }
         let saved: HashMap<(u64, u64), &PartitionCounters> =

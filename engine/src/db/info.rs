@@ -1,7 +1,7 @@
 //! Introspection: statistics, partition reports, split points and whole-database checks.
 
+use crate::sync::atomic::Ordering;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::Ordering;
 
 use strata_format::key::{PkValue, decode_pk, user_key};
 use strata_format::sst::check_file;

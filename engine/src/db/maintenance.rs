@@ -1,7 +1,7 @@
 //! Maintenance: compactions on request, pausing background compaction, waiting for the
 //! background work to settle, and running the split planner now.
 
-use std::sync::atomic::Ordering;
+use crate::sync::atomic::Ordering;
 
 use super::Db;
 use crate::background::compaction::picker::pick_compaction;

@@ -21,7 +21,7 @@ mod writes;
 use std::path::Path;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::background::{Background, Jobs};
 use crate::context::Context;

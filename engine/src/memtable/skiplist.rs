@@ -34,7 +34,7 @@ use std::cmp::Ordering as CmpOrdering;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use crate::sync::{Mutex, Rank};
 
 use super::arena::{Arena, ChunkPool, Cursor, get, put};
 
@@ -267,7 +267,7 @@ struct Writer {
 /// [`SkipList::inserter`].
 pub struct Inserter<'a> {
     list: &'a SkipList,
-    w: parking_lot::MutexGuard<'a, Writer>,
+    w: crate::sync::MutexGuard<'a, Writer>,
     /// The key of the row being inserted, rebuilt in place for each row.
     key: SearchKey,
 }
@@ -310,13 +310,16 @@ impl SkipList {
             head: std::array::from_fn(|_| AtomicU64::new(0)),
             height: AtomicUsize::new(1),
             used_bytes: AtomicUsize::new(0),
-            writer: Mutex::new(Writer {
-                cursor,
-                rng: 0x9E37_79B9_7F4A_7C15,
-                prev: [0; MAX_HEIGHT],
-                next: [0; MAX_HEIGHT],
-                splice_height: 0,
-            }),
+            writer: Mutex::ranked(
+                Rank::MemtableWriter,
+                Writer {
+                    cursor,
+                    rng: 0x9E37_79B9_7F4A_7C15,
+                    prev: [0; MAX_HEIGHT],
+                    next: [0; MAX_HEIGHT],
+                    splice_height: 0,
+                },
+            ),
         }
     }
 

@@ -10,12 +10,12 @@ pub mod iter;
 pub mod rowref;
 pub mod snapshot;
 
+use crate::sync::atomic::AtomicU64;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use strata_format::key::{decode_pk, partition_key};
 use strata_format::record::{PutRef, RowRecord};

@@ -12,8 +12,8 @@
 //! how many snapshots are live and the oldest one's age). TTL is judged against the read's
 //! clock, as for every read: a cell that expires while a snapshot is held disappears from it.
 
+use crate::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use super::{RangeIter, ReadPoint, Reader};
 use crate::error::Result;

@@ -6,7 +6,7 @@
 //! charged to the same budget (like RocksDB's cache reservations), so the data-block share
 //! shrinks as metadata grows and `block_cache_bytes` bounds both together.
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 use strata_format::block::Block;

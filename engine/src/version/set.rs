@@ -4,11 +4,11 @@
 //! table change describe themselves as a [`VersionEdit`]; this writes the manifest the edit
 //! leads to and installs the new version in one step readers observe atomically.
 
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::{Mutex, RwLock};
+use crate::sync::{Mutex, Rank, RwLock};
 use strata_format::manifest::ManifestData;
 
 use crate::context::Context;
@@ -81,10 +81,10 @@ impl VersionSet {
         let max_l0 = found.version.max_l0_files();
         VersionSet {
             ctx,
-            structure: Mutex::new(()),
-            manifest: Mutex::new(found.manifest),
-            stamps: Mutex::new(found.stamps),
-            state: RwLock::new(ReadState::new(Arc::new(found.version), Arc::new(found.active))),
+            structure: Mutex::ranked(Rank::Structure, ()),
+            manifest: Mutex::ranked(Rank::Manifest, found.manifest),
+            stamps: Mutex::ranked(Rank::Stamps, found.stamps),
+            state: RwLock::ranked(Rank::State, ReadState::new(Arc::new(found.version), Arc::new(found.active))),
             visible_seqno: AtomicU64::new(found.visible_seqno),
             max_l0_files: AtomicUsize::new(max_l0),
         }

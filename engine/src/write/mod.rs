@@ -21,11 +21,11 @@
 pub mod putbatch;
 mod room;
 
+use crate::sync::atomic::{AtomicU64, Ordering};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex, Rank};
 use strata_format::key::{PkRef, format_pk_ref, partition_key};
 use strata_format::record::{CellOp, MAX_RECORD_BYTES, RowRecord, encode_put};
 use strata_format::wal::{
@@ -99,13 +99,22 @@ struct QueueState {
 }
 
 /// The writer queue of group commit.
-#[derive(Default)]
 pub struct WriteQueue {
     state: Mutex<QueueState>,
     cv: Condvar,
     /// The leader's encoding buffers, kept across groups. Only the leader takes them, so the
     /// lock is uncontended.
     bufs: Mutex<LeaderBufs>,
+}
+
+impl Default for WriteQueue {
+    fn default() -> Self {
+        WriteQueue {
+            state: Mutex::default(),
+            cv: Condvar::new(),
+            bufs: Mutex::ranked(Rank::LeaderBufs, LeaderBufs::default()),
+        }
+    }
 }
 
 /// Buffers the write leader reuses from group to group.
@@ -284,7 +293,7 @@ impl Writer {
             reader,
             bg,
             queue: WriteQueue::default(),
-            wal: Mutex::new(wal),
+            wal: Mutex::ranked(Rank::Wal, wal),
             next_wal_number: AtomicU64::new(next_wal_number),
             last_seqno: AtomicU64::new(last_seqno),
         }
@@ -393,7 +402,7 @@ impl Writer {
     fn commit_as_leader<'a>(
         &self,
         group: impl ExactSizeIterator<Item = (u64, Pending<'a>)>,
-    ) -> (Vec<(u64, GroupResult)>, parking_lot::MutexGuard<'_, QueueState>) {
+    ) -> (Vec<(u64, GroupResult)>, crate::sync::MutexGuard<'_, QueueState>) {
         let mut guard = LeaderGuard { queue: &self.queue, armed: true };
         let results = self.commit_group(group);
         let mut st = self.queue.state.lock();

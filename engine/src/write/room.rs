@@ -1,7 +1,7 @@
 //! Making room for writes: sealing the active memtable behind a new log, and the
 //! backpressure that slows or stalls writers while flushes and compactions are behind.
 
-use std::sync::atomic::Ordering;
+use crate::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Writer;
@@ -93,8 +93,8 @@ impl Writer {
                     waited
                 )));
             }
-            // Wake the thread that can end the stall, once: a kick is a message on a channel and
-            // is not lost, and the woken thread works until nothing is left. Kicking on every
+            // Wake the thread that can end the stall, once: a kick is a wake-up left in a
+            // mailbox and is not lost, and the woken thread works until nothing is left. Kicking on every
             // wake-up made a ping-pong: each kick woke a compaction thread with nothing to do,
             // whose progress signal woke the writer, which kicked again, taking both cores
             // from the flush the writer was waiting for (docs/PERFORMANCE.md).

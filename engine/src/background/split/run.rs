@@ -117,8 +117,8 @@ impl Jobs {
     }
 
     fn report_oversized(&self, t: &Table, partition: u64, key: Vec<u8>, bytes: u64) {
-        let mut o = self.oversized.lock();
-        let first = o.insert((t.id, key.clone()), bytes).is_none();
+        // The map is a leaf lock: released before the event log takes its own.
+        let first = self.oversized.lock().insert((t.id, key.clone()), bytes).is_none();
         if first {
             self.ctx.events.log(
                 self.ctx.clock.now_ms(),
