@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use strata::fs::MemFs;
-use strata::{Db, KeyType, ManualClock, Options, PrimaryKey, ReadOptions, TableSchema, UpdateRow, Value, pk};
+use strata::{Db, KeyType, ManualClock, Options, PrimaryKey, ReadOptions, TableSchema, UpdateRow, Value, WriteOp, pk};
 
 /// Schedules per test.
 fn schedules() -> usize {
@@ -49,9 +49,10 @@ fn counter(db: &Db, key: &PrimaryKey) -> i64 {
     }
 }
 
-/// Two writers increment counters while a third thread flushes and the background threads
-/// flush and compact: every acknowledged increment is counted exactly once, read back while
-/// the database runs and again after a reopen. A lost update (a leader reading a row through
+/// Two writers increment counters in atomic batches while a reader checks snapshots, a
+/// fourth thread flushes and the background threads flush and compact: every snapshot sees
+/// whole batches only, and every acknowledged increment is counted exactly once, read back
+/// while the database runs and again after a reopen. A lost update (a leader reading a row through
 /// a stale view while a flush moves it) or a lost wake-up (a stalled writer never woken, a
 /// deadlock) fails a schedule.
 #[test]
@@ -81,17 +82,41 @@ fn increments_body() {
                     let db = db.clone();
                     shuttle::thread::spawn(move || {
                         for i in 0..3i64 {
-                            // Both writers share counter 0; each also has its own.
-                            for k in [0, 1 + w] {
-                                let up = UpdateRow::new("t", pk![k]).increment("n", 1).put("pad", vec![i as u8; 40]);
-                                if let Err(e) = db.update_row(up) {
-                                    panic!("increment: {e}");
-                                }
+                            // One atomic batch: the shared counter 0 and the writer's own
+                            // counter move together, so every state has c0 == c1 + c2.
+                            let ops = [0, 1 + w]
+                                .map(|k| {
+                                    WriteOp::Update(
+                                        UpdateRow::new("t", pk![k]).increment("n", 1).put("pad", vec![i as u8; 40]),
+                                    )
+                                })
+                                .to_vec();
+                            match db.batch_write(ops).map(|r| r.into_result()) {
+                                Ok(Ok(_)) => {}
+                                other => panic!("increment: {other:?}"),
                             }
                         }
                     })
                 })
                 .collect();
+            let reader = {
+                let db = db.clone();
+                shuttle::thread::spawn(move || {
+                    for _ in 0..2 {
+                        let snap = db.snapshot();
+                        let read = |k: i64| match snap.get_row("t", &pk![k], &ReadOptions::default()) {
+                            Ok(Some(row)) => match row.get("n") {
+                                Some(Value::Integer(n)) => *n,
+                                other => panic!("counter holds {other:?}"),
+                            },
+                            Ok(None) => 0,
+                            Err(e) => panic!("snapshot read: {e}"),
+                        };
+                        let (c0, c1, c2) = (read(0), read(1), read(2));
+                        assert_eq!(c0, c1 + c2, "a snapshot saw half a batch");
+                    }
+                })
+            };
             let flusher = {
                 let db = db.clone();
                 shuttle::thread::spawn(move || {
@@ -104,6 +129,9 @@ fn increments_body() {
                 if h.join().is_err() {
                     panic!("a writer panicked");
                 }
+            }
+            if reader.join().is_err() {
+                panic!("the reader panicked");
             }
             if flusher.join().is_err() {
                 panic!("the flusher panicked");
