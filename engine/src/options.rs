@@ -73,6 +73,10 @@ pub struct Options {
     /// installed together. While writes flow, compactions stay single-threaded, so they do not
     /// take the writer's core. 1 turns it off.
     pub max_subcompactions: usize,
+    /// Update records of one row after which the write path writes the next update as the
+    /// whole row, so a read of a row updated field by field walks at most about this many
+    /// records (engine/src/write/fold.rs). 0 turns folding off. At most 255.
+    pub fold_updates_after: u8,
     /// Level-0 files in a partition that trigger a compaction.
     pub l0_compaction_trigger: usize,
     /// Level-0 files at which each write is delayed a little.
@@ -146,6 +150,7 @@ impl Default for Options {
             bloom_bits_per_key: 10,
             compaction_threads: 1,
             max_subcompactions: 2,
+            fold_updates_after: 16,
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 12,
             l0_stop_trigger: 20,

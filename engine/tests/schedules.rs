@@ -21,7 +21,7 @@ fn schedules() -> usize {
 }
 
 /// A database small enough that a few writes seal a memtable (so flushes and compactions run
-/// beside the writers), with one compaction thread.
+/// beside the writers), with one compaction thread, folding a row's updates often.
 fn open(fs: &MemFs) -> Db {
     let opts = Options {
         fs: Arc::new(fs.clone()),
@@ -30,6 +30,8 @@ fn open(fs: &MemFs) -> Db {
         l0_compaction_trigger: 2,
         compaction_threads: 1,
         max_subcompactions: 1,
+        // Every second update of a row is written as the whole row (write/fold.rs).
+        fold_updates_after: 2,
         ..Options::small_for_tests()
     };
     match Db::open("/db", opts) {

@@ -126,6 +126,9 @@ pub struct DbStats {
     pub block_cache_pinned_bytes: u64,
     /// Writes delayed in the slowdown zone.
     pub slowdowns: u64,
+    /// Update records written as the whole row instead, so reads of rows updated field by
+    /// field stay short (`write/fold.rs`).
+    pub row_folds: u64,
     /// Time writers spent stalled, in microseconds.
     pub stall_micros: u64,
     /// Highest sequence number visible.
@@ -279,6 +282,7 @@ impl Db {
             block_cache_bytes: self.ctx.cache.used_bytes(),
             block_cache_pinned_bytes: self.ctx.cache.pinned_bytes(),
             slowdowns: s.slowdowns.load(Ordering::Relaxed),
+            row_folds: s.row_folds.load(Ordering::Relaxed),
             stall_micros: s.stall_micros.load(Ordering::Relaxed),
             last_seqno: self.versions.visible_seqno.load(Ordering::Acquire),
             compaction_paused: self.jobs.bg.is_paused(),

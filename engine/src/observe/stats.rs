@@ -260,6 +260,8 @@ pub struct Stats {
     pub merges: AtomicU64,
     /// Writes delayed in the slowdown zone.
     pub slowdowns: AtomicU64,
+    /// Update records the write path wrote as the whole row instead (`write/fold.rs`).
+    pub row_folds: AtomicU64,
     /// Microseconds writers spent stalled.
     pub stall_micros: AtomicU64,
     /// Cells dropped by compaction, per table id.

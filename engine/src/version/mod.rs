@@ -4,6 +4,7 @@
 //! [`edit::VersionEdit`] that [`set::VersionSet::log_and_apply`] turns into a new version and
 //! installs.
 
+#[cfg(any(test, debug_assertions))]
 pub(crate) mod check;
 pub(crate) mod checkpoint;
 pub(crate) mod edit;

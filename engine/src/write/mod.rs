@@ -18,6 +18,7 @@
 //! acknowledged before its WAL write (and fsync, when required) succeeded; a failed WAL write or
 //! sync poisons the database, so entries inserted but never published are never flushed.
 
+mod fold;
 pub mod putbatch;
 mod room;
 
@@ -137,6 +138,8 @@ struct RowBufs {
     records: Vec<u8>,
     /// The encoded keys of the group's rows, one after another (no allocation per row).
     keys: Vec<u8>,
+    /// Update records per row since its last whole-row record (`fold.rs`).
+    heat: fold::Heat,
 }
 
 /// Capacity of an encoding buffer kept after a group: one huge batch or row should not pin its
@@ -680,7 +683,7 @@ impl Writer {
         stamps: &std::collections::BTreeMap<u64, u64>,
         bufs: &mut RowBufs,
     ) -> Result<PreparedRow> {
-        let RowBufs { records, keys } = bufs;
+        let RowBufs { records, keys, heat } = bufs;
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
         let key_start = keys.len();
         encode_row_key_into(&table.schema, op.pk(), keys)?;
@@ -730,7 +733,9 @@ impl Writer {
                         ));
                     }
                 }
-                let state = if needs_state { self.reader.visible_state(table, pk, snapshot, now)? } else { None };
+                let fold_due = heat.update_due(table.id, pk, self.ctx.opts.fold_updates_after);
+                let state =
+                    if needs_state || fold_due { self.reader.visible_state(table, pk, snapshot, now)? } else { None };
                 let mut out = Vec::with_capacity(u.ops.len());
                 for o in &u.ops {
                     out.push(match o {
@@ -766,10 +771,24 @@ impl Writer {
                 if cond.needs_read() {
                     check_condition(cond, state.as_ref(), op)?;
                 }
-                append(records, &RowRecord::Update { max_versions: opts.max_versions, ops: out }.to_bytes())
+                let update = RowRecord::Update { max_versions: opts.max_versions, ops: out };
+                let whole = if fold_due { fold::folded(state, &update, table.max_versions()) } else { None };
+                match whole.map(|w| w.to_bytes()).filter(|w| w.len() <= MAX_RECORD_BYTES) {
+                    Some(w) => {
+                        self.ctx.stats.row_folds.fetch_add(1, Ordering::Relaxed);
+                        append(records, &w)
+                    }
+                    None => append(records, &update.to_bytes()),
+                }
             }
-            WriteOp::Delete(_) => append(records, &RowRecord::Delete.to_bytes()),
+            WriteOp::Delete(_) => {
+                heat.reset(table.id, pk);
+                append(records, &RowRecord::Delete.to_bytes())
+            }
         };
+        if matches!(op, WriteOp::Put(_)) {
+            heat.reset(table.id, pk);
+        }
         if !matches!(op, WriteOp::Update(_)) && cond.needs_read() {
             let state = self.reader.visible_state(table, pk, snapshot, now)?;
             check_condition(cond, state.as_ref(), op)?;
@@ -791,7 +810,7 @@ impl Writer {
         stamps: &std::collections::BTreeMap<u64, u64>,
         bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
-        let RowBufs { records, keys } = bufs;
+        let RowBufs { records, keys, .. } = bufs;
         // Every row's key is encoded once, up front (checked against the schema below): the
         // encoding is one-to-one, so equal encodings are equal keys.
         let mut spans = Vec::with_capacity(batch.len());
@@ -851,7 +870,7 @@ impl Writer {
         stamps: &std::collections::BTreeMap<u64, u64>,
         bufs: &mut RowBufs,
     ) -> Result<Vec<PreparedRow>, Vec<RowOutcome>> {
-        let RowBufs { records, keys } = bufs;
+        let RowBufs { records, keys, .. } = bufs;
         let row =
             version.table(one.table).ok_or_else(|| Error::TableNotFound(one.table.to_owned())).and_then(|table| {
                 let start = keys.len();
@@ -1039,6 +1058,52 @@ mod tests {
         let db = Db::open("/db", opts)?;
         db.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
         Ok(db)
+    }
+
+    /// Records a read of row `k` of `t` walks now (newest first, down to a whole-row record).
+    fn records_walked(db: &Db, k: i64) -> Result<usize> {
+        let snap = db.reader.snapshot();
+        let table = snap.version.table("t").cloned().ok_or_else(|| Error::TableNotFound("t".into()))?;
+        let key = crate::model::validate::encode_row_key(&table.schema, &pk(k))?;
+        Ok(db.reader.row_record_bytes(&snap, &table, &key)?.len())
+    }
+
+    /// A row updated a thousand times one field at a time is read through at most
+    /// `fold_updates_after` records (every so many updates, the write path writes the whole
+    /// row), and reads exactly what the updates wrote, before and after a flush; with folding
+    /// off, the read walks every update.
+    #[test]
+    fn a_row_updated_field_by_field_is_read_through_few_records() -> Result<()> {
+        for after in [16u8, 0] {
+            let opts = Options {
+                fs: Arc::new(MemFs::new()),
+                clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+                write_buffer_bytes: 4 << 20,
+                fold_updates_after: after,
+                ..Options::small_for_tests()
+            };
+            let db = Db::open("/db", opts)?;
+            db.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
+            db.put_row(PutRow::new("t", pk(1)).column("a", 0).column("b", 0))?;
+            for i in 1..=1000i64 {
+                let column = if i % 2 == 0 { "a" } else { "b" };
+                db.update_row(UpdateRow::new("t", pk(1)).put(column, i))?;
+            }
+            let walked = records_walked(&db, 1)?;
+            let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
+            assert_eq!((row.get("a"), row.get("b")), (Some(&Value::Integer(1000)), Some(&Value::Integer(999))));
+            if after == 0 {
+                assert_eq!(walked, 1001, "folding off: every update and the put");
+                assert_eq!(db.stats().row_folds, 0);
+            } else {
+                assert!(walked <= after as usize, "{walked} records walked with folds every {after}");
+                assert_eq!(db.stats().row_folds, 1000 / after as u64);
+            }
+            db.flush()?;
+            let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
+            assert_eq!((row.get("a"), row.get("b")), (Some(&Value::Integer(1000)), Some(&Value::Integer(999))));
+        }
+        Ok(())
     }
 
     /// A batch the memtable takes only in part (its arena cannot grow) is never acknowledged

@@ -1,0 +1,464 @@
+//! YCSB's core workloads (Cooper et al., SoCC 2010; `workloada`–`workloadf` of
+//! brianfrankcooper/YCSB) on strata and its peers, one engine per process.
+//!
+//! As the YCSB tool defines them: a `usertable` of `--records` records of 10 fields of 100
+//! bytes, keys `user<FNV-64 of the insert number>` (inserts in hashed order), requests drawn
+//! from a scrambled zipfian (constant 0.99; "latest" for D), reads of all fields, updates that
+//! write one field, scans of a uniform 1–100 records. strata runs through its table API: one
+//! column per field, an update is an `UpdateRow` of one column, a read is one row read in
+//! place. The peers run as YCSB's own bindings run a key-value store: the record is one value
+//! (the fields framed one after another), an update reads, changes and rewrites it.
+//!
+//! ```sh
+//! cargo run --release -p strata-benches --features fjall --bin ycsb -- --engine strata
+//! cargo run --release -p strata-benches --features fjall --bin ycsb -- --engine fjall
+//! ```
+//! Each run loads, then runs A, B, C, F, D, E in that order (YCSB's recommended sequence),
+//! printing one line per phase: ops/s, p50 and p99 per operation kind, and the process's peak
+//! resident memory. `--workloads a --operations N` runs a single workload (the decay series).
+
+use std::path::Path;
+use std::time::Instant;
+
+use clap::Parser;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::{
+    Db, KeyType, Options, PkRef, PkValue, PrimaryKey, RangeOptions, ReadOptions, TableSchema, UpdateRow, Value,
+    ValueRef,
+};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+type R<T> = Result<T, String>;
+
+const FIELDS: usize = 10;
+const FIELD_BYTES: usize = 100;
+const FIELD_NAMES: [&str; FIELDS] =
+    ["field0", "field1", "field2", "field3", "field4", "field5", "field6", "field7", "field8", "field9"];
+const TABLE: &str = "usertable";
+
+/// The operations a YCSB binding offers.
+trait Store {
+    fn insert(&self, key: &[u8], fields: &[Vec<u8>]) -> R<()>;
+    /// Reads every field; false when the record is missing.
+    fn read(&self, key: &[u8]) -> R<bool>;
+    fn update(&self, key: &[u8], field: usize, value: &[u8]) -> R<()>;
+    /// Reads `n` records from `start` on, every field; returns how many.
+    fn scan(&self, start: &[u8], n: usize) -> R<usize>;
+}
+
+struct Strata {
+    db: Db,
+}
+
+impl Strata {
+    fn open(dir: &Path, fold_after: Option<u8>) -> R<Strata> {
+        let mut opts = Options::default();
+        if let Some(n) = fold_after {
+            opts.fold_updates_after = n;
+        }
+        let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
+        db.create_table(TableSchema::new(TABLE).pk("key", KeyType::Binary)).map_err(|e| e.to_string())?;
+        Ok(Strata { db })
+    }
+}
+
+fn touch(v: Option<ValueRef<'_>>) -> usize {
+    match v {
+        Some(ValueRef::Binary(b)) => std::hint::black_box(b).len(),
+        _ => 0,
+    }
+}
+
+impl Store for Strata {
+    fn insert(&self, key: &[u8], fields: &[Vec<u8>]) -> R<()> {
+        let cols: Vec<(&str, ValueRef<'_>)> =
+            FIELD_NAMES.iter().zip(fields).map(|(n, v)| (*n, ValueRef::Binary(v.as_slice()))).collect();
+        self.db.put(TABLE, &[PkRef::Binary(key)], &cols).map(drop).map_err(|e| e.to_string())
+    }
+    fn read(&self, key: &[u8]) -> R<bool> {
+        let pk = PrimaryKey(vec![PkValue::Binary(key.to_vec())]);
+        self.db
+            .with_row(TABLE, &pk, &ReadOptions::default(), |row| {
+                row.map(|r| FIELD_NAMES.iter().map(|f| touch(r.value(f))).sum::<usize>() > 0).unwrap_or(false)
+            })
+            .map_err(|e| e.to_string())
+    }
+    fn update(&self, key: &[u8], field: usize, value: &[u8]) -> R<()> {
+        let pk = PrimaryKey(vec![PkValue::Binary(key.to_vec())]);
+        let up = UpdateRow::new(TABLE, pk).put(FIELD_NAMES[field], Value::Binary(value.to_vec()));
+        self.db.update_row(up).map(drop).map_err(|e| e.to_string())
+    }
+    fn scan(&self, start: &[u8], n: usize) -> R<usize> {
+        let s = PrimaryKey(vec![PkValue::Binary(start.to_vec())]);
+        let mut it =
+            self.db.range(TABLE, &s, &PrimaryKey::inf_max(1), &RangeOptions::default()).map_err(|e| e.to_string())?;
+        let mut count = 0;
+        while count < n {
+            let Some(r) = it.next_ref().map_err(|e| e.to_string())? else { break };
+            FIELD_NAMES.iter().for_each(|f| {
+                touch(r.value(f));
+            });
+            count += 1;
+        }
+        Ok(count)
+    }
+}
+
+/// The record as one value, the fields framed one after another (a u32 length each), as the
+/// YCSB bindings of key-value stores serialise it.
+#[cfg(feature = "fjall")]
+fn encode_record(fields: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(fields.iter().map(|f| f.len() + 4).sum());
+    for f in fields {
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        out.extend_from_slice(f);
+    }
+    out
+}
+
+#[cfg(feature = "fjall")]
+fn decode_record(mut b: &[u8]) -> R<Vec<&[u8]>> {
+    let mut out = Vec::with_capacity(FIELDS);
+    while !b.is_empty() {
+        let (len, rest) = b.split_at_checked(4).ok_or("short record")?;
+        let len = u32::from_le_bytes(len.try_into().map_err(|_| "short record")?) as usize;
+        let (f, rest) = rest.split_at_checked(len).ok_or("short field")?;
+        out.push(f);
+        b = rest;
+    }
+    Ok(out)
+}
+
+#[cfg(feature = "fjall")]
+struct Fjall {
+    _db: fjall::Database,
+    ks: fjall::Keyspace,
+}
+
+#[cfg(feature = "fjall")]
+impl Fjall {
+    fn open(dir: &Path) -> R<Fjall> {
+        let db = fjall::Database::builder(dir).cache_size(64 << 20).open().map_err(|e| e.to_string())?;
+        let ks = db.keyspace(TABLE, fjall::KeyspaceCreateOptions::default).map_err(|e| e.to_string())?;
+        Ok(Fjall { _db: db, ks })
+    }
+}
+
+#[cfg(feature = "fjall")]
+impl Store for Fjall {
+    fn insert(&self, key: &[u8], fields: &[Vec<u8>]) -> R<()> {
+        let refs: Vec<&[u8]> = fields.iter().map(|f| f.as_slice()).collect();
+        self.ks.insert(key, encode_record(&refs)).map_err(|e| e.to_string())
+    }
+    fn read(&self, key: &[u8]) -> R<bool> {
+        match self.ks.get(key).map_err(|e| e.to_string())? {
+            Some(v) => Ok(std::hint::black_box(decode_record(&v)?).len() == FIELDS),
+            None => Ok(false),
+        }
+    }
+    fn update(&self, key: &[u8], field: usize, value: &[u8]) -> R<()> {
+        let old = self.ks.get(key).map_err(|e| e.to_string())?.ok_or("update of a missing record")?;
+        let mut fields = decode_record(&old)?;
+        if let Some(f) = fields.get_mut(field) {
+            *f = value;
+        }
+        self.ks.insert(key, encode_record(&fields)).map_err(|e| e.to_string())
+    }
+    fn scan(&self, start: &[u8], n: usize) -> R<usize> {
+        let mut count = 0;
+        for g in self.ks.range(start.to_vec()..).take(n) {
+            let (_, v) = g.into_inner().map_err(|e| e.to_string())?;
+            std::hint::black_box(decode_record(&v)?);
+            count += 1;
+        }
+        Ok(count)
+    }
+}
+
+/// YCSB's `ZipfianGenerator` (Gray et al., "Quickly generating billion-record synthetic
+/// databases"), over `[0, items)`.
+struct Zipfian {
+    items: u64,
+    theta: f64,
+    alpha: f64,
+    zetan: f64,
+    eta: f64,
+}
+
+fn zeta(n: u64, theta: f64) -> f64 {
+    (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum()
+}
+
+impl Zipfian {
+    const THETA: f64 = 0.99;
+
+    fn new(items: u64) -> Zipfian {
+        let theta = Self::THETA;
+        let zetan = zeta(items, theta);
+        let zeta2 = zeta(2, theta);
+        let alpha = 1.0 / (1.0 - theta);
+        let eta = (1.0 - (2.0 / items as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+        Zipfian { items, theta, alpha, zetan, eta }
+    }
+
+    fn next(&self, rng: &mut StdRng) -> u64 {
+        let u: f64 = rng.r#gen();
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            return 0;
+        }
+        if uz < 1.0 + 0.5f64.powf(self.theta) {
+            return 1;
+        }
+        ((self.items as f64) * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64 % self.items
+    }
+}
+
+/// FNV-1a over the 8 bytes of `v`, as YCSB's `Utils.fnvhash64`.
+fn fnv64(v: u64) -> u64 {
+    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
+    for b in v.to_le_bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01B3);
+    }
+    h
+}
+
+/// The key of insert number `n` (YCSB's `orderedinserts=false`).
+fn key(n: u64) -> Vec<u8> {
+    format!("user{}", fnv64(n)).into_bytes()
+}
+
+/// YCSB's scrambled zipfian: a zipfian over a large space, hashed onto the records, so the
+/// popular records are spread over the key space.
+struct Scrambled {
+    zipf: Zipfian,
+    items: u64,
+}
+
+impl Scrambled {
+    fn new(items: u64) -> Scrambled {
+        // YCSB draws from 10 billion items with a precomputed zeta; the popularity of the
+        // hottest records is what matters, and it is the same shape over the records.
+        Scrambled { zipf: Zipfian::new(items), items }
+    }
+    fn next(&self, rng: &mut StdRng) -> u64 {
+        fnv64(self.zipf.next(rng)) % self.items
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Read,
+    Update,
+    Insert,
+    Scan,
+    ReadModifyWrite,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Read => "read",
+            Op::Update => "update",
+            Op::Insert => "insert",
+            Op::Scan => "scan",
+            Op::ReadModifyWrite => "rmw",
+        }
+    }
+}
+
+/// A workload's operation mix and request distribution.
+struct Workload {
+    name: &'static str,
+    mix: Vec<(Op, f64)>,
+    latest: bool,
+}
+
+fn workload(name: &str) -> Option<Workload> {
+    let w = |name, mix, latest| Some(Workload { name, mix, latest });
+    match name {
+        "a" => w("A", vec![(Op::Read, 0.5), (Op::Update, 0.5)], false),
+        "b" => w("B", vec![(Op::Read, 0.95), (Op::Update, 0.05)], false),
+        "c" => w("C", vec![(Op::Read, 1.0)], false),
+        "f" => w("F", vec![(Op::Read, 0.5), (Op::ReadModifyWrite, 0.5)], false),
+        "d" => w("D", vec![(Op::Read, 0.95), (Op::Insert, 0.05)], true),
+        "e" => w("E", vec![(Op::Scan, 0.95), (Op::Insert, 0.05)], false),
+        _ => None,
+    }
+}
+
+fn fields(rng: &mut StdRng) -> Vec<Vec<u8>> {
+    (0..FIELDS).map(|_| (0..FIELD_BYTES).map(|_| rng.gen_range(b'a'..=b'z')).collect()).collect()
+}
+
+fn field_value(rng: &mut StdRng) -> Vec<u8> {
+    (0..FIELD_BYTES).map(|_| rng.gen_range(b'a'..=b'z')).collect()
+}
+
+/// Per-operation latencies of one phase.
+#[derive(Default)]
+struct Latencies {
+    by_op: Vec<(&'static str, Vec<u32>)>,
+}
+
+impl Latencies {
+    fn record(&mut self, op: &'static str, nanos: u32) {
+        match self.by_op.iter_mut().find(|(n, _)| *n == op) {
+            Some((_, v)) => v.push(nanos),
+            None => self.by_op.push((op, vec![nanos])),
+        }
+    }
+    fn summary(&mut self) -> String {
+        self.by_op
+            .iter_mut()
+            .map(|(op, v)| {
+                v.sort_unstable();
+                let pct = |p: f64| {
+                    v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1))).copied().unwrap_or(0)
+                };
+                format!("{op} p50 {:.1} us p99 {:.1} us", pct(0.5) as f64 / 1e3, pct(0.99) as f64 / 1e3)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A memory figure of this process from /proc/self/status, MiB.
+fn status_mib(field: &str) -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with(field)).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Peak resident memory (VmHWM: anonymous and file-backed pages, mapped files included), MiB.
+fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// Anonymous resident memory now (RssAnon: heap, memtables, caches; no file pages), MiB.
+fn anon_mib() -> f64 {
+    status_mib("RssAnon:")
+}
+
+#[derive(Parser)]
+#[command(about = "YCSB core workloads on strata or a peer, one engine per process")]
+struct Args {
+    /// strata or fjall (with the `fjall` feature).
+    #[arg(long, default_value = "strata")]
+    engine: String,
+    /// Records loaded.
+    #[arg(long, default_value_t = 500_000)]
+    records: u64,
+    /// Operations per workload.
+    #[arg(long, default_value_t = 100_000)]
+    operations: u64,
+    /// Workloads after the load, in order (a, b, c, f, d, e).
+    #[arg(long, default_value = "a,b,c,f,d,e")]
+    workloads: String,
+    /// Folder for the database (default: a temporary one).
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// strata: `Options::fold_updates_after` (0: updates never folded); default the engine's.
+    #[arg(long)]
+    fold_after: Option<u8>,
+    /// One JSON line per phase instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> R<()> {
+    let args = Args::parse();
+    let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let dir = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    let store: Box<dyn Store> = match args.engine.as_str() {
+        "strata" => Box::new(Strata::open(&dir, args.fold_after)?),
+        #[cfg(feature = "fjall")]
+        "fjall" => Box::new(Fjall::open(&dir)?),
+        other => return Err(format!("unknown or not compiled in engine {other:?}")),
+    };
+    let mut rng = StdRng::seed_from_u64(0x5EED);
+    let report = |phase: &str, ops: u64, secs: f64, lat: &mut Latencies, json: bool| {
+        let rate = ops as f64 / secs;
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"engine": args.engine, "phase": phase, "ops": ops, "ops_per_sec": rate.round(), "latency": lat.summary(), "peak_rss_mib": peak_rss_mib().round(), "anon_mib": anon_mib().round()})
+            );
+        } else {
+            println!(
+                "{:<7} {:<5} {:>9.0} ops/s  {}  peak RSS {:.0} MiB",
+                args.engine,
+                phase,
+                rate,
+                lat.summary(),
+                peak_rss_mib()
+            );
+        }
+    };
+    // Load.
+    let mut lat = Latencies::default();
+    let t = Instant::now();
+    for n in 0..args.records {
+        let f = fields(&mut rng);
+        let s = Instant::now();
+        store.insert(&key(n), &f)?;
+        lat.record("insert", s.elapsed().as_nanos() as u32);
+    }
+    report("load", args.records, t.elapsed().as_secs_f64(), &mut lat, args.json);
+    let mut inserted = args.records;
+    for name in args.workloads.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let w = workload(name).ok_or_else(|| format!("unknown workload {name:?}"))?;
+        let mut lat = Latencies::default();
+        let scrambled = Scrambled::new(inserted);
+        let latest = Zipfian::new(inserted);
+        let t = Instant::now();
+        for _ in 0..args.operations {
+            let pick: f64 = rng.r#gen();
+            let mut acc = 0.0;
+            let op = w.mix.iter().find(|(_, p)| {
+                acc += p;
+                pick < acc
+            });
+            let op = op.map_or(w.mix[0].0, |(o, _)| *o);
+            let n = if w.latest {
+                inserted - 1 - latest.next(&mut rng).min(inserted - 1)
+            } else {
+                scrambled.next(&mut rng)
+            };
+            let s = Instant::now();
+            match op {
+                Op::Read => {
+                    store.read(&key(n))?;
+                }
+                Op::Update => {
+                    let f = rng.gen_range(0..FIELDS);
+                    store.update(&key(n), f, &field_value(&mut rng))?;
+                }
+                Op::ReadModifyWrite => {
+                    store.read(&key(n))?;
+                    let f = rng.gen_range(0..FIELDS);
+                    store.update(&key(n), f, &field_value(&mut rng))?;
+                }
+                Op::Insert => {
+                    let f = fields(&mut rng);
+                    store.insert(&key(inserted), &f)?;
+                    inserted += 1;
+                }
+                Op::Scan => {
+                    let len = rng.gen_range(1..=100);
+                    store.scan(&key(n), len)?;
+                }
+            }
+            lat.record(op.name(), s.elapsed().as_nanos() as u32);
+        }
+        report(w.name, args.operations, t.elapsed().as_secs_f64(), &mut lat, args.json);
+    }
+    Ok(())
+}
