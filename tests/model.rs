@@ -309,15 +309,20 @@ impl Harness {
             self.history(&key.to_string())
         );
         // The borrowed read answers the same, row and values.
-        let (row, values) = self
+        let (row, values, columns) = self
             .db()
             .with_row(table, &key, &opts, |r| {
-                (r.map(|r| r.to_row().unwrap()), r.map(|r| COLS.map(|c| r.value(c).map(|v| v.to_value()))))
+                (
+                    r.map(|r| r.to_row().unwrap()),
+                    r.map(|r| COLS.map(|c| r.value(c).map(|v| v.to_value()))),
+                    r.map(|r| r.columns().map(|(n, v)| (n.to_owned(), v.to_value())).collect::<Vec<_>>()),
+                )
             })
             .unwrap();
         assert_eq!(row, expected, "step {}: with_row {table} {key} {opts:?}", self.step);
         if let Some(e) = &expected {
             assert_eq!(values, Some(COLS.map(|c| e.get(c).cloned())), "step {}: with_row values", self.step);
+            assert_eq!(columns, Some(newest_values(e)), "step {}: with_row columns", self.step);
         }
     }
 
@@ -377,6 +382,8 @@ impl Harness {
                         self.step
                     );
                 }
+                let columns: Vec<(String, Value)> = r.columns().map(|(n, v)| (n.to_owned(), v.to_value())).collect();
+                assert_eq!(columns, newest_values(e), "step {}: next_ref columns of {e:?} {opts:?}", self.step);
                 n += 1;
             }
             assert_eq!(n, expected.len(), "step {}: next_ref row count {table} {a}..{b}", self.step);
@@ -571,6 +578,12 @@ impl Harness {
 
 /// The same rows as a `PutBatch`; `stamped_only` uses `PutBatch::put` when no cell names a
 /// version (the other method, `put_cells`, otherwise).
+/// Every column of `row` with its newest selected value, in name order (what
+/// `RowRef::columns` gives).
+fn newest_values(row: &Row) -> Vec<(String, Value)> {
+    row.columns.iter().filter_map(|c| c.cells.first().map(|cell| (c.name.clone(), cell.value.clone()))).collect()
+}
+
 fn to_put_batch(ops: &[WriteOp], stamped_only: bool) -> PutBatch {
     let mut batch = PutBatch::new(ops.first().map_or("t1", |o| o.table()));
     for op in ops {

@@ -82,7 +82,7 @@ impl Store for Strata {
         let pk = PrimaryKey(vec![PkValue::Binary(key.to_vec())]);
         self.db
             .with_row(TABLE, &pk, &ReadOptions::default(), |row| {
-                row.map(|r| FIELD_NAMES.iter().map(|f| touch(r.value(f))).sum::<usize>() > 0).unwrap_or(false)
+                row.map(|r| r.columns().map(|(_, v)| touch(Some(v))).sum::<usize>() > 0).unwrap_or(false)
             })
             .map_err(|e| e.to_string())
     }
@@ -98,8 +98,8 @@ impl Store for Strata {
         let mut count = 0;
         while count < n {
             let Some(r) = it.next_ref().map_err(|e| e.to_string())? else { break };
-            FIELD_NAMES.iter().for_each(|f| {
-                touch(r.value(f));
+            r.columns().for_each(|(_, v)| {
+                touch(Some(v));
             });
             count += 1;
         }

@@ -74,6 +74,35 @@ impl<'a> RowRef<'a> {
         }
     }
 
+    /// Every column with its newest selected value (as [`RowRef::value`] gives it), in column
+    /// name order, in one pass over the stored row: reading a whole row this way costs one
+    /// walk of its columns, where a `value` call per column walks them from the start each
+    /// time. Columns without a selected cell are left out.
+    pub fn columns(&self) -> impl Iterator<Item = (&'a str, ValueRef<'a>)> + 'a {
+        let (owned, stored) = match self.body {
+            Body::Owned(row) => (Some(row), None),
+            Body::Put { put, read, max_versions } => (None, Some((put, read, max_versions))),
+        };
+        let owned = owned
+            .into_iter()
+            .flat_map(|row| row.columns.iter())
+            .filter_map(|c| c.cells.first().map(|cell| (c.name.as_str(), cell.value.borrowed())));
+        let stored = stored.into_iter().flat_map(|(put, read, max_versions)| {
+            put.columns().filter_map(move |col| {
+                if read.columns.as_ref().is_some_and(|cols| !cols.iter().any(|c| same_name(c, col.name))) {
+                    return None;
+                }
+                let mut cells = col.cells().take(max_versions);
+                let value = match read.time_range {
+                    None => cells.next().map(|(_, value)| value),
+                    Some((s, e)) => cells.find(|(v, _)| *v >= s && *v < e).map(|(_, value)| value),
+                };
+                value.map(|v| (col.name, v))
+            })
+        });
+        owned.chain(stored)
+    }
+
     /// The row as an owned [`Row`], exactly as [`RangeIter`](crate::RangeIter)'s `next` returns it.
     ///
     /// # Errors
