@@ -420,3 +420,35 @@ fn partitions_split_while_compactions_never_run_out() {
         db.partitions("t").unwrap().len()
     );
 }
+
+/// Close signals the flush thread while it is between taking a wake-up and draining the
+/// others: the drain swallows close's wake-ups, so the thread must see `stopping` after it,
+/// not wait for a wake-up that never comes (close then hung joining it; found by the schedule
+/// explorer, engine/tests/schedules.rs). The flush thread is held just after its first
+/// wake-up (at open) until close has signalled.
+#[test]
+fn close_does_not_hang_when_it_signals_a_flush_thread_between_wake_up_and_drain() {
+    let gate = Gate::new();
+    let g = gate.clone();
+    let hook = PauseHook::new(move |p| match p {
+        PausePoint::FlushThreadWoke => {
+            // Hold the first wake-up only, until close has signalled every thread.
+            if g.advance(Stage::Idle, Stage::Armed) {
+                g.wait_for(Stage::Installed);
+            }
+        }
+        PausePoint::ShutdownSignalled => g.set(Stage::Installed),
+        _ => {}
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options { pause_hook: hook, ..Options::default() }).unwrap();
+    assert!(gate.wait_for(Stage::Armed), "the flush thread never woke");
+    let (done, closed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(db.close());
+    });
+    match closed.recv_timeout(Duration::from_secs(20)) {
+        Ok(r) => r.unwrap(),
+        Err(_) => panic!("close hung: the flush thread swallowed the stop wake-ups"),
+    }
+}

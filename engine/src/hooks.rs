@@ -19,6 +19,12 @@ pub enum PausePoint {
     /// A background or manual compaction has chosen its input files and logged its start;
     /// nothing is read, written or installed yet.
     CompactionStarted,
+    /// The flush thread has taken a wake-up and has neither drained the others nor looked at
+    /// whether to stop.
+    FlushThreadWoke,
+    /// Close has told every background thread to stop (and woken each) and is about to join
+    /// them.
+    ShutdownSignalled,
 }
 
 /// The hook called at each [`PausePoint`] (for tests; not part of the API).

@@ -13,7 +13,10 @@
 use std::sync::Arc;
 
 use strata::fs::MemFs;
-use strata::{Db, KeyType, ManualClock, Options, PrimaryKey, ReadOptions, TableSchema, UpdateRow, Value, WriteOp, pk};
+use strata::{
+    ColumnCondition, CompareOp, Condition, Db, KeyType, ManualClock, Options, PrimaryKey, PutRow, ReadOptions,
+    RowExistence, TableSchema, UpdateRow, Value, WriteOp, pk,
+};
 
 /// Schedules per test.
 fn schedules() -> usize {
@@ -148,4 +151,151 @@ fn increments_body() {
             assert_eq!(counter(&db, &pk![0]), 6, "the shared counter after a reopen");
         }
     }
+}
+
+/// Accounts the transfer test moves money between; each starts with [`START`].
+const ACCOUNTS: i64 = 4;
+const START: i64 = 5;
+
+fn balance_of(snap: &strata::Snapshot, a: i64) -> i64 {
+    match snap.get_row("acct", &pk![a], &ReadOptions::default()) {
+        Ok(Some(row)) => match row.get("balance") {
+            Some(Value::Integer(n)) => *n,
+            other => panic!("balance holds {other:?}"),
+        },
+        Ok(None) => panic!("account {a} is missing"),
+        Err(e) => panic!("snapshot read: {e}"),
+    }
+}
+
+/// Conditional transfers (a batch: debit only while the balance covers it, credit the other
+/// account) from two threads, while a third splits and merges partitions (a tiny split
+/// threshold, the planner run by hand) and compacts, a reader sums every account in
+/// snapshots, and a read-only open beside the writer catches up: every snapshot and every
+/// caught-up view holds the same total, no balance goes below zero, and the total survives a
+/// reopen.
+#[test]
+fn transfers_beside_splits_merges_and_read_only_catch_up() {
+    let n = schedules() / 2;
+    shuttle::check_random(transfers_body, n);
+    shuttle::check_pct(transfers_body, n, 3);
+    // A schedule may give the partition to a compaction each time the planner looks; most
+    // must split, or the test explores nothing about splits.
+    let split = SPLIT_SCHEDULES.load(std::sync::atomic::Ordering::Relaxed);
+    let views = FOLLOWER_VIEWS.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("{split} of {} schedules split a partition; {views} read-only views checked", 2 * n);
+    assert!(views > n, "only {views} read-only views were checked");
+    assert!(split * 2 > n, "only {split} of {} schedules split a partition", 2 * n);
+}
+
+/// Views of the read-only follower whose total was checked.
+static FOLLOWER_VIEWS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Schedules of the transfer test in which a partition was split.
+static SPLIT_SCHEDULES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn transfers_body() {
+    let fs = MemFs::new();
+    let db = Arc::new(open(&fs));
+    let schema =
+        TableSchema::new("acct").pk("id", KeyType::Integer).split_threshold_bytes(2 << 10).merge_threshold_bytes(512);
+    if let Err(e) = db.create_table(schema) {
+        panic!("create: {e}");
+    }
+    for a in 0..ACCOUNTS {
+        if let Err(e) =
+            db.put_row(PutRow::new("acct", pk![a]).column("balance", START).column("pad", noise(a as u64, 900)))
+        {
+            panic!("put: {e}");
+        }
+    }
+    let movers: Vec<_> = (0..2i64)
+        .map(|w| {
+            let db = db.clone();
+            shuttle::thread::spawn(move || {
+                for i in 0..3i64 {
+                    let (from, to) = ((w + i) % ACCOUNTS, (w + i + 1) % ACCOUNTS);
+                    let covered = Condition::row(RowExistence::ExpectExist).with_column(ColumnCondition::compare(
+                        "balance",
+                        CompareOp::GreaterEqual,
+                        2,
+                    ));
+                    let ops = vec![
+                        WriteOp::Update(UpdateRow::new("acct", pk![from]).increment("balance", -2).condition(covered)),
+                        WriteOp::Update(UpdateRow::new("acct", pk![to]).increment("balance", 2)),
+                    ];
+                    // A refused condition refuses the whole batch: nothing moves.
+                    if let Err(e) = db.batch_write(ops) {
+                        panic!("transfer: {e}");
+                    }
+                }
+            })
+        })
+        .collect();
+    let planner = {
+        let db = db.clone();
+        shuttle::thread::spawn(move || {
+            let step = db.flush().and_then(|_| db.run_split_planner()).and_then(|_| db.compact_table("acct"));
+            if let Err(e) = step.and_then(|_| db.run_split_planner()) {
+                panic!("split planner: {e}");
+            }
+        })
+    };
+    let reader = {
+        let db = db.clone();
+        shuttle::thread::spawn(move || {
+            for _ in 0..2 {
+                let snap = db.snapshot();
+                let balances: Vec<i64> = (0..ACCOUNTS).map(|a| balance_of(&snap, a)).collect();
+                assert!(balances.iter().all(|b| *b >= 0), "a balance below zero: {balances:?}");
+                assert_eq!(balances.iter().sum::<i64>(), ACCOUNTS * START, "a snapshot saw half a transfer");
+            }
+        })
+    };
+    let follower = {
+        let fs = fs.clone();
+        shuttle::thread::spawn(move || {
+            let opts = Options { fs: Arc::new(fs), ..Options::small_for_tests() };
+            // The writer may be mid-change: a read-only open retries, and may still give up.
+            let Ok(ro) = Db::open_read_only("/db", opts) else { return };
+            for _ in 0..2 {
+                if ro.catch_up().is_err() {
+                    return;
+                }
+                let snap = ro.snapshot();
+                let total: i64 = (0..ACCOUNTS).map(|a| balance_of(&snap, a)).sum();
+                assert_eq!(total, ACCOUNTS * START, "a read-only view saw half a transfer");
+                FOLLOWER_VIEWS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    for h in movers.into_iter().chain([planner, reader, follower]) {
+        if h.join().is_err() {
+            panic!("a thread panicked");
+        }
+    }
+    if db.stats().splits > 0 {
+        SPLIT_SCHEDULES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let Ok(db) = Arc::try_unwrap(db) else { panic!("a thread still holds the database") };
+    if let Err(e) = db.close() {
+        panic!("close: {e}");
+    }
+    let db = open(&fs);
+    let snap = db.snapshot();
+    let total: i64 = (0..ACCOUNTS).map(|a| balance_of(&snap, a)).sum();
+    assert_eq!(total, ACCOUNTS * START, "the total after a reopen");
+}
+
+/// `n` bytes that do not compress (an xorshift stream seeded by `seed`).
+fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }

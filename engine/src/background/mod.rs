@@ -180,6 +180,7 @@ impl Background {
             self.flush_wake.send();
             self.compact_wake.send();
         }
+        self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::ShutdownSignalled);
         for h in handles {
             let _ = h.join();
         }
@@ -264,11 +265,13 @@ fn spawn_all(jobs: &Arc<Jobs>) -> crate::Result<()> {
     let flush = spawn(jobs, "strata-flush".into(), move || {
         loop {
             i.bg.flush_wake.recv();
+            i.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::FlushThreadWoke);
             // Wake-ups that queued meanwhile are answered by this round. Whether to stop is
             // read after the drain: `shutdown` sets `stopping` before it sends its wake-ups, so
             // a drain that swallowed them is followed by a check that sees it (read before the
             // drain, the thread went back to wait for wake-ups it had thrown away, and close
-            // hung joining it: found by tests/schedules.rs).
+            // hung joining it: found by tests/schedules.rs; forced by tests/interleave.rs
+            // `close_does_not_hang_when_it_signals_a_flush_thread_between_wake_up_and_drain`).
             i.bg.flush_wake.drain();
             if i.bg.is_stopping() {
                 break;
