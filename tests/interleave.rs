@@ -431,11 +431,9 @@ fn close_does_not_hang_when_it_signals_a_flush_thread_between_wake_up_and_drain(
     let gate = Gate::new();
     let g = gate.clone();
     let hook = PauseHook::new(move |p| match p {
-        PausePoint::FlushThreadWoke => {
-            // Hold the first wake-up only, until close has signalled every thread.
-            if g.advance(Stage::Idle, Stage::Armed) {
-                g.wait_for(Stage::Installed);
-            }
+        // Hold the first wake-up only, until close has signalled every thread.
+        PausePoint::FlushThreadWoke if g.advance(Stage::Idle, Stage::Armed) => {
+            g.wait_for(Stage::Installed);
         }
         PausePoint::ShutdownSignalled => g.set(Stage::Installed),
         _ => {}
