@@ -50,20 +50,29 @@ pub mod fs;
 mod health;
 #[doc(hidden)]
 pub mod hooks;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod memtable;
+#[cfg(not(feature = "internals"))]
+mod memtable;
 mod model;
 mod observe;
 mod open;
 mod options;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod paths;
+#[cfg(not(feature = "internals"))]
+mod paths;
 mod progress;
 mod read;
 pub mod retry;
+mod source;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
-pub mod source;
 pub mod sst;
+#[cfg(not(feature = "internals"))]
+mod sst;
 mod sync;
 #[cfg(test)]
 mod testdata;

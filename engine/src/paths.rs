@@ -57,11 +57,6 @@ pub fn sst_file(db: &Path, table: &str, home_partition: u64, file_id: u64) -> Pa
     partition_dir(db, table, home_partition).join(format!("{file_id:08}.sst"))
 }
 
-/// Parses an SSTable file name back to its id.
-pub fn parse_sst_name(name: &str) -> Option<u64> {
-    name.strip_suffix(".sst")?.parse().ok()
-}
-
 /// Parses a partition folder name back to its id.
 pub fn parse_partition_dir(name: &str) -> Option<u64> {
     name.strip_prefix('p')?.parse().ok()

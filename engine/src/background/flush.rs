@@ -18,7 +18,7 @@ use strata_format::manifest::FileRecord;
 use strata_format::sst::SstProperties;
 
 use crate::background::Jobs;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::paths;
 use crate::sst::{SstFileWriter, SstReader, WrittenSst};
 use crate::version::edit::{Change, VersionEdit};
@@ -116,7 +116,7 @@ impl Jobs {
                         if let Some((p, id, w)) = current.take() {
                             finished.push((p, id, w.finish()?));
                         }
-                        let pid = table.partitions.get(pi).map(|p| p.id).unwrap_or(0);
+                        let pid = partition_id(table, pi)?;
                         let (id, w) = self.new_sst(table, pid, 0)?;
                         current = Some((pi, id, w));
                     }
@@ -130,7 +130,7 @@ impl Jobs {
                 }
                 let mut table_bytes = 0u64;
                 for (pi, id, w) in finished {
-                    let pid = table.partitions.get(pi).map(|p| p.id).unwrap_or(0);
+                    let pid = partition_id(table, pi)?;
                     table_bytes += w.size;
                     let entry = self.open_written(id, pid, 0, w)?;
                     self.ctx.events.log(
@@ -197,4 +197,12 @@ impl Jobs {
         let edit = VersionEdit { changes, flushed_seqno: Some(flushed_seqno), min_wal_number: Some(next_first_wal) };
         self.versions.log_and_apply(Some(mem), edit).map(drop)
     }
+}
+
+/// The id of the partition at `index` in `table` (an index [`Table::partition_index`] gave):
+/// a missing one is a broken invariant, never partition 0.
+fn partition_id(table: &Table, index: usize) -> Result<u64> {
+    table.partitions.get(index).map(|p| p.id).ok_or_else(|| {
+        Error::Internal(format!("flush routed a row to partition index {index} of table {:?}", table.schema.name))
+    })
 }

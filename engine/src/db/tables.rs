@@ -11,7 +11,7 @@ use crate::model::schema::TableSchema;
 use crate::model::types::TableUpdate;
 use crate::paths;
 use crate::version::edit::{Change, VersionEdit};
-use crate::version::{Partition, Table, Version};
+use crate::version::{LsmVersion, Partition, Table};
 
 impl Db {
     /// Creates a table.
@@ -97,7 +97,7 @@ impl Db {
     pub fn partition_records(&self, table: &str) -> Result<Vec<PartitionRecord>> {
         let v = self.versions.current();
         let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
-        let single = Version { tables: [(t.id, t.clone())].into(), by_name: [(table.to_owned(), t.id)].into() };
+        let single = LsmVersion { tables: [(t.id, t.clone())].into(), by_name: [(table.to_owned(), t.id)].into() };
         Ok(single.table_records(&BTreeMap::new()).pop().map(|r| r.partitions).unwrap_or_default())
     }
 }

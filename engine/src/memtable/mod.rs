@@ -27,10 +27,10 @@ use skiplist::{SearchKey, SkipList};
 
 use crate::memtable::membloom::{MemBloom, row_hash};
 use crate::source::is_base_record;
-use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key};
 
 /// The flush threshold a memtable's row filter is sized for when none is given
 /// (`Options::default().write_buffer_bytes`).
+#[cfg(any(test, feature = "internals"))]
 const DEFAULT_BUFFER_BYTES: usize = 64 << 20;
 
 /// A key/value pair as stored: internal key (without the table id) and record bytes.
@@ -61,7 +61,9 @@ fn table_end(table: u64) -> Option<SearchKey> {
 }
 
 impl Memtable {
-    /// An empty memtable whose entries go to WAL `first_wal` onward.
+    /// An empty memtable whose entries go to WAL `first_wal` onward (tests and the
+    /// micro-benchmarks; the engine sizes each memtable with [`Memtable::for_buffer`]).
+    #[cfg(any(test, feature = "internals"))]
     pub fn new(first_wal: u64) -> Self {
         Memtable::for_buffer(first_wal, DEFAULT_BUFFER_BYTES, &ChunkPool::new(DEFAULT_BUFFER_BYTES, 0))
     }
@@ -257,16 +259,6 @@ impl Memtable {
         }
         Ok(())
     }
-}
-
-/// Sequence number of an internal key (0 for malformed keys, which the memtable never holds).
-pub fn seqno_of(ikey: &[u8]) -> u64 {
-    split_internal_key(ikey).map(|(_, s)| s).unwrap_or(0)
-}
-
-/// Length of the user-key part of an internal key.
-pub fn user_key_len(ikey: &[u8]) -> usize {
-    ikey.len().saturating_sub(SEQNO_SUFFIX_LEN)
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use crate::options::{Options, WalRecovery};
 use crate::paths;
 use crate::sst::{BlockCache, SstReader};
 use crate::version::set::ManifestState;
-use crate::version::{FileEntry, Partition, Table, Version, schema_of};
+use crate::version::{FileEntry, LsmVersion, Partition, Table, schema_of};
 use crate::wal::{ReadWal, WalWriter, close_with_continuation, read_wal};
 
 /// What the last open found in the WAL and did about it ([`crate::Db::recovery_report`]).
@@ -95,7 +95,7 @@ fn io<'a>(op: &'static str, p: &'a Path) -> impl FnOnce(std::io::Error) -> Error
 pub(crate) struct Recovered {
     pub cache: Arc<BlockCache>,
     pub mem_pool: Arc<ChunkPool>,
-    pub version: Version,
+    pub version: LsmVersion,
     /// The memtable the WAL was replayed into.
     pub mem: Memtable,
     pub last_seqno: u64,
@@ -410,8 +410,8 @@ pub(crate) fn load_version(
     path: &Path,
     data: &ManifestData,
     cache: &Arc<BlockCache>,
-) -> Result<(Version, BTreeMap<u64, u64>, HashSet<std::path::PathBuf>)> {
-    let mut version = Version::default();
+) -> Result<(LsmVersion, BTreeMap<u64, u64>, HashSet<std::path::PathBuf>)> {
+    let mut version = LsmVersion::default();
     let mut readers: BTreeMap<u64, Arc<SstReader>> = BTreeMap::new();
     let mut stamps = BTreeMap::new();
     let mut live_paths = HashSet::new();
@@ -462,7 +462,7 @@ pub(crate) fn load_version(
 pub(crate) fn replay_batch(
     b: &strata_format::wal::WalBatch,
     flushed: u64,
-    version: &Version,
+    version: &LsmVersion,
     stamps: &mut BTreeMap<u64, u64>,
     mem: &Memtable,
     last_seqno: &mut u64,
@@ -488,7 +488,7 @@ pub(crate) fn replay_batch(
 
 /// Deletes SSTables and temporary files no manifest names, and folders of vanished partitions
 /// and tables once empty.
-fn remove_orphans(fs: &dyn FileSystem, db: &Path, version: &Version, live: &HashSet<std::path::PathBuf>) {
+fn remove_orphans(fs: &dyn FileSystem, db: &Path, version: &LsmVersion, live: &HashSet<std::path::PathBuf>) {
     let tables = paths::tables_dir(db);
     let Ok(table_names) = fs.list(&tables) else {
         return;

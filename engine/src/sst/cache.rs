@@ -76,6 +76,7 @@ impl BlockCache {
     }
 
     /// The share of the budget left for data blocks.
+    #[cfg(test)]
     pub fn data_capacity(&self) -> u64 {
         self.cache.capacity()
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use strata_format::block::{Block, BlockIter, unframe_block};
+#[cfg(feature = "internals")]
 use strata_format::bloom::key_hash;
 use strata_format::key::{internal_key, split_internal_key};
 use strata_format::sst::SstMeta;
@@ -125,6 +126,7 @@ impl SstReader {
     ///
     /// # Errors
     /// I/O errors or `Corruption`.
+    #[cfg(feature = "internals")]
     pub fn get(&self, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> Result<bool> {
         self.get_hashed(pk, key_hash(pk), snapshot, out)
     }

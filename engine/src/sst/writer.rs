@@ -67,6 +67,7 @@ impl SstFileWriter {
     }
 
     /// Entries so far.
+    #[cfg(feature = "internals")]
     pub fn entry_count(&self) -> u64 {
         self.builder.entry_count()
     }

@@ -1,4 +1,4 @@
-//! The invariants of a [`Version`], checked in code: every structure change is checked before
+//! The invariants of an [`LsmVersion`], checked in code: every structure change is checked before
 //! it is installed in debug builds and tests (`Inner::install`), so a change that breaks one
 //! fails where it is made instead of showing up later as a wrong read.
 //!
@@ -14,9 +14,9 @@ use std::collections::HashSet;
 
 use strata_format::key::{partition_key, user_key};
 
-use super::{FileEntry, Partition, Version};
+use super::{FileEntry, LsmVersion, Partition};
 
-impl Version {
+impl LsmVersion {
     /// Checks the invariants above; the first broken one is described.
     ///
     /// # Errors

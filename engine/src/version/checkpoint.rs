@@ -25,7 +25,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
 use crate::paths;
-use crate::version::Version;
+use crate::version::LsmVersion;
 use crate::version::set::VersionSet;
 
 /// What a checkpoint copied.
@@ -45,7 +45,7 @@ pub struct CheckpointInfo {
 /// held), the manifest that describes it, and each of its SSTables once.
 pub(crate) struct PinnedFiles {
     /// Held so compactions that replace the files meanwhile do not delete them.
-    _version: Arc<Version>,
+    _version: Arc<LsmVersion>,
     /// The manifest of exactly this version.
     pub manifest: ManifestData,
     /// Each SSTable once.

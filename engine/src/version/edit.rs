@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::model::types::TableUpdate;
 use crate::version::layout::{merged_partition, split_children};
-use crate::version::{FileEntry, Partition, Table, Version};
+use crate::version::{FileEntry, LsmVersion, Partition, Table};
 
 /// One change of a [`VersionEdit`].
 #[derive(Debug, Clone)]
@@ -99,7 +99,7 @@ pub struct VersionEdit {
 #[derive(Debug)]
 pub struct Applied {
     /// The new version.
-    pub version: Version,
+    pub version: LsmVersion,
     /// Files the edit added that the new version does not hold.
     pub orphans: Vec<Arc<FileEntry>>,
     /// Changes skipped because their table is gone.
@@ -118,7 +118,7 @@ impl VersionEdit {
     /// `TableExists`, `TableNotFound` as each change says; `Internal` when a change names a
     /// partition or level the table does not have (claims and the structure lock rule that
     /// out, so it is a bug).
-    pub fn apply(&self, v: &Version) -> Result<Applied> {
+    pub fn apply(&self, v: &LsmVersion) -> Result<Applied> {
         let mut v = v.clone();
         let mut orphans = Vec::new();
         let mut skipped = 0;
@@ -207,7 +207,7 @@ fn missing(what: &str, id: u64) -> Error {
 /// Applies `f` to a copy of partition `partition_id` of table `table_id` and normalizes it.
 /// Returns false (and changes nothing) when the table is gone.
 fn edit_partition(
-    v: &mut Version,
+    v: &mut LsmVersion,
     table_id: u64,
     partition_id: u64,
     f: impl FnOnce(&mut Partition) -> Result<()>,
@@ -229,7 +229,7 @@ fn edit_partition(
 /// Replaces the adjacent partitions `ids` of table `table_id` by what `f` makes of them.
 /// Returns false (and changes nothing) when the table is gone.
 fn replace_partitions(
-    v: &mut Version,
+    v: &mut LsmVersion,
     table_id: u64,
     ids: &[u64],
     f: impl FnOnce(&[Arc<Partition>]) -> Result<Vec<Arc<Partition>>>,
@@ -256,7 +256,7 @@ mod tests {
     use crate::version::testing::{self, pk, reader, record, version};
     use crate::{KeyType, Result};
 
-    fn ids(v: &Version) -> Vec<Vec<u64>> {
+    fn ids(v: &LsmVersion) -> Vec<Vec<u64>> {
         v.tables.values().flat_map(|t| &t.partitions).map(|p| p.files().map(|f| f.rec.id).collect()).collect()
     }
 
@@ -311,7 +311,7 @@ mod tests {
         // Removing a file that is not there is a broken invariant, not a silent no-op.
         assert!(matches!(compaction.apply(&applied.version), Err(Error::Internal(_))));
         // The table dropped meanwhile: the change is skipped and the added file is an orphan.
-        let empty = Version::default();
+        let empty = LsmVersion::default();
         let applied = compaction.apply(&empty)?;
         assert_eq!((applied.skipped, applied.orphans.len()), (2, 1));
         Ok(())

@@ -1,5 +1,6 @@
-//! The version: an immutable snapshot of every table's schema, options, partitions and the
-//! SSTables each partition reads. Readers hold an `Arc<Version>` for as long as they read, so a
+//! The LSM version ([`LsmVersion`]; named so, because a cell's version is a timestamp): an
+//! immutable snapshot of every table's schema, options, partitions and the SSTables each
+//! partition reads. Readers hold an `Arc<LsmVersion>` for as long as they read, so a
 //! flush, compaction, split or DDL never changes what an open read sees; each of those is a
 //! [`edit::VersionEdit`] that [`set::VersionSet::log_and_apply`] turns into a new version and
 //! installs.
@@ -176,16 +177,17 @@ impl Table {
     }
 }
 
-/// Every table, by id and by name.
+/// The LSM structure at one moment: every table, by id and by name, with its partitions and
+/// their files. Not a cell's version (a timestamp; `model/`).
 #[derive(Debug, Clone, Default)]
-pub struct Version {
+pub struct LsmVersion {
     /// Tables by id.
     pub tables: BTreeMap<u64, Arc<Table>>,
     /// Table ids by name.
     pub by_name: BTreeMap<String, u64>,
 }
 
-impl Version {
+impl LsmVersion {
     /// The table named `name`.
     pub fn table(&self, name: &str) -> Option<&Arc<Table>> {
         self.by_name.get(name).and_then(|id| self.tables.get(id))

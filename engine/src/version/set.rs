@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::fs::write_atomic;
 use crate::memtable::Memtable;
 use crate::paths;
-use crate::version::Version;
+use crate::version::LsmVersion;
 use crate::version::edit::VersionEdit;
 use crate::version::view::{ReadPoint, ReadState};
 
@@ -68,7 +68,7 @@ pub(crate) struct VersionSet {
 /// What recovery (or a read-only open) found, for [`VersionSet::new`] and
 /// [`VersionSet::reset`].
 pub(crate) struct Installed {
-    pub version: Version,
+    pub version: LsmVersion,
     pub active: Memtable,
     pub manifest: ManifestState,
     pub stamps: BTreeMap<u64, u64>,
@@ -105,7 +105,7 @@ impl VersionSet {
     }
 
     /// The current version.
-    pub fn current(&self) -> Arc<Version> {
+    pub fn current(&self) -> Arc<LsmVersion> {
         self.state.read().version.clone()
     }
 
@@ -126,7 +126,7 @@ impl VersionSet {
 
     /// The current version with the manifest counters that describe it, taken together under
     /// the manifest lock as an install does.
-    pub fn current_with_manifest(&self) -> (Arc<Version>, ManifestState) {
+    pub fn current_with_manifest(&self) -> (Arc<LsmVersion>, ManifestState) {
         let ms = self.manifest.lock();
         (self.state.read().version.clone(), ms.clone())
     }
@@ -157,14 +157,14 @@ impl VersionSet {
     }
 
     /// Writes the manifest for `version` and `ms` atomically.
-    fn write_manifest(&self, version: &Version, ms: &ManifestState) -> Result<()> {
+    fn write_manifest(&self, version: &LsmVersion, ms: &ManifestState) -> Result<()> {
         let data = self.manifest_data(version, ms);
         let path = paths::manifest(&self.ctx.path);
         write_atomic(self.ctx.fs.as_ref(), &path, &data.encode()).map_err(|e| Error::io("write manifest", &path, e))
     }
 
     /// The manifest's contents for `version` and `ms`, with the current version stamps.
-    pub fn manifest_data(&self, version: &Version, ms: &ManifestState) -> ManifestData {
+    pub fn manifest_data(&self, version: &LsmVersion, ms: &ManifestState) -> ManifestData {
         let stamps = self.stamps.lock().clone();
         ManifestData {
             generation: ms.generation,

@@ -9,7 +9,7 @@ use strata_format::key::{PkValue, encode_pk, internal_key};
 use strata_format::manifest::FileRecord;
 use strata_format::sst::{SstBuildOptions, SstProperties};
 
-use super::{FileEntry, Partition, Table, Version};
+use super::{FileEntry, LsmVersion, Partition, Table};
 use crate::fs::MemFs;
 use crate::model::schema::TableSchema;
 use crate::sst::{BlockCache, SstFileWriter, SstReader};
@@ -72,8 +72,8 @@ pub fn table(parts: Vec<PartitionSpec>) -> Table {
 }
 
 /// A version holding only [`table`]`(parts)`.
-pub fn version(parts: Vec<PartitionSpec>) -> Version {
-    let mut v = Version::default();
+pub fn version(parts: Vec<PartitionSpec>) -> LsmVersion {
+    let mut v = LsmVersion::default();
     v.put_table(table(parts));
     v
 }

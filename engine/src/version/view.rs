@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use crate::memtable::Memtable;
-use crate::version::Version;
+use crate::version::LsmVersion;
 
 /// The version and the memtables, changed only by the version set.
 pub(crate) struct ReadState {
-    pub version: Arc<Version>,
+    pub version: Arc<LsmVersion>,
     pub active: Arc<Memtable>,
     /// Sealed memtables, oldest first.
     pub sealed: Vec<Arc<Memtable>>,
@@ -22,14 +22,14 @@ pub(crate) struct ReadState {
 #[derive(Debug)]
 pub struct ReadView {
     /// Tables and files.
-    pub version: Arc<Version>,
+    pub version: Arc<LsmVersion>,
     /// Memtables, newest first.
     pub mems: Vec<Arc<Memtable>>,
 }
 
 impl ReadState {
     /// The state of a freshly opened database.
-    pub fn new(version: Arc<Version>, active: Arc<Memtable>) -> Self {
+    pub fn new(version: Arc<LsmVersion>, active: Arc<Memtable>) -> Self {
         let view = Arc::new(ReadView { version: version.clone(), mems: vec![active.clone()] });
         ReadState { version, active, sealed: Vec::new(), view }
     }

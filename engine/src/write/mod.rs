@@ -42,7 +42,7 @@ use crate::model::validate::{check_column_name, check_row_key_ref, check_value, 
 use crate::options::SyncMode;
 use crate::read::Reader;
 use crate::version::set::VersionSet;
-use crate::version::{Partition, Table, Version};
+use crate::version::{LsmVersion, Partition, Table};
 use crate::wal::WalWriter;
 use crate::write::putbatch::PutBatch;
 
@@ -205,7 +205,7 @@ struct LoadCounter<'v> {
 
 impl<'v> LoadCounter<'v> {
     /// Counts one row of `bytes` with encoded primary key `pk` in table `table_id`.
-    fn count(&mut self, version: &'v Version, table_id: u64, pk: &[u8], bytes: u64) {
+    fn count(&mut self, version: &'v LsmVersion, table_id: u64, pk: &[u8], bytes: u64) {
         let table = match self.table {
             Some(t) if t.id == table_id => t,
             _ => match version.tables.get(&table_id) {
@@ -644,7 +644,7 @@ impl Writer {
     /// batch is not applied), `Err` for whole-batch errors.
     fn prepare_batch(
         &self,
-        version: &Version,
+        version: &LsmVersion,
         ops: &[WriteOp],
         now: u64,
         first_seq: u64,
@@ -676,7 +676,7 @@ impl Writer {
 
     fn prepare_row(
         &self,
-        version: &Version,
+        version: &LsmVersion,
         op: &WriteOp,
         now: u64,
         snapshot: u64,
@@ -804,7 +804,7 @@ impl Writer {
     /// unconditional `PutRow`s: the same whole-batch and row errors, the same records.
     fn prepare_put_batch(
         &self,
-        version: &Version,
+        version: &LsmVersion,
         batch: &PutBatch,
         now: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,
@@ -864,7 +864,7 @@ impl Writer {
     /// one-row batch (same checks, errors and record), without the batch's vectors.
     fn prepare_one(
         &self,
-        version: &Version,
+        version: &LsmVersion,
         one: &OnePut<'_>,
         now: u64,
         stamps: &std::collections::BTreeMap<u64, u64>,

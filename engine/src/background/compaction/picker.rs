@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use strata_format::key::user_key;
 
-use crate::version::{FileEntry, Partition, Table, Version};
+use crate::version::{FileEntry, LsmVersion, Partition, Table};
 
 /// What the picker needs from the options.
 #[derive(Debug, Clone, Copy)]
@@ -177,7 +177,7 @@ fn overlap_ratio(f: &FileEntry, next: &[Arc<FileEntry>]) -> f64 {
 }
 
 /// The most urgent compaction in the whole version, skipping partitions in `busy`.
-pub fn pick_compaction(v: &Version, cfg: &PickerConfig, busy: &HashSet<u64>) -> Option<CompactionTask> {
+pub fn pick_compaction(v: &LsmVersion, cfg: &PickerConfig, busy: &HashSet<u64>) -> Option<CompactionTask> {
     let mut best: Option<CompactionTask> = None;
     for t in v.tables.values() {
         for p in &t.partitions {
