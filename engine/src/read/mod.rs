@@ -135,6 +135,14 @@ impl Reader {
 
     /// The row as reads see it now (`None` when it does not exist).
     pub(crate) fn visible_state(&self, table: &Table, pk: &[u8], seqno: u64, now: u64) -> Result<Option<RowState>> {
+        Ok(self.stored_state(table, pk, seqno)?.and_then(|st| visible(st, table.max_versions(), table.ttl(), now)))
+    }
+
+    /// The row's records at `seqno` folded into one state exactly as they are stored: not
+    /// trimmed to the table's current max-versions, expired cells kept (`None` without any
+    /// record). What the records mean whatever the table's limits or the clock become: the
+    /// state the write path folds a row's updates into (`write/fold.rs`).
+    pub(crate) fn stored_state(&self, table: &Table, pk: &[u8], seqno: u64) -> Result<Option<RowState>> {
         let snap = self.snapshot_at(seqno);
         // The leader's table is from the version it took at the start of its group; the files
         // to read are the fresh snapshot's.
@@ -144,8 +152,7 @@ impl Reader {
         if recs.is_empty() {
             return Ok(None);
         }
-        let st = resolve(recs, table.max_versions(), &mut DropCounts::default());
-        Ok(visible(st, table.max_versions(), table.ttl(), now))
+        Ok(Some(resolve(recs, usize::MAX, &mut DropCounts::default())))
     }
 
     /// GetRow.

@@ -12,11 +12,18 @@
 //! The write leader counts, per row, the update records written since the row's last
 //! whole-row record, in a small table of counters indexed by a hash of the row's key (rows
 //! that share a counter only fold sooner). When a row's count reaches the threshold, the
-//! leader reads the row (the read the update would need for a condition or an increment) and
-//! writes the row after the update as one put record. The record means exactly what the
-//! update means at that point (the same cells, versions, marker, max-versions and TTL rule as
-//! compaction's fold), and it has the update's sequence number: snapshots below it read the
-//! older records as before, reads at or above it stop there.
+//! leader reads the row's records and writes the row after the update as one put record
+//! holding exactly what those records and the update hold: no cell trimmed to the table's
+//! current max-versions, none expired, so the record means what they meant under any later
+//! limit, TTL or clock (compaction, which does trim and expire, may drop more). It has the
+//! update's sequence number: snapshots below it read the older records as before, reads at or
+//! above it stop there.
+//!
+//! A fold is made only when the leader reads every earlier batch of its write group: the
+//! earlier batches go into the memtable after the WAL write unless a later one reads rows, so a
+//! fold in a group with batches still waiting would be built from a state without them and
+//! would hide them (a lost write). Such an update stays an update and the row stays due. A
+//! batch whose folds make it exceed the batch limit is prepared again without folds.
 
 use strata_format::record::RowRecord;
 
@@ -43,18 +50,16 @@ impl Heat {
     }
 
     /// Counts one more update record of the row; true when this one should be written as the
-    /// whole row, the `after`th since the last (the counter then starts again; 0: never).
+    /// whole row, the `after`th since the last or later (0: never). The count starts again only
+    /// at [`Heat::reset`], once the row was written whole: a fold that could not be made now
+    /// stays due.
     pub fn update_due(&mut self, table_id: u64, pk: &[u8], after: u8) -> bool {
         if after == 0 {
             return false;
         }
         let Some(c) = self.slot(table_id, pk) else { return false };
         *c = c.saturating_add(1);
-        if *c >= after {
-            *c = 0;
-            return true;
-        }
-        false
+        *c >= after
     }
 
     /// The row was written whole (a put, a delete, a fold): its count starts again.
@@ -65,13 +70,14 @@ impl Heat {
     }
 }
 
-/// The row `before` (as reads see it now; `None` when it does not exist) after `update`, as
-/// one whole-row record trimmed to `max_versions`; `None` when the row does not exist after
-/// the update (an update that only deletes, on a missing row), which then stays an update.
-pub(crate) fn folded(before: Option<RowState>, update: &RowRecord, max_versions: usize) -> Option<RowRecord> {
-    let mut st = before.unwrap_or_default();
-    let mut drops = DropCounts::default();
-    st.apply(update.clone(), &mut drops);
-    st.trim(max_versions, &mut drops);
+/// The row `stored` (its records folded exactly as stored, `Reader::stored_state`; `None`
+/// without records) after `update`, as one whole-row record; `None` when the row does not
+/// exist after the update (an update that only deletes, on a missing row), which then stays an
+/// update. Nothing is trimmed or expired here: the record holds exactly what the records it
+/// replaces hold, so reads under any later max-versions, TTL or clock answer as they would
+/// have without it.
+pub(crate) fn folded(stored: Option<RowState>, update: &RowRecord) -> Option<RowRecord> {
+    let mut st = stored.unwrap_or_default();
+    st.apply(update.clone(), &mut DropCounts::default());
     st.exists().then(|| st.to_record())
 }

@@ -36,7 +36,7 @@ use strata_format::wal::{
 use crate::background::Background;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::model::rowstate::{RowState, eval_condition, validate_condition};
+use crate::model::rowstate::{RowState, eval_condition, validate_condition, visible};
 use crate::model::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
 use crate::model::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
 use crate::options::SyncMode;
@@ -140,6 +140,21 @@ struct RowBufs {
     keys: Vec<u8>,
     /// Update records per row since its last whole-row record (`fold.rs`).
     heat: fold::Heat,
+    /// Whether the batch being prepared may fold rows (set by the leader for each batch).
+    fold: Folding,
+    /// Rows folded in the batch being prepared.
+    folded: usize,
+}
+
+/// Whether a batch may write a row's update as the whole row (`fold.rs`).
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+enum Folding {
+    /// Every earlier batch of the group is in the memtable: folds are exact.
+    Allowed,
+    /// Earlier batches of the group wait for their insert, or the batch is prepared again to
+    /// fit the batch limit: no fold.
+    #[default]
+    Not,
 }
 
 /// Capacity of an encoding buffer kept after a group: one huge batch or row should not pin its
@@ -454,21 +469,28 @@ impl Writer {
                 results.push((ticket, Err(e.same_refusal())));
                 continue;
             }
-            let prepared = match &pending {
-                Pending::Ops(ops) => self.prepare_batch(&version, ops, now, next_seq, &stamps, row_bufs),
-                Pending::Puts(batch) => self.prepare_put_batch(&version, batch, now, &stamps, row_bufs),
-                Pending::One(one) => Ok(self.prepare_one(&version, one, now, &stamps, row_bufs)),
+            let limit = self.ctx.opts.max_batch_bytes.min(MAX_PAYLOAD_BYTES);
+            let payload_of = |rows: &[PreparedRow]| {
+                batch_payload_len(rows.len(), rows.iter().map(|r| (r.table_id, r.pk.len(), r.stamp, r.record.len())))
             };
+            // Folds need every earlier batch of the group readable (`fold.rs`).
+            row_bufs.fold = if deferred.is_empty() { Folding::Allowed } else { Folding::Not };
+            let mark = (row_bufs.keys.len(), row_bufs.records.len());
+            let mut prepared = self.prepare_pending(&version, &pending, now, next_seq, &stamps, row_bufs);
+            if row_bufs.folded > 0 && matches!(&prepared, Ok(Ok(rows)) if payload_of(rows) > limit) {
+                // The folds made the batch too large: without them it may fit, as the caller
+                // expects of the updates it sent.
+                row_bufs.keys.truncate(mark.0);
+                row_bufs.records.truncate(mark.1);
+                row_bufs.fold = Folding::Not;
+                prepared = self.prepare_pending(&version, &pending, now, next_seq, &stamps, row_bufs);
+            }
             let (keys, records) = (&row_bufs.keys, &row_bufs.records);
             match prepared {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
                 Ok(Ok(mut rows)) => {
-                    let payload = batch_payload_len(
-                        rows.len(),
-                        rows.iter().map(|r| (r.table_id, r.pk.len(), r.stamp, r.record.len())),
-                    );
-                    let limit = self.ctx.opts.max_batch_bytes.min(MAX_PAYLOAD_BYTES);
+                    let payload = payload_of(&rows);
                     if payload > limit {
                         // Refused before anything is logged: recovery refuses records over the
                         // WAL's limit, so an acknowledged one could never be read back.
@@ -484,6 +506,7 @@ impl Writer {
                         ));
                         continue;
                     }
+                    self.ctx.stats.row_folds.fetch_add(row_bufs.folded as u64, Ordering::Relaxed);
                     let first_seqno = next_seq;
                     // The WAL record is framed in place; the memtable copies the records into its arena.
                     let start = begin_record(wal_buf);
@@ -642,6 +665,25 @@ impl Writer {
 
     /// Prepares one batch: `Ok(Ok(rows))` to apply, `Ok(Err(outcomes))` when a row failed (the
     /// batch is not applied), `Err` for whole-batch errors.
+    /// Prepares one request of a group into `bufs` (see [`Writer::prepare_batch`]), counting
+    /// its folds in `bufs.folded`.
+    fn prepare_pending(
+        &self,
+        version: &LsmVersion,
+        pending: &Pending<'_>,
+        now: u64,
+        first_seq: u64,
+        stamps: &std::collections::BTreeMap<u64, u64>,
+        bufs: &mut RowBufs,
+    ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
+        bufs.folded = 0;
+        match pending {
+            Pending::Ops(ops) => self.prepare_batch(version, ops, now, first_seq, stamps, bufs),
+            Pending::Puts(batch) => self.prepare_put_batch(version, batch, now, stamps, bufs),
+            Pending::One(one) => Ok(self.prepare_one(version, one, now, stamps, bufs)),
+        }
+    }
+
     fn prepare_batch(
         &self,
         version: &LsmVersion,
@@ -683,7 +725,7 @@ impl Writer {
         stamps: &std::collections::BTreeMap<u64, u64>,
         bufs: &mut RowBufs,
     ) -> Result<PreparedRow> {
-        let RowBufs { records, keys, heat } = bufs;
+        let RowBufs { records, keys, heat, fold, folded } = bufs;
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
         let key_start = keys.len();
         encode_row_key_into(&table.schema, op.pk(), keys)?;
@@ -734,8 +776,15 @@ impl Writer {
                     }
                 }
                 let fold_due = heat.update_due(table.id, pk, self.ctx.opts.fold_updates_after);
-                let state =
-                    if needs_state || fold_due { self.reader.visible_state(table, pk, snapshot, now)? } else { None };
+                // A fold only where every earlier batch of the group is readable (`fold.rs`).
+                let fold_now = fold_due && *fold == Folding::Allowed;
+                let stored =
+                    if needs_state || fold_now { self.reader.stored_state(table, pk, snapshot)? } else { None };
+                let state = if needs_state {
+                    stored.clone().and_then(|st| visible(st, table.max_versions(), table.ttl(), now))
+                } else {
+                    None
+                };
                 let mut out = Vec::with_capacity(u.ops.len());
                 for o in &u.ops {
                     out.push(match o {
@@ -772,10 +821,11 @@ impl Writer {
                     check_condition(cond, state.as_ref(), op)?;
                 }
                 let update = RowRecord::Update { max_versions: opts.max_versions, ops: out };
-                let whole = if fold_due { fold::folded(state, &update, table.max_versions()) } else { None };
+                let whole = if fold_now { fold::folded(stored, &update) } else { None };
                 match whole.map(|w| w.to_bytes()).filter(|w| w.len() <= MAX_RECORD_BYTES) {
                     Some(w) => {
-                        self.ctx.stats.row_folds.fetch_add(1, Ordering::Relaxed);
+                        heat.reset(table.id, pk);
+                        *folded += 1;
                         append(records, &w)
                     }
                     None => append(records, &update.to_bytes()),
@@ -1041,7 +1091,9 @@ mod tests {
 
     use super::*;
     use crate::fs::MemFs;
-    use crate::model::types::{Condition, PkValue, PrimaryKey, PutRow, ReadOptions, RowExistence, UpdateRow};
+    use crate::model::types::{
+        Condition, DeleteRow, PkValue, PrimaryKey, PutRow, ReadOptions, RowExistence, UpdateRow,
+    };
     use crate::{Db, KeyType, ManualClock, Options, TableSchema};
 
     fn pk(i: i64) -> PrimaryKey {
@@ -1103,6 +1155,99 @@ mod tests {
             let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
             assert_eq!((row.get("a"), row.get("b")), (Some(&Value::Integer(1000)), Some(&Value::Integer(999))));
         }
+        Ok(())
+    }
+
+    /// A fold due in a write group whose earlier batches still wait for their memtable insert
+    /// must not be built from the state before them: with every second update folded, a group
+    /// of a put, an update of `a` and an update of `b` (the fold due) on one row, and a group of
+    /// a put, a delete and an update, each ends as the writes say, and the fold happens later.
+    #[test]
+    fn a_fold_never_hides_an_earlier_batch_of_its_group() -> Result<()> {
+        let opts = Options {
+            fs: Arc::new(MemFs::new()),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            fold_updates_after: 2,
+            ..Options::small_for_tests()
+        };
+        let db = Db::open("/db", opts)?;
+        db.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
+        let w = db.writer()?;
+        let update = |col: &str, v: i64| Pending::Ops(vec![UpdateRow::new("t", pk(1)).put(col, v).into()]);
+        let group = vec![
+            (0, Pending::Ops(vec![PutRow::new("t", pk(1)).column("a", 0).into()])),
+            (1, update("a", 1)),
+            (2, update("b", 2)),
+        ];
+        for (ticket, r) in w.commit_group(group.into_iter()) {
+            assert!(matches!(&r, Ok(rows) if rows.iter().all(|x| x.is_ok())), "batch {ticket}: {r:?}");
+        }
+        let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
+        assert_eq!((row.get("a"), row.get("b")), (Some(&Value::Integer(1)), Some(&Value::Integer(2))));
+        let group = vec![
+            (0, Pending::Ops(vec![PutRow::new("t", pk(1)).column("c", 5).into()])),
+            (1, Pending::Ops(vec![DeleteRow::new("t", pk(1)).into()])),
+            (2, update("b", 3)),
+            (3, update("b", 4)),
+        ];
+        for (ticket, r) in w.commit_group(group.into_iter()) {
+            assert!(matches!(&r, Ok(rows) if rows.iter().all(|x| x.is_ok())), "batch {ticket}: {r:?}");
+        }
+        let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
+        assert_eq!(row.columns.len(), 1, "only b is left after the delete: {row:?}");
+        assert_eq!(row.get("b"), Some(&Value::Integer(4)));
+        // Alone in its group, the row folds.
+        let folds = db.stats().row_folds;
+        db.update_row(UpdateRow::new("t", pk(1)).put("b", 5))?;
+        assert_eq!(db.stats().row_folds, folds + 1, "a due fold is made at the next chance");
+        let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
+        assert_eq!((row.columns.len(), row.get("b")), (1, Some(&Value::Integer(5))));
+        Ok(())
+    }
+
+    /// A lowered max-versions does not change what a fold keeps: with three versions of `a`,
+    /// the limit lowered to one, and the fold due on an update that deletes the newest, the
+    /// next newest is read, as without folding.
+    #[test]
+    fn a_fold_keeps_what_a_lowered_limit_still_hides() -> Result<()> {
+        for after in [2u8, 0] {
+            let opts = Options {
+                fs: Arc::new(MemFs::new()),
+                clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+                fold_updates_after: after,
+                ..Options::small_for_tests()
+            };
+            let db = Db::open("/db", opts)?;
+            db.create_table(TableSchema::new("t").pk("k", KeyType::Integer).max_versions(3))?;
+            for v in 1..=3u64 {
+                db.update_row(UpdateRow::new("t", pk(1)).put_at("a", v as i64, 1_699_999_999_000 + v))?;
+            }
+            db.update_table("t", crate::TableUpdate { max_versions: Some(1), ..Default::default() })?;
+            db.update_row(UpdateRow::new("t", pk(1)).delete_version("a", 1_699_999_999_003))?;
+            let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
+            assert_eq!(row.get("a"), Some(&Value::Integer(2)), "folding every {after}");
+        }
+        Ok(())
+    }
+
+    /// A fold that would make a batch exceed the batch limit is not made: an update that fits
+    /// is never refused because the row it updates is large.
+    #[test]
+    fn a_fold_never_makes_an_update_too_large() -> Result<()> {
+        let opts = Options {
+            fs: Arc::new(MemFs::new()),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            fold_updates_after: 2,
+            max_batch_bytes: 4 << 10,
+            ..Options::small_for_tests()
+        };
+        let db = Db::open("/db", opts)?;
+        db.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
+        for i in 0..8u8 {
+            db.update_row(UpdateRow::new("t", pk(1)).put(format!("c{i}"), vec![i; 1000]))?;
+        }
+        let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
+        assert_eq!(row.columns.len(), 8);
         Ok(())
     }
 
