@@ -741,6 +741,12 @@ fn range_bounds_mean_what_they_mean_in_the_api() {
     assert!(err.contains("one row") && err.contains("strata get"), "{err}");
     let exported = ok(&["export", d, "o", "--format", "jsonl", "--prefix", "9"]);
     assert_eq!(exported.lines().count(), 4);
+    // count takes scan's bounds and counts what scan reads.
+    assert_eq!(ok(&["count", d, "o"]).trim(), "16 rows");
+    assert_eq!(ok(&["count", d, "o", "--prefix", "7"]).trim(), "4 rows");
+    assert_eq!(ok(&["count", d, "o", "--from", "7", "--to", "8"]).trim(), "8 rows");
+    assert_eq!(ok(&["count", d, "o", "--from", "7", "--to", "8,2", "--json"]).trim(), r#"{"rows":6}"#);
+    assert_eq!(ok(&["count", d, "o", "--from", "9,3"]).trim(), "1 row");
 }
 
 /// `LOG` keeps history across opens (the open after a crash no longer wipes the evidence),

@@ -65,6 +65,9 @@ pub enum Command {
     Delete(rows::DeleteArgs),
     /// Read rows in primary-key order.
     Scan(rows::ScanArgs),
+    /// Count the rows of a table, a range (`--from`/`--to`) or a prefix (`--prefix 7`), with
+    /// scan's bounds: `12 rows`, or `{"rows": 12}` with `--json`.
+    Count(rows::CountArgs),
     /// Load rows from CSV or JSON lines, in parallel shuffled batches. Each CSV column gets one
     /// type: from a typed header (`Customer:string,Order:int,Zip:string,Amount:double`), from
     /// `--types Zip=string`, or inferred from every value of the file and reported first.
@@ -149,6 +152,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Get(a) => rows::get(&a, out),
         Command::Delete(a) => rows::delete(&a, out),
         Command::Scan(a) => rows::scan(&a, out, err),
+        Command::Count(a) => rows::count(&a, out),
         Command::Import(a) => transfer::import(&a, out, err),
         Command::Export(a) => transfer::export(&a, out, err),
         Command::Stats(a) => report::stats(&a, out),

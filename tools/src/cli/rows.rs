@@ -185,6 +185,42 @@ pub struct ScanArgs {
     pub json: bool,
 }
 
+/// Arguments of count.
+#[derive(Args, Debug)]
+pub struct CountArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// Start key, inclusive, as for scan.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// End key, as for scan (a short end covers every key that begins with it).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Every row whose leading key columns equal these, as for scan.
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub prefix: Option<String>,
+    /// JSON output: `{"rows": N}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// count: the rows of a table, a range or a prefix, with scan's bounds.
+pub fn count(a: &CountArgs, out: &mut dyn Write) -> CliResult {
+    let db = open_db_read_only(&a.dir)?;
+    let s = schema(&db, &a.table)?;
+    let (start, end) = scan_bounds(&s, &a.from, &a.to, &a.prefix, false)?;
+    let n = db.count_range(&a.table, &start, &end)?;
+    if a.json {
+        writeln!(out, "{}", serde_json::json!({ "rows": n }))?;
+    } else {
+        writeln!(out, "{n} {}", if n == 1 { "row" } else { "rows" })?;
+    }
+    db.close()?;
+    Ok(0)
+}
+
 fn key_only(schema: &TableSchema, args: &[String]) -> Result<PrimaryKey, CliError> {
     let (pk, cols) = key_and_columns(schema, args)?;
     if let Some((c, _)) = cols.first() {
