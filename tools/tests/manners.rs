@@ -804,3 +804,22 @@ fn the_event_log_keeps_history_and_strata_events_shows_it() {
     let seen = reader.join().unwrap();
     assert_eq!(seen.matches("\"recovery\"").count(), 4, "{seen}");
 }
+
+/// A misspelt table name gets the closest existing one ("did you mean"), a name far from every
+/// table the list of tables, and `get --json` of a missing row prints `null` (exit 1).
+#[test]
+fn a_misspelt_table_is_named_and_a_missing_row_is_null_in_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "orders", "--pk", "Id:int"]);
+    ok(&["create-table", d, "customers", "--pk", "Id:int"]);
+    let (code, _, err) = strata(&["scan", d, "ordres"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("did you mean \"orders\""), "{err}");
+    let (code, _, err) = strata(&["count", d, "zebra"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("customers, orders"), "{err}");
+    let (code, out, err) = strata(&["get", d, "orders", "Id=5", "--json"]);
+    assert_eq!((code, out.trim()), (1, "null"), "{err}");
+}

@@ -200,7 +200,48 @@ pub fn open_db_read_only(dir: &Path) -> Result<Db, CliError> {
 
 /// The schema of a table.
 pub fn schema(db: &Db, table: &str) -> Result<TableSchema, CliError> {
-    Ok(db.describe_table(table)?.schema)
+    Ok(describe(db, table)?.schema)
+}
+
+/// A table's description; a missing table is named with [`no_such_table`]'s hint.
+pub fn describe(db: &Db, table: &str) -> Result<strata::TableDescription, CliError> {
+    match db.describe_table(table) {
+        Ok(d) => Ok(d),
+        Err(Error::TableNotFound(_)) => Err(no_such_table(db, table)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The error for a table that does not exist, naming the closest existing one ("did you
+/// mean") or listing the tables there are.
+pub fn no_such_table(db: &Db, table: &str) -> CliError {
+    let tables = db.list_tables();
+    let closest = tables
+        .iter()
+        .map(|t| (edit_distance(&t.to_lowercase(), &table.to_lowercase()), t))
+        .filter(|(d, t)| *d <= (t.chars().count() / 3).max(2))
+        .min();
+    let hint = match (closest, tables.is_empty()) {
+        (Some((_, t)), _) => format!("; did you mean {t:?}?"),
+        (None, true) => "; the database has no tables (`strata create-table` makes one)".to_string(),
+        (None, false) => format!("; its tables: {}", tables.join(", ")),
+    };
+    CliError { message: format!("table {table:?} does not exist{hint}"), code: crate::EXIT_USAGE }
+}
+
+/// Levenshtein distance between two strings, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }
 
 /// Parses a type name used in `Name:type=value`.

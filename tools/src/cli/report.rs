@@ -159,7 +159,7 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
 pub fn partitions(a: &TableJson, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
     let parts = db.partitions(&a.table)?;
-    let split = db.describe_table(&a.table)?.schema.options.split_threshold_bytes;
+    let split = super::common::describe(&db, &a.table)?.schema.options.split_threshold_bytes;
     let load = |p: &PartitionInfo| p.load_total.writes + p.load_total.reads;
     let total_load: u64 = parts.iter().map(load).sum();
     let n = parts.len().max(1) as u64;
@@ -329,7 +329,7 @@ fn sample_key_stats(rows: &[PutRow]) -> Vec<KeyStat> {
 /// advise.
 pub fn advise(a: &AdviseArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
-    let d = db.describe_table(&a.table)?;
+    let d = super::common::describe(&db, &a.table)?;
     let n = d.schema.primary_key.len();
     let (stats, source) = match &a.sample {
         None => (table_key_stats(&db, &a.table, n)?, format!("table {}", a.table)),

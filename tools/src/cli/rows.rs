@@ -307,7 +307,9 @@ pub fn get(a: &GetArgs, out: &mut dyn Write) -> CliResult {
     let row = db.get_row(&a.table, &pk, &read_options(&a.columns, a.versions))?;
     db.close()?;
     let Some(row) = row else {
-        if !a.json {
+        if a.json {
+            writeln!(out, "null")?;
+        } else {
             writeln!(out, "no row {pk}")?;
         }
         return Ok(crate::EXIT_FAIL);

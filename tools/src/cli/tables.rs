@@ -127,7 +127,7 @@ fn ttl_text(t: Ttl) -> String {
 /// describe.
 pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
-    let d = db.describe_table(&a.table)?;
+    let d = super::common::describe(&db, &a.table)?;
     let o = &d.schema.options;
     if a.json {
         let pk: Vec<_> =
@@ -166,7 +166,7 @@ pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
     }
     let ttl = a.ttl.as_deref().map(parse_ttl).transpose()?;
     let db = open_db(&a.dir, false)?;
-    let old = db.describe_table(&a.table)?.schema.options;
+    let old = super::common::describe(&db, &a.table)?.schema.options;
     let new_max = a.max_versions.unwrap_or(old.max_versions);
     let new_ttl = ttl.unwrap_or(old.ttl);
     let shrinks = new_max < old.max_versions || ttl_ms(new_ttl) < ttl_ms(old.ttl);
@@ -184,7 +184,7 @@ pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
     }
     let update = TableUpdate { max_versions: a.max_versions, ttl, max_version_offset_secs: a.max_version_offset };
     db.update_table(&a.table, update)?;
-    let o = db.describe_table(&a.table)?.schema.options;
+    let o = super::common::describe(&db, &a.table)?.schema.options;
     db.close()?;
     if a.json {
         writeln!(
@@ -220,7 +220,7 @@ struct Hidden {
 }
 
 fn count_hidden(db: &strata::Db, table: &str, old_max: u32, new_max: u32, new_ttl: Ttl) -> Result<Hidden, CliError> {
-    let n = db.describe_table(table)?.schema.primary_key.len();
+    let n = super::common::describe(db, table)?.schema.primary_key.len();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -285,7 +285,7 @@ pub struct DropArgs {
 /// drop: counts what the table holds and asks first (as `alter` does for what it hides).
 pub fn drop_table(a: &DropArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
-    let d = db.describe_table(&a.table)?;
+    let d = super::common::describe(&db, &a.table)?;
     let all = strata::PrimaryKey::new(vec![strata::PkValue::InfMin]);
     let end = strata::PrimaryKey::new(vec![strata::PkValue::InfMax]);
     let rows = db.count_range(&a.table, &all, &end)?;
