@@ -24,7 +24,7 @@ pub struct CreateTableArgs {
     /// Versions kept per column.
     #[arg(long)]
     pub max_versions: Option<u32>,
-    /// Time to live in seconds, or `forever`.
+    /// Time to live: seconds, a number with s, m, h, d or w (`24h`, `7d`), or `forever`.
     #[arg(long)]
     pub ttl: Option<String>,
     /// Accepted distance of a written version from now, in seconds.
@@ -45,7 +45,7 @@ pub struct AlterArgs {
     /// New max versions.
     #[arg(long)]
     pub max_versions: Option<u32>,
-    /// New TTL in seconds, or `forever`.
+    /// New TTL: seconds, a number with s, m, h, d or w (`24h`, `7d`), or `forever`.
     #[arg(long)]
     pub ttl: Option<String>,
     /// New max version offset in seconds (how far a written version may lie from now).
@@ -61,11 +61,26 @@ pub struct AlterArgs {
     pub json: bool,
 }
 
+/// A TTL: `forever`, seconds (`86400`), or a number with a unit: `s`, `m`, `h`, `d`, `w`
+/// (`90s`, `30m`, `24h`, `1d`, `2w`).
 fn parse_ttl(s: &str) -> Result<Ttl, CliError> {
     if s == "forever" {
         return Ok(Ttl::Forever);
     }
-    s.parse().map(Ttl::Seconds).map_err(|_| CliError::new(format!("--ttl {s:?}: give seconds or `forever`")))
+    let bad = || {
+        CliError::new(format!("--ttl {s:?}: give seconds, a number with s, m, h, d or w (`24h`, `7d`), or `forever`"))
+    };
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(scale).filter(|secs| *secs > 0).map(Ttl::Seconds).ok_or_else(bad)
 }
 
 fn parse_key_type(t: &str) -> Result<KeyType, CliError> {
@@ -307,4 +322,25 @@ pub fn drop_table(a: &DropArgs, out: &mut dyn Write) -> CliResult {
         writeln!(out, "dropped table {} ({rows} {})", a.table, if rows == 1 { "row" } else { "rows" })?;
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_ttl;
+    use strata::Ttl;
+
+    /// TTLs with units mean what they say; a zero, an unknown unit or an overflow is refused.
+    #[test]
+    fn ttl_units() {
+        let secs = |s: &str| match parse_ttl(s) {
+            Ok(Ttl::Seconds(n)) => Some(n),
+            Ok(Ttl::Forever) => Some(u64::MAX),
+            Err(_) => None,
+        };
+        assert_eq!(
+            ["86400", "90s", "30m", "24h", "1d", "2w", "forever"].map(secs),
+            [86_400, 90, 1800, 86_400, 86_400, 1_209_600, u64::MAX].map(Some)
+        );
+        assert_eq!(["0", "0d", "1y", "d", "-1", "99999999999999999999d", "1.5h"].map(secs), [None; 7]);
+    }
 }
