@@ -823,3 +823,31 @@ fn a_misspelt_table_is_named_and_a_missing_row_is_null_in_json() {
     let (code, out, err) = strata(&["get", d, "orders", "Id=5", "--json"]);
     assert_eq!((code, out.trim()), (1, "null"), "{err}");
 }
+
+/// `--delimiter` reads and writes CSV with another separator (`;`, `tab`): a semicolon file
+/// imports with values holding commas intact, exports as tab-separated, and imports back; a
+/// delimiter of two characters is refused.
+#[test]
+fn csv_with_another_delimiter_round_trips() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "t", "--pk", "Id:int"]);
+    let csv = tmp.path().join("t.csv");
+    std::fs::write(&csv, "Id;Note:string;Qty:int\n1;a, b;3\n2;c;4\n").unwrap();
+    ok(&["import", d, "t", csv.to_str().unwrap(), "--delimiter", ";"]);
+    let got = ok(&["get", d, "t", "Id=1", "--json"]);
+    let j: Json = serde_json::from_str(got.trim()).unwrap();
+    assert_eq!((j["Note"][0]["value"].as_str(), j["Qty"][0]["value"].as_i64()), (Some("a, b"), Some(3)));
+    let tsv = ok(&["export", d, "t", "--delimiter", "tab"]);
+    assert_eq!(tsv.lines().next(), Some("Id:int\tNote:string\tQty:int"), "{tsv}");
+    assert!(tsv.contains("1\ta, b\t3"), "{tsv}");
+    let back = tmp.path().join("back.tsv");
+    std::fs::write(&back, &tsv).unwrap();
+    ok(&["create-table", d, "u", "--pk", "Id:int"]);
+    ok(&["import", d, "u", back.to_str().unwrap(), "--format", "csv", "--delimiter", "tab"]);
+    assert_eq!(ok(&["count", d, "u"]).trim(), "2 rows");
+    let (code, _, err) = strata(&["export", d, "t", "--delimiter", ";;"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("one ASCII character"), "{err}");
+}

@@ -41,6 +41,9 @@ pub struct ImportArgs {
     /// csv or jsonl (default: from the file extension).
     #[arg(long)]
     pub format: Option<String>,
+    /// CSV field separator: one ASCII character (`;`, `|`) or `tab`.
+    #[arg(long, default_value = ",")]
+    pub delimiter: String,
     /// Parallel writers.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
@@ -89,6 +92,9 @@ pub struct ExportArgs {
     /// csv or jsonl.
     #[arg(long, default_value = "csv")]
     pub format: String,
+    /// CSV field separator: one ASCII character (`;`, `|`) or `tab`.
+    #[arg(long, default_value = ",")]
+    pub delimiter: String,
     /// Start key, inclusive (fewer columns than the key cover every key beginning with them).
     #[arg(long)]
     pub from: Option<String>,
@@ -117,6 +123,19 @@ pub struct ExportArgs {
 enum Format {
     Csv,
     Jsonl,
+}
+
+/// `--delimiter`: one ASCII character, or `tab` (also `\t`).
+fn delimiter_of(d: &str) -> Result<u8, CliError> {
+    match d {
+        "tab" | "\\t" | "\t" => Ok(b'\t'),
+        _ => match d.as_bytes() {
+            [b] if b.is_ascii() && *b != b'"' && *b != b'\n' && *b != b'\r' => Ok(*b),
+            _ => Err(CliError::new(format!(
+                "--delimiter {d:?}: give one ASCII character other than a quote or a line break, or `tab`"
+            ))),
+        },
+    }
 }
 
 fn format_of(f: Option<&str>, path: &Path) -> Result<Format, CliError> {
@@ -316,10 +335,15 @@ enum Input<R: Read> {
 
 /// Opens `input` in `format`; for CSV, reads the header through the same reader that will read
 /// the rows and returns it.
-fn open_input<R: Read>(format: Format, input: R, path: &Path) -> Result<(Input<R>, CsvHeader), CliError> {
+fn open_input<R: Read>(
+    format: Format,
+    input: R,
+    path: &Path,
+    delimiter: u8,
+) -> Result<(Input<R>, CsvHeader), CliError> {
     match format {
         Format::Csv => {
-            let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(input);
+            let mut rdr = csv::ReaderBuilder::new().flexible(true).delimiter(delimiter).from_reader(input);
             let header = csv_header(&mut rdr, path)?;
             Ok((Input::Csv(rdr), header))
         }
@@ -337,6 +361,7 @@ fn decide_csv_types(
     path: &Path,
     mut header: CsvHeader,
     given: &Types,
+    delimiter: u8,
 ) -> Result<(CsvHeader, Vec<TypeDecision>), CliError> {
     let mut decisions = Vec::new();
     let mut to_infer = Vec::new();
@@ -371,7 +396,7 @@ fn decide_csv_types(
             )));
         }
         let file = File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
-        let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(file);
+        let mut rdr = csv::ReaderBuilder::new().flexible(true).delimiter(delimiter).from_reader(file);
         csv_header(&mut rdr, path)?;
         let mut inference = vec![crate::cli::common::TypeInference::default(); to_infer.len()];
         for rec in rdr.records() {
@@ -476,8 +501,8 @@ pub fn read_sample(
     let format = format_of(format, path)?;
     let types = Types::new();
     let f = File::open(path).map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
-    let (input, header) = open_input(format, f, path)?;
-    let header = if format == Format::Csv { decide_csv_types(s, path, header, &types)?.0 } else { header };
+    let (input, header) = open_input(format, f, path, b',')?;
+    let header = if format == Format::Csv { decide_csv_types(s, path, header, &types, b',')?.0 } else { header };
     let (mut rows, mut rejected) = (Vec::new(), 0u64);
     let spec = InputSpec { schema: s, table, path, types: &types, header: &header };
     read_input(&spec, input, |p| {
@@ -632,9 +657,13 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     // One reader from the first byte to the last: the header and the rows are read through it,
     // so nothing read ahead while deciding the types is dropped (a pipe cannot be read again).
     let counting = CountingReader { inner: raw_input, count: bytes_read.clone() };
-    let (input, header) = open_input(format, counting, &a.file)?;
-    let (header, decisions) =
-        if format == Format::Csv { decide_csv_types(&s, &a.file, header, &given)? } else { (header, Vec::new()) };
+    let delimiter = delimiter_of(&a.delimiter)?;
+    let (input, header) = open_input(format, counting, &a.file, delimiter)?;
+    let (header, decisions) = if format == Format::Csv {
+        decide_csv_types(&s, &a.file, header, &given, delimiter)?
+    } else {
+        (header, Vec::new())
+    };
     if !a.json && !decisions.is_empty() {
         let text: Vec<String> =
             decisions.iter().map(|d| format!("{}={} ({})", d.column, type_name(d.column_type), d.source)).collect();
@@ -901,6 +930,7 @@ fn csv_columns(
 /// export.
 pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     let format = format_of(Some(&a.format), Path::new(""))?;
+    let delimiter = delimiter_of(&a.delimiter)?;
     let time_range = match &a.version_range {
         None => None,
         Some(r) => {
@@ -941,7 +971,7 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
                 (None, None) => n.clone(),
             })
             .collect();
-        let mut w = csv::Writer::from_writer(Vec::new());
+        let mut w = csv::WriterBuilder::new().delimiter(delimiter).from_writer(Vec::new());
         w.write_record(&names).map_err(|e| CliError::new(e.to_string()))?;
         sink.write_all(&w.into_inner().map_err(|e| CliError::new(e.to_string()))?)?;
     }
@@ -954,7 +984,7 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
                 }
             }
             Format::Csv => {
-                let mut w = csv::Writer::from_writer(buf);
+                let mut w = csv::WriterBuilder::new().delimiter(delimiter).from_writer(buf);
                 for r in &rows {
                     let mut rec: Vec<String> = r.primary_key.0.iter().map(pk_csv).collect();
                     for (n, _) in header.iter().skip(s.primary_key.len()) {
