@@ -851,3 +851,24 @@ fn csv_with_another_delimiter_round_trips() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("one ASCII character"), "{err}");
 }
+
+/// get, put, update and delete take the key as scan's `--from` does, one positional argument
+/// with the key's columns in order, besides `Name=value`.
+#[test]
+fn a_key_may_be_given_positionally_as_in_scan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "o", "--pk", "Device:int", "--pk", "Seller:string"]);
+    ok(&["put", d, "o", "7,s100", "Qty:int=3"]);
+    let j: Json = serde_json::from_str(ok(&["get", d, "o", "Device=7", "Seller=s100", "--json"]).trim()).unwrap();
+    assert_eq!(j["Qty"][0]["value"], 3);
+    ok(&["update", d, "o", "7,s100", "--incr", "Qty=2"]);
+    let j: Json = serde_json::from_str(ok(&["get", d, "o", "7,s100", "--json"]).trim()).unwrap();
+    assert_eq!(j["Qty"][0]["value"], 5);
+    ok(&["delete", d, "o", "7,s100"]);
+    assert_eq!(strata(&["get", d, "o", "7,s100"]).0, 1);
+    let (code, _, err) = strata(&["get", d, "o", "7"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("Device, Seller"), "{err}");
+}

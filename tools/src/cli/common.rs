@@ -377,9 +377,23 @@ pub fn split_assignment(a: &str) -> Result<(String, Option<String>, String), Cli
 
 /// Splits `Name=value` arguments into the primary key (columns named by the schema) and the
 /// attribute assignments.
+///
+/// The key may also come first as one positional argument in the form of scan's `--from`: its
+/// columns in order, comma-separated (`strata get DB T 7,s100,42,1`).
 pub fn key_and_columns(schema: &TableSchema, args: &[String]) -> Result<(PrimaryKey, Vec<(String, Value)>), CliError> {
     let mut key: Vec<Option<PkValue>> = vec![None; schema.primary_key.len()];
     let mut cols = Vec::new();
+    let mut args = args;
+    if let Some((first, rest)) = args.split_first()
+        && !first.contains('=')
+    {
+        let types: Vec<KeyType> = schema.primary_key.iter().map(|c| c.key_type).collect();
+        let values = crate::keytext::parse_pk(first, &types, None).map_err(|e| {
+            CliError::new(format!("key {first:?}: {e} (the key is {}, comma-separated)", key_names(schema)))
+        })?;
+        key = values.into_iter().map(Some).collect();
+        args = rest;
+    }
     for a in args {
         let (name, ty, raw) = split_assignment(a)?;
         if let Some(i) = schema.pk_index(&name) {
