@@ -872,3 +872,29 @@ fn a_key_may_be_given_positionally_as_in_scan() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("Device, Seller"), "{err}");
 }
+
+/// `strata manifest` prints the MANIFEST as it is on disk, as text and as JSON, and reports a
+/// damaged one as damage (exit 3) naming the file, without opening the database.
+#[test]
+fn the_manifest_is_dumped_as_it_is_on_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "o", "--pk", "Device:int", "--pk", "Seller:string"]);
+    ok(&["put", d, "o", "7,s1", "Qty:int=3"]);
+    let text = ok(&["manifest", d]);
+    assert!(text.contains("table o (id 1): key [Device:integer, Seller:string]"), "{text}");
+    assert!(text.contains("partition 1 [-inf, +inf): 1 file"), "{text}");
+    assert!(text.contains(r#"keys [Device:integer=7, Seller:string="s1"]"#), "{text}");
+    let j: Json = serde_json::from_str(ok(&["manifest", d, "--json"]).trim()).unwrap();
+    assert_eq!(j["tables"][0]["name"], "o");
+    assert_eq!(j["tables"][0]["partitions"][0]["files"][0]["smallest"][0]["value"], 7);
+    let m = std::path::Path::new(d).join("MANIFEST");
+    let mut bytes = std::fs::read(&m).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&m, bytes).unwrap();
+    let (code, _, err) = strata(&["manifest", d]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("MANIFEST"), "{err}");
+}

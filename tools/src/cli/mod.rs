@@ -6,6 +6,7 @@ pub mod common;
 pub mod demo;
 pub mod events;
 pub mod keys;
+pub mod manifest;
 pub mod report;
 pub mod rows;
 pub mod tables;
@@ -77,6 +78,9 @@ pub enum Command {
     Export(transfer::ExportArgs),
     /// Tables, partitions, files and bytes per level, amplification, memtables, stalls.
     Stats(DirJson),
+    /// The MANIFEST as it is on disk (counters, tables, partitions, files by level), read
+    /// without opening the database: works on one that does not open.
+    Manifest(manifest::ManifestArgs),
     /// A table's partitions: range, size, rows, files, load, hotspots and oversized keys.
     Partitions(TableJson),
     /// Partition-key advice: distribution, skew, sequential keys, suggested key formats.
@@ -153,6 +157,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Delete(a) => rows::delete(&a, out),
         Command::Scan(a) => rows::scan(&a, out, err),
         Command::Count(a) => rows::count(&a, out),
+        Command::Manifest(a) => manifest::manifest(&a, out),
         Command::Import(a) => transfer::import(&a, out, err),
         Command::Export(a) => transfer::export(&a, out, err),
         Command::Stats(a) => report::stats(&a, out),
