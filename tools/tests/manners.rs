@@ -898,3 +898,26 @@ fn the_manifest_is_dumped_as_it_is_on_disk() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("MANIFEST"), "{err}");
 }
+
+/// A scan's text table has one header however many chunks it streams, and pads cells by
+/// display width (a CJK character takes two columns), so the columns line up.
+#[test]
+fn a_long_scan_is_one_table_aligned_by_display_width() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "t", "--pk", "Id:int"]);
+    let csv = tmp.path().join("t.csv");
+    let mut text = String::from("Id,Name:string,Qty:int\n");
+    for i in 0..2500 {
+        text.push_str(&format!("{i},{},{i}\n", if i % 2 == 0 { "日本" } else { "ab" }));
+    }
+    std::fs::write(&csv, text).unwrap();
+    ok(&["import", d, "t", csv.to_str().unwrap()]);
+    let out = ok(&["scan", d, "t"]);
+    assert_eq!(out.lines().filter(|l| l.starts_with("Id")).count(), 1, "one header");
+    assert_eq!(out.lines().count(), 2 + 2500);
+    let qty_at = |l: &str| unicode_width::UnicodeWidthStr::width(&l[..l.rfind(' ').unwrap()]);
+    let lines: Vec<&str> = out.lines().skip(2).take(2).collect();
+    assert_eq!(qty_at(lines[0]), qty_at(lines[1]), "{lines:?}");
+}

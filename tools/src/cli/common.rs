@@ -465,46 +465,75 @@ pub fn pk_json(v: &PkValue) -> Json {
     }
 }
 
-/// Writes rows as an aligned table: key columns, then every attribute column seen; each cell
-/// shows the newest returned value (and `+N` when more versions were returned).
-pub fn write_table(out: &mut dyn Write, schema: &TableSchema, rows: &[Row]) -> std::io::Result<()> {
-    let mut attrs: Vec<String> = Vec::new();
-    for r in rows {
-        for c in &r.columns {
-            if !attrs.contains(&c.name) {
-                attrs.push(c.name.clone());
+/// A text table of rows written chunk by chunk (a scan streams its rows): the header and its
+/// rule are printed once, and again only when a chunk brings attribute columns the header does
+/// not name; column widths grow to fit and are measured in display columns (a CJK character
+/// takes two), so a long scan piped to a file reads as one table.
+#[derive(Default)]
+pub struct TableWriter {
+    header: Vec<String>,
+    widths: Vec<usize>,
+}
+
+/// Display width of `s` in terminal columns.
+fn display_width(s: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(s)
+}
+
+impl TableWriter {
+    /// Writes `rows`, with a header first if this is the first chunk or its columns changed.
+    pub fn write(&mut self, out: &mut dyn Write, schema: &TableSchema, rows: &[Row]) -> std::io::Result<()> {
+        if rows.is_empty() && !self.header.is_empty() {
+            return Ok(());
+        }
+        let mut attrs: Vec<String> = Vec::new();
+        for r in rows {
+            for c in &r.columns {
+                if !attrs.contains(&c.name) {
+                    attrs.push(c.name.clone());
+                }
             }
         }
-    }
-    attrs.sort();
-    let mut header: Vec<String> = schema.primary_key.iter().map(|c| c.name.clone()).collect();
-    header.extend(attrs.iter().cloned());
-    let mut grid = vec![header];
-    for r in rows {
-        let mut line: Vec<String> = r.primary_key.0.iter().map(|v| v.to_string()).collect();
-        for a in &attrs {
-            line.push(match r.column(a) {
-                None => String::new(),
-                Some(c) => {
-                    let first = c.cells.first().map(|x| value_text(&x.value)).unwrap_or_default();
-                    if c.cells.len() > 1 { format!("{first} (+{})", c.cells.len() - 1) } else { first }
-                }
-            });
+        attrs.sort();
+        let mut header: Vec<String> = schema.primary_key.iter().map(|c| c.name.clone()).collect();
+        header.extend(attrs.iter().cloned());
+        let mut lines = Vec::with_capacity(rows.len());
+        for r in rows {
+            let mut line: Vec<String> = r.primary_key.0.iter().map(|v| v.to_string()).collect();
+            for a in &attrs {
+                line.push(match r.column(a) {
+                    None => String::new(),
+                    Some(c) => {
+                        let first = c.cells.first().map(|x| value_text(&x.value)).unwrap_or_default();
+                        if c.cells.len() > 1 { format!("{first} (+{})", c.cells.len() - 1) } else { first }
+                    }
+                });
+            }
+            lines.push(line);
         }
-        grid.push(line);
-    }
-    let ncols = grid.first().map_or(0, Vec::len);
-    let widths: Vec<usize> =
-        (0..ncols).map(|i| grid.iter().map(|l| l.get(i).map_or(0, |s| s.chars().count())).max().unwrap_or(0)).collect();
-    for (n, line) in grid.iter().enumerate() {
-        let cells: Vec<String> = line.iter().zip(&widths).map(|(s, w)| format!("{s:<w$}")).collect();
-        writeln!(out, "{}", cells.join("  ").trim_end())?;
-        if n == 0 {
-            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        let new_header = header != self.header;
+        if new_header {
+            self.widths = header.iter().map(|h| display_width(h)).collect();
+        }
+        for line in &lines {
+            for (w, cell) in self.widths.iter_mut().zip(line) {
+                *w = (*w).max(display_width(cell));
+            }
+        }
+        let pad = |s: &str, w: usize| format!("{s}{}", " ".repeat(w.saturating_sub(display_width(s))));
+        if new_header {
+            let cells: Vec<String> = header.iter().zip(&self.widths).map(|(s, w)| pad(s, *w)).collect();
+            writeln!(out, "{}", cells.join("  ").trim_end())?;
+            let rule: Vec<String> = self.widths.iter().map(|w| "-".repeat(*w)).collect();
             writeln!(out, "{}", rule.join("  "))?;
+            self.header = header;
         }
+        for line in &lines {
+            let cells: Vec<String> = line.iter().zip(&self.widths).map(|(s, w)| pad(s, *w)).collect();
+            writeln!(out, "{}", cells.join("  ").trim_end())?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Parses a size like `10GiB`, `64MB`, `512k`, `4096`.

@@ -11,7 +11,7 @@ use strata::{
 
 use super::common::{
     CliError, CliResult, key_and_columns, open_db, open_db_read_only, parse_type, parse_typed, row_json, schema,
-    untyped_value, write_table,
+    untyped_value,
 };
 use crate::keytext::parse_pk;
 
@@ -402,14 +402,15 @@ pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult
     if a.reverse {
         opts.direction = Direction::Backward;
     }
-    let emit = |rows: &[strata::Row], out: &mut dyn Write| -> std::io::Result<()> {
+    let mut table = super::common::TableWriter::default();
+    let mut emit = |rows: &[strata::Row], out: &mut dyn Write| -> std::io::Result<()> {
         if a.json {
             for r in rows {
                 writeln!(out, "{}", row_json(&s, r))?;
             }
             Ok(())
         } else {
-            write_table(out, &s, rows)
+            table.write(out, &s, rows)
         }
     };
     match a.limit {
