@@ -921,3 +921,40 @@ fn a_long_scan_is_one_table_aligned_by_display_width() {
     let lines: Vec<&str> = out.lines().skip(2).take(2).collect();
     assert_eq!(qty_at(lines[0]), qty_at(lines[1]), "{lines:?}");
 }
+
+/// check on a damaged SSTable names the file, says how many files are damaged (singular
+/// right) and the next step, and exits 1.
+#[test]
+fn check_names_the_damage_and_the_next_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let ds = d.to_str().unwrap();
+    ok(&["create-table", ds, "t", "--pk", "Id:int"]);
+    let csv = tmp.path().join("t.csv");
+    let mut text = String::from("Id,Note:string\n");
+    for i in 0..2000 {
+        text.push_str(&format!("{i},note number {i} with some text\n"));
+    }
+    std::fs::write(&csv, text).unwrap();
+    ok(&["import", ds, "t", csv.to_str().unwrap()]);
+    let mut ssts = Vec::new();
+    let mut stack = vec![d.join("tables")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "sst") {
+                ssts.push(p);
+            }
+        }
+    }
+    let victim = ssts.first().expect("an SSTable");
+    let mut bytes = std::fs::read(victim).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(victim, bytes).unwrap();
+    let (code, out, err) = strata(&["check", ds]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("CORRUPT: 1 file with problems"), "{out}");
+    assert!(out.contains("next: keep this folder") && out.contains("strata restore"), "{out}");
+}

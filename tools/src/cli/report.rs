@@ -554,7 +554,15 @@ pub fn check(a: &DirJson, out: &mut dyn Write) -> CliResult {
         if problems.is_empty() {
             writeln!(out, "OK: {files} SSTables and the WAL verified")?;
         } else {
-            writeln!(out, "CORRUPT: {} files with problems", problems.len())?;
+            let n = problems.len();
+            writeln!(out, "CORRUPT: {n} {} with problems", if n == 1 { "file" } else { "files" })?;
+            writeln!(
+                out,
+                "next: keep this folder as it is (it is the evidence); restore the newest sound backup into a new folder \
+                 (`strata backups verify BACKUPS`, then `strata restore BACKUPS NEWDIR`) or open a checkpoint; \
+                 damage in the WAL alone can be opened with WalRecovery::RecoverPrefix, which keeps every write \
+                 before the damage and reports what it cut (docs/DURABILITY.md); docs/CLI.md, \"When check finds damage\""
+            )?;
         }
     }
     Ok(if problems.is_empty() { 0 } else { crate::EXIT_FAIL })
