@@ -150,13 +150,10 @@ pub struct DeleteArgs {
     pub cond: CondArgs,
 }
 
-/// Arguments of scan.
+/// The rows of a range or a prefix, as `scan`, `count` and `export` take them (docs/CLI.md,
+/// "Ranges").
 #[derive(Args, Debug)]
-pub struct ScanArgs {
-    /// Database folder.
-    pub dir: PathBuf,
-    /// Table name.
-    pub table: String,
+pub struct RangeArgs {
     /// Start key, inclusive: comma-separated columns; fewer columns than the key cover every key
     /// that begins with them.
     #[arg(long)]
@@ -168,6 +165,25 @@ pub struct ScanArgs {
     /// Every row whose leading key columns equal these (one or more columns, fewer than the key).
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub prefix: Option<String>,
+}
+
+impl RangeArgs {
+    /// The bounds for a read in the given direction ([`scan_bounds`]).
+    pub fn bounds(&self, s: &TableSchema, reverse: bool) -> Result<(PrimaryKey, PrimaryKey), CliError> {
+        scan_bounds(s, &self.from, &self.to, &self.prefix, reverse)
+    }
+}
+
+/// Arguments of scan.
+#[derive(Args, Debug)]
+pub struct ScanArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// The rows to read.
+    #[command(flatten)]
+    pub range: RangeArgs,
     /// Descending order (then --from is the high end).
     #[arg(long)]
     pub reverse: bool,
@@ -192,15 +208,9 @@ pub struct CountArgs {
     pub dir: PathBuf,
     /// Table name.
     pub table: String,
-    /// Start key, inclusive, as for scan.
-    #[arg(long)]
-    pub from: Option<String>,
-    /// End key, as for scan (a short end covers every key that begins with it).
-    #[arg(long)]
-    pub to: Option<String>,
-    /// Every row whose leading key columns equal these, as for scan.
-    #[arg(long, conflicts_with_all = ["from", "to"])]
-    pub prefix: Option<String>,
+    /// The rows to count.
+    #[command(flatten)]
+    pub range: RangeArgs,
     /// JSON output: `{"rows": N}`.
     #[arg(long)]
     pub json: bool,
@@ -210,7 +220,7 @@ pub struct CountArgs {
 pub fn count(a: &CountArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
-    let (start, end) = scan_bounds(&s, &a.from, &a.to, &a.prefix, false)?;
+    let (start, end) = a.range.bounds(&s, false)?;
     let n = db.count_range(&a.table, &start, &end)?;
     if a.json {
         writeln!(out, "{}", serde_json::json!({ "rows": n }))?;
@@ -397,7 +407,7 @@ pub fn scan_bounds(
 pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
-    let (start, end) = scan_bounds(&s, &a.from, &a.to, &a.prefix, a.reverse)?;
+    let (start, end) = a.range.bounds(&s, a.reverse)?;
     let mut opts = RangeOptions::default().read(read_options(&a.columns, a.versions));
     if a.reverse {
         opts.direction = Direction::Backward;

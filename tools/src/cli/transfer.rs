@@ -25,7 +25,6 @@ use super::common::{
     CliError, CliResult, CountingReader, byte_progress, open_db, open_db_read_only, parse_type, parse_typed,
     parse_types, row_json, row_progress, schema,
 };
-use super::rows::scan_bounds;
 use crate::keytext::{parse_hex, parse_pk_value};
 use strata_format::key::hex;
 
@@ -95,16 +94,9 @@ pub struct ExportArgs {
     /// CSV field separator: one ASCII character (`;`, `|`) or `tab`.
     #[arg(long, default_value = ",")]
     pub delimiter: String,
-    /// Start key, inclusive (fewer columns than the key cover every key beginning with them).
-    #[arg(long)]
-    pub from: Option<String>,
-    /// End key: a whole key is exclusive, fewer columns are inclusive of every key beginning
-    /// with them, as in the API.
-    #[arg(long)]
-    pub to: Option<String>,
-    /// Every row whose leading key columns equal these (fewer columns than the key).
-    #[arg(long, conflicts_with_all = ["from", "to"])]
-    pub prefix: Option<String>,
+    /// The rows to export.
+    #[command(flatten)]
+    pub range: super::rows::RangeArgs,
     /// Only versions in START..END (ms); JSON lines then carry every version in the range.
     #[arg(long)]
     pub version_range: Option<String>,
@@ -942,7 +934,7 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     };
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
-    let (start, end) = scan_bounds(&s, &a.from, &a.to, &a.prefix, false)?;
+    let (start, end) = a.range.bounds(&s, false)?;
     // JSON lines carry every retained version (an import with --keep-versions restores them);
     // CSV has one value per column: the newest.
     let max_versions = match format {
