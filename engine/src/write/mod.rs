@@ -778,10 +778,13 @@ impl Writer {
                 let fold_due = heat.update_due(table.id, pk, self.ctx.opts.fold_updates_after);
                 // A fold only where every earlier batch of the group is readable (`fold.rs`).
                 let fold_now = fold_due && *fold == Folding::Allowed;
-                let stored =
+                let mut stored =
                     if needs_state || fold_now { self.reader.stored_state(table, pk, snapshot)? } else { None };
+                // The stored state is kept (a copy) only for a fold; a condition or an increment
+                // alone takes it.
                 let state = if needs_state {
-                    stored.clone().and_then(|st| visible(st, table.max_versions(), table.ttl(), now))
+                    let st = if fold_now { stored.clone() } else { stored.take() };
+                    st.and_then(|st| visible(st, table.max_versions(), table.ttl(), now))
                 } else {
                     None
                 };

@@ -552,7 +552,7 @@ pub fn check(a: &DirJson, out: &mut dyn Write) -> CliResult {
             }
         }
         if problems.is_empty() {
-            writeln!(out, "OK: {files} SSTables and the WAL verified")?;
+            writeln!(out, "OK: {files} {} and the WAL verified", if files == 1 { "SSTable" } else { "SSTables" })?;
         } else {
             let n = problems.len();
             writeln!(out, "CORRUPT: {n} {} with problems", if n == 1 { "file" } else { "files" })?;
