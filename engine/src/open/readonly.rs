@@ -126,6 +126,19 @@ fn load(path: &Path, opts: &Options) -> Result<Recovered, Attempt> {
             }
         }
     }
+    // The writer may have flushed, installed a newer manifest and deleted the logs that held
+    // the flushed writes while this open read the logs: a log gone before the listing leaves
+    // no gap in the sequence numbers when the log after it holds nothing yet, and the view
+    // would miss those writes (found by the schedule explorer, engine/tests/schedules.rs). The
+    // manifest read first must still be the current one.
+    let now = fs.read(&manifest_path).map_err(|e| Error::io("read manifest", &manifest_path, e))?;
+    if now != bytes {
+        return Err(Attempt::Retry(Error::Corruption {
+            path: manifest_path,
+            offset: 0,
+            detail: "the manifest changed while the WAL was read".into(),
+        }));
+    }
     mem.cover_seqno(last_seqno);
     report.last_seqno = last_seqno;
     Ok(Recovered {
