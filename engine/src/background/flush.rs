@@ -14,64 +14,102 @@ use crate::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use strata_format::key::{partition_key, user_key};
-use strata_format::manifest::FileRecord;
-use strata_format::sst::SstProperties;
 
+use super::output::FileMaker;
 use crate::background::Jobs;
 use crate::error::{Error, Result};
-use crate::paths;
-use crate::sst::{SstFileWriter, SstReader, WrittenSst};
+use crate::memtable::Memtable;
+use crate::sst::{SstFileWriter, WrittenSst};
 use crate::version::edit::{Change, VersionEdit};
-use crate::version::{FileEntry, Table};
+use crate::version::{LsmVersion, Table};
 
-/// A new file for a partition, ready to install.
-pub(crate) struct NewFile {
-    pub table_id: u64,
-    pub partition_id: u64,
-    pub entry: Arc<FileEntry>,
+/// A flush as a value: one sealed memtable and the version whose partitions its rows are
+/// routed to. [`FlushJob::run`] writes the files and returns the edit that installs them; it
+/// changes no engine state (the caller holds the structure lock, so no split or merge changes
+/// the partitions meanwhile, and applies the edit).
+pub(crate) struct FlushJob<'a> {
+    /// The memtable to write out.
+    pub mem: &'a Memtable,
+    /// The version whose partitions the rows go to.
+    pub version: &'a LsmVersion,
+}
+
+/// What a flush wrote.
+pub(crate) struct Flushed {
+    /// Adds the files to level 0 and records the flushed sequence number (the caller adds the
+    /// oldest WAL still needed, which depends on the memtables sealed by then).
+    pub edit: VersionEdit,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Files written.
+    pub files: usize,
+}
+
+impl FlushJob<'_> {
+    /// Writes one level-0 SSTable per partition that has rows in the memtable.
+    pub(crate) fn run(&self, out: FileMaker<'_>) -> Result<Flushed> {
+        let mem = self.mem;
+        let mut changes = Vec::new();
+        let mut bytes = 0u64;
+        for table_id in mem.table_ids() {
+            let Some(table) = self.version.tables.get(&table_id) else {
+                continue;
+            };
+            let mut current: Option<(usize, u64, SstFileWriter)> = None;
+            let mut finished: Vec<(usize, u64, WrittenSst)> = Vec::new();
+            mem.for_each_in_table(table_id, |ikey, value| {
+                // Entries come in key order: stay in the current partition until the key
+                // reaches its end bound (comparing the whole key with an encoded partition
+                // key is exact, see FORMAT.md "Key encoding").
+                let uk = user_key(ikey);
+                let stays = current.as_ref().is_some_and(|(p, _, _)| {
+                    table.partitions.get(*p).is_some_and(|part| part.end.as_deref().is_none_or(|e| uk < e))
+                });
+                let pi = match (&current, stays) {
+                    (Some((p, _, _)), true) => *p,
+                    _ => table.partition_index(partition_key(uk)),
+                };
+                if current.as_ref().is_none_or(|(p, _, _)| *p != pi) {
+                    if let Some((p, id, w)) = current.take() {
+                        finished.push((p, id, w.finish()?));
+                    }
+                    let pid = partition_id(table, pi)?;
+                    let (id, w) = out.new_sst(table, pid, 0)?;
+                    current = Some((pi, id, w));
+                }
+                if let Some((_, _, w)) = &mut current {
+                    w.add(ikey, value)?;
+                }
+                Ok(())
+            })?;
+            if let Some((p, id, w)) = current.take() {
+                finished.push((p, id, w.finish()?));
+            }
+            let mut table_bytes = 0u64;
+            for (pi, id, w) in finished {
+                let pid = partition_id(table, pi)?;
+                table_bytes += w.size;
+                let entry = out.open_written(id, pid, 0, w)?;
+                out.ctx.events.log(
+                    out.ctx.clock.now_ms(),
+                    "flush",
+                    format!(
+                        "table={} partition={} file={} bytes={} entries={}",
+                        table.schema.name, pid, id, entry.rec.size, entry.rec.entries
+                    ),
+                );
+                changes.push(Change::AddFile { table_id, partition_id: pid, level: 0, file: entry });
+            }
+            out.ctx.stats.add_table_bytes(table_id, table_bytes, 0);
+            bytes += table_bytes;
+        }
+        let files = changes.len();
+        let edit = VersionEdit { changes, flushed_seqno: Some(mem.max_seqno()), min_wal_number: None };
+        Ok(Flushed { edit, bytes, files })
+    }
 }
 
 impl Jobs {
-    /// Creates a writer for a new SSTable of `partition` at `level`.
-    pub(crate) fn new_sst(&self, table: &Table, partition: u64, level: u32) -> Result<(u64, SstFileWriter)> {
-        let id = self.versions.next_file_id();
-        let dir = paths::partition_dir(&self.ctx.path, &table.schema.name, partition);
-        self.ctx.ensure_dir(&dir)?;
-        let props = SstProperties {
-            table_name: table.schema.name.clone(),
-            table_id: table.id,
-            partition_id: partition,
-            pk_schema: table.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
-            created_ms: self.ctx.clock.now_ms(),
-            level: u64::from(level),
-            file_id: id,
-            ..Default::default()
-        };
-        let path = paths::sst_file(&self.ctx.path, &table.schema.name, partition, id);
-        let w = SstFileWriter::create(self.ctx.fs.clone(), &path, self.ctx.sst_build_options(), props)?;
-        Ok((id, w))
-    }
-
-    /// Opens a finished SSTable and describes it for the manifest.
-    pub(crate) fn open_written(&self, id: u64, partition: u64, level: u32, w: WrittenSst) -> Result<Arc<FileEntry>> {
-        let reader = SstReader::open(self.ctx.fs.clone(), &w.path, id, self.ctx.cache.clone())?;
-        let p = &w.props;
-        let rec = FileRecord {
-            id,
-            home_partition: partition,
-            level,
-            size: w.size,
-            smallest: p.first_key.clone(),
-            largest: p.last_key.clone(),
-            min_seqno: p.min_seqno,
-            max_seqno: p.max_seqno,
-            entries: p.entry_count,
-            clip_start: None,
-            clip_end: None,
-        };
-        Ok(Arc::new(FileEntry { reader, rec }))
-    }
-
     /// Flushes every sealed memtable, oldest first, including those sealed while it runs.
     pub(crate) fn flush_sealed(&self) -> Result<()> {
         self.flush_sealed_before(u64::MAX)
@@ -92,71 +130,17 @@ impl Jobs {
             // file written): a start without an end in the log is a flush a crash interrupted.
             self.ctx.events.log(self.ctx.clock.now_ms(), "flush-start", format!("memtable of wal {}", mem.first_wal));
             let version = self.versions.current();
-            let mut new_files: Vec<NewFile> = Vec::new();
-            let mut bytes = 0u64;
-            for table_id in mem.table_ids() {
-                let Some(table) = version.tables.get(&table_id) else {
-                    continue;
-                };
-                let mut current: Option<(usize, u64, SstFileWriter)> = None;
-                let mut finished: Vec<(usize, u64, WrittenSst)> = Vec::new();
-                mem.for_each_in_table(table_id, |ikey, value| {
-                    // Entries come in key order: stay in the current partition until the key
-                    // reaches its end bound (comparing the whole key with an encoded
-                    // partition key is exact, see FORMAT.md "Key encoding").
-                    let uk = user_key(ikey);
-                    let stays = current.as_ref().is_some_and(|(p, _, _)| {
-                        table.partitions.get(*p).is_some_and(|part| part.end.as_deref().is_none_or(|e| uk < e))
-                    });
-                    let pi = match (&current, stays) {
-                        (Some((p, _, _)), true) => *p,
-                        _ => table.partition_index(partition_key(uk)),
-                    };
-                    if current.as_ref().is_none_or(|(p, _, _)| *p != pi) {
-                        if let Some((p, id, w)) = current.take() {
-                            finished.push((p, id, w.finish()?));
-                        }
-                        let pid = partition_id(table, pi)?;
-                        let (id, w) = self.new_sst(table, pid, 0)?;
-                        current = Some((pi, id, w));
-                    }
-                    if let Some((_, _, w)) = &mut current {
-                        w.add(ikey, value)?;
-                    }
-                    Ok(())
-                })?;
-                if let Some((p, id, w)) = current.take() {
-                    finished.push((p, id, w.finish()?));
-                }
-                let mut table_bytes = 0u64;
-                for (pi, id, w) in finished {
-                    let pid = partition_id(table, pi)?;
-                    table_bytes += w.size;
-                    let entry = self.open_written(id, pid, 0, w)?;
-                    self.ctx.events.log(
-                        self.ctx.clock.now_ms(),
-                        "flush",
-                        format!(
-                            "table={} partition={} file={} bytes={} entries={}",
-                            table.schema.name, pid, id, entry.rec.size, entry.rec.entries
-                        ),
-                    );
-                    new_files.push(NewFile { table_id, partition_id: pid, entry });
-                }
-                self.ctx.stats.add_table_bytes(table_id, table_bytes, 0);
-                bytes += table_bytes;
-            }
-            let flushed_seqno = mem.max_seqno();
-            let new_files_count = new_files.len();
+            let flushed = FlushJob { mem: &mem, version: &version }.run(self.files())?;
+            drop(version);
             self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::FlushBeforeInstall);
-            self.install_flush(&mem, new_files, flushed_seqno)?;
+            self.install_flush(&mem, flushed.edit)?;
             self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::FlushInstalled);
             self.ctx.events.log(
                 self.ctx.clock.now_ms(),
                 "flush-end",
-                format!("memtable of wal {}: {} files, {bytes} bytes", mem.first_wal, new_files_count),
+                format!("memtable of wal {}: {} files, {} bytes", mem.first_wal, flushed.files, flushed.bytes),
             );
-            self.ctx.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.ctx.stats.flush_bytes.fetch_add(flushed.bytes, Ordering::Relaxed);
             self.ctx.stats.flushes.fetch_add(1, Ordering::Relaxed);
             self.versions.delete_obsolete_wals();
             // The memtable goes before the lock: a `Db::flush` waiting on the lock for this
@@ -173,28 +157,13 @@ impl Jobs {
         }
     }
 
-    /// Installs flushed files and retires the memtable.
-    fn install_flush(
-        &self,
-        mem: &Arc<crate::memtable::Memtable>,
-        files: Vec<NewFile>,
-        flushed_seqno: u64,
-    ) -> Result<()> {
+    /// Installs a flush's edit and retires the memtable.
+    fn install_flush(&self, mem: &Arc<Memtable>, mut edit: VersionEdit) -> Result<()> {
         // The memtable after this one holds the oldest data still only in the WAL.
-        let next_first_wal = {
+        edit.min_wal_number = Some({
             let st = self.versions.state.read();
             st.sealed.get(1).map(|m| m.first_wal).unwrap_or(st.active.first_wal)
-        };
-        let changes = files
-            .into_iter()
-            .map(|nf| Change::AddFile {
-                table_id: nf.table_id,
-                partition_id: nf.partition_id,
-                level: 0,
-                file: nf.entry,
-            })
-            .collect();
-        let edit = VersionEdit { changes, flushed_seqno: Some(flushed_seqno), min_wal_number: Some(next_first_wal) };
+        });
         self.versions.log_and_apply(Some(mem), edit).map(drop)
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::sync::{Mutex, Rank};
 
 use super::Background;
+use super::output::FileMaker;
 use crate::context::Context;
 use crate::version::set::VersionSet;
 
@@ -41,5 +42,10 @@ impl Jobs {
             stats_save: Mutex::ranked(Rank::StatsSave, ()),
             stats_saved_ms: AtomicU64::new(0),
         }
+    }
+
+    /// Where this database's jobs make their files.
+    pub(crate) fn files(&self) -> FileMaker<'_> {
+        FileMaker { ctx: &self.ctx, versions: &self.versions }
     }
 }

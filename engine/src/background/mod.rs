@@ -5,6 +5,7 @@
 pub mod compaction;
 pub(crate) mod flush;
 pub(crate) mod jobs;
+pub(crate) mod output;
 pub mod split;
 pub(crate) mod stats_file;
 

@@ -27,6 +27,7 @@ use strata_format::record::RowRecord;
 
 use super::picker::CompactionTask;
 use crate::background::Jobs;
+use crate::background::output::FileMaker;
 use crate::error::{Error, Result};
 use crate::model::rowstate::{DropCounts, RowState};
 use crate::read::iter::{EntrySource, MergeIter};
@@ -37,7 +38,7 @@ use crate::version::sizes::{max_opt, min_opt};
 use crate::version::{FileEntry, Table};
 
 struct Output<'a> {
-    jobs: &'a Jobs,
+    files: FileMaker<'a>,
     table: &'a Table,
     partition: u64,
     level: u32,
@@ -49,14 +50,43 @@ struct Output<'a> {
 /// Writes have paused when none committed for this long; only then is a compaction split.
 const WRITES_PAUSED_MS: u64 = 100;
 
-/// What every subcompaction of one compaction shares.
-#[derive(Clone, Copy)]
-struct RangeCtx<'a> {
-    task: &'a CompactionTask,
-    table: &'a Table,
-    partition: u64,
-    inputs: &'a [Arc<FileEntry>],
-    now: u64,
+/// A compaction as a value: a task, the table and partition it runs on (as the version it was
+/// picked from holds them), the input files, the clock time that decides expiry, and how many
+/// subcompactions it may split into. [`CompactionJob::run`] writes the outputs and returns the
+/// edit that swaps them for the inputs; it changes no engine state.
+pub(crate) struct CompactionJob<'a> {
+    /// What to compact.
+    pub task: &'a CompactionTask,
+    /// The table (its options decide versions and TTL).
+    pub table: &'a Table,
+    /// The partition's id.
+    pub partition: u64,
+    /// The partition's key bounds.
+    pub bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
+    /// The input files, as the task names them.
+    pub inputs: Vec<Arc<FileEntry>>,
+    /// Clock time for TTL decisions.
+    pub now: u64,
+    /// The most subcompactions to split into (1: none).
+    pub max_subcompactions: usize,
+}
+
+/// What a compaction did.
+pub(crate) struct Compacted {
+    /// Removes the inputs, adds the outputs.
+    pub edit: VersionEdit,
+    /// Bytes read (the inputs' sizes).
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub written: u64,
+    /// Output files.
+    pub files: usize,
+    /// Subcompactions run.
+    pub subcompactions: usize,
+    /// What the folding dropped.
+    pub drops: DropCounts,
+    /// The inputs moved down unread (no file written).
+    pub moved: bool,
 }
 
 /// What one subcompaction wrote.
@@ -69,7 +99,7 @@ struct RangeOutput {
 impl Output<'_> {
     fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         if self.current.is_none() {
-            self.current = Some(self.jobs.new_sst(self.table, self.partition, self.level)?);
+            self.current = Some(self.files.new_sst(self.table, self.partition, self.level)?);
         }
         if let Some((_, w)) = &mut self.current {
             w.add(ikey, value)?;
@@ -80,7 +110,7 @@ impl Output<'_> {
     /// Called between rows: closes the file once it is big enough.
     fn row_boundary(&mut self) -> Result<()> {
         let full =
-            self.current.as_ref().is_some_and(|(_, w)| w.estimated_size() >= self.jobs.ctx.opts.target_file_bytes);
+            self.current.as_ref().is_some_and(|(_, w)| w.estimated_size() >= self.files.ctx.opts.target_file_bytes);
         if full { self.finish() } else { Ok(()) }
     }
 
@@ -88,71 +118,36 @@ impl Output<'_> {
         if let Some((id, w)) = self.current.take() {
             let written = w.finish()?;
             self.written += written.size;
-            self.done.push(self.jobs.open_written(id, self.partition, self.level, written)?);
+            self.done.push(self.files.open_written(id, self.partition, self.level, written)?);
         }
         Ok(())
     }
 }
 
-impl Jobs {
-    /// Runs a compaction task on a claimed partition.
-    pub(crate) fn run_compaction(&self, task: &CompactionTask) -> Result<()> {
-        let version = self.versions.current();
-        let Some(table) = version.tables.get(&task.table_id).cloned() else { return Ok(()) };
-        let Some(part) = table.partitions.iter().find(|p| p.id == task.partition_id).cloned() else {
-            return Ok(());
-        };
-        let mut inputs: Vec<Arc<FileEntry>> = Vec::new();
-        for (lvl, id) in &task.inputs {
-            match part.levels.get(*lvl).and_then(|l| l.iter().find(|f| f.rec.id == *id)) {
-                Some(f) => inputs.push(f.clone()),
-                // Picked from an older version (another compaction of this partition ran in
-                // between): nothing to do; the picker looks again.
-                None => return Ok(()),
-            }
-        }
-        // Paired with the `compaction` event logged once it is installed: a start without an
-        // end in the log is a compaction a crash interrupted.
-        self.ctx.events.log(
-            self.ctx.clock.now_ms(),
-            "compaction-start",
-            format!("table={} partition={} reason={} inputs={}", table.schema.name, part.id, task.reason, inputs.len()),
-        );
-        self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::CompactionStarted);
-        if is_trivial_move(task, &inputs) {
+impl CompactionJob<'_> {
+    /// Moves the inputs down by edit alone when nothing needs rewriting, otherwise merges them
+    /// into new files of the output level.
+    pub(crate) fn run(&self, out: FileMaker<'_>) -> Result<Compacted> {
+        let read_bytes: u64 = self.inputs.iter().map(|f| f.rec.size).sum();
+        if is_trivial_move(self.task, &self.inputs) {
             // Nothing below overlaps and the inputs do not overlap each other: the files move
             // down by manifest edit alone, unread and unwritten (sorted loads stay cheap).
-            self.install_compaction(task, inputs.clone())?;
-            self.ctx.events.log(
-                self.ctx.clock.now_ms(),
-                "compaction",
-                format!(
-                    "table={} partition={} reason={} moved {} files to level {} without rewriting",
-                    table.schema.name,
-                    part.id,
-                    task.reason,
-                    inputs.len(),
-                    task.output_level
-                ),
-            );
-            return Ok(());
+            return Ok(Compacted {
+                edit: compaction_edit(self.task, self.inputs.clone()),
+                read_bytes: 0,
+                written: 0,
+                files: self.inputs.len(),
+                subcompactions: 0,
+                drops: DropCounts::default(),
+                moved: true,
+            });
         }
-        let read_bytes: u64 = inputs.iter().map(|f| f.rec.size).sum();
-        let now = self.ctx.clock.now_ms();
-        // Split only while writes pause: on a machine with few cores a second merge thread
-        // next to the writer and the flush thread slowed fillrandom's writes by 12-19 % and
-        // settled no sooner (docs/PERFORMANCE.md); once writes stop, the
-        // compaction debt is all that is left to do and a spare core halves it. A sealed
-        // memtable means the flush thread needs a core (and writers may wait for it).
-        let idle = now.saturating_sub(self.bg.last_write_ms.load(Ordering::Relaxed)) >= WRITES_PAUSED_MS
-            && self.versions.state.read().sealed.is_empty();
-        let max_parts = if idle { self.ctx.opts.max_subcompactions } else { 1 };
-        let parts = subcompactions(read_bytes, self.ctx.opts.target_file_bytes, max_parts);
-        let lo = part.start.clone().unwrap_or_default();
-        let cuts = split_points(&inputs, &lo, part.end.as_deref(), parts);
-        let ranges = key_ranges(lo, part.end.clone(), cuts);
-        let ctx = RangeCtx { task, table: &table, partition: part.id, inputs: &inputs, now };
-        let results = self.compact_ranges(&ctx, &ranges);
+        let parts = subcompactions(read_bytes, out.ctx.opts.target_file_bytes, self.max_subcompactions);
+        let (start, end) = &self.bounds;
+        let lo = start.clone().unwrap_or_default();
+        let cuts = split_points(&self.inputs, &lo, end.as_deref(), parts);
+        let ranges = key_ranges(lo, end.clone(), cuts);
+        let results = self.compact_ranges(out, &ranges);
         let mut outputs: Vec<Arc<FileEntry>> = Vec::new();
         let mut written = 0;
         let mut drops = DropCounts::default();
@@ -172,42 +167,24 @@ impl Jobs {
             outputs.iter().for_each(|f| f.reader.mark_obsolete());
             return Err(e);
         }
-        let output_files = outputs.len();
         drops.bytes = read_bytes.saturating_sub(written);
-        self.install_compaction(task, outputs)?;
-        self.ctx.stats.compactions.fetch_add(1, Ordering::Relaxed);
-        self.ctx.stats.compaction_read_bytes.fetch_add(read_bytes, Ordering::Relaxed);
-        self.ctx.stats.compaction_write_bytes.fetch_add(written, Ordering::Relaxed);
-        self.ctx.stats.add_table_bytes(table.id, 0, written);
-        self.ctx.stats.add_drops(table.id, &drops);
-        self.ctx.events.log(
-            now,
-            "compaction",
-            format!(
-                "table={} partition={} reason={} inputs={} output_level={} bottommost={} read={} written={} files={} subcompactions={} dropped_versions={} dropped_ttl={} dropped_deletes={}",
-                table.schema.name,
-                part.id,
-                task.reason,
-                task.inputs.len(),
-                task.output_level,
-                task.bottommost,
-                read_bytes,
-                written,
-                output_files,
-                ranges.len(),
-                drops.versions,
-                drops.ttl,
-                drops.deletes
-            ),
-        );
-        Ok(())
+        let files = outputs.len();
+        Ok(Compacted {
+            edit: compaction_edit(self.task, outputs),
+            read_bytes,
+            written,
+            files,
+            subcompactions: ranges.len(),
+            drops,
+            moved: false,
+        })
     }
 
     /// Runs one subcompaction per range, the first on this thread and the others on scoped
     /// threads of their own; results in range order. The ranges split the key space at whole
     /// primary keys, so each sees every entry of its rows and their outputs do not overlap.
-    fn compact_ranges(&self, ctx: &RangeCtx<'_>, ranges: &[KeyRange]) -> Vec<Result<RangeOutput>> {
-        let run = |(lo, hi): &KeyRange| self.compact_range(ctx, lo, hi.as_deref());
+    fn compact_ranges(&self, out: FileMaker<'_>, ranges: &[KeyRange]) -> Vec<Result<RangeOutput>> {
+        let run = |(lo, hi): &KeyRange| self.compact_range(out, lo, hi.as_deref());
         let Some((first, rest)) = ranges.split_first() else { return Vec::new() };
         // Under the schedule explorer every thread must be its own (engine/src/sync.rs): the
         // subcompactions run one after another there.
@@ -223,19 +200,20 @@ impl Jobs {
             for h in handles {
                 results.push(match h {
                     Ok(h) => h.join().unwrap_or_else(|_| Err(Error::Internal("subcompaction panicked".into()))),
-                    Err(e) => Err(Error::io("spawn subcompaction", &self.ctx.path, e)),
+                    Err(e) => Err(Error::io("spawn subcompaction", &out.ctx.path, e)),
                 });
             }
             results
         })
     }
 
-    /// Compacts the entries of `ctx.inputs` in `[lo, hi)` (whole primary keys) into the output
+    /// Compacts the entries of the inputs in `[lo, hi)` (whole primary keys) into the output
     /// level's files: one subcompaction, or the whole compaction when it is not split.
-    fn compact_range(&self, ctx: &RangeCtx<'_>, lo: &[u8], hi: Option<&[u8]>) -> Result<RangeOutput> {
-        let RangeCtx { task, table, partition, inputs, now } = *ctx;
+    fn compact_range(&self, out: FileMaker<'_>, lo: &[u8], hi: Option<&[u8]>) -> Result<RangeOutput> {
+        let CompactionJob { task, table, partition, now, .. } = *self;
+        let path = &out.ctx.path;
         let mut sources: Vec<Box<dyn EntrySource>> = Vec::new();
-        for f in inputs {
+        for f in &self.inputs {
             let lo = max_opt(Some(lo), f.rec.clip_start.as_deref()).unwrap_or_default();
             let hi = min_opt(hi, f.rec.clip_end.as_deref());
             if hi.as_ref().is_some_and(|h| *h <= lo) {
@@ -245,7 +223,7 @@ impl Jobs {
         }
         let mut merge = MergeIter::new(sources, true);
         let mut out = Output {
-            jobs: self,
+            files: out,
             table,
             partition,
             level: task.output_level as u32,
@@ -262,7 +240,7 @@ impl Jobs {
             let Some(pk) = pk else { break };
             group.clear();
             while merge.valid() && user_key(merge.key()) == pk.as_slice() {
-                let (_, seq) = split_internal_key(merge.key()).map_err(|e| Error::corruption(&self.ctx.path, e))?;
+                let (_, seq) = split_internal_key(merge.key()).map_err(|e| Error::corruption(path, e))?;
                 group.push((seq, merge.value().to_vec()));
                 merge.advance()?;
             }
@@ -283,11 +261,11 @@ impl Jobs {
                     let mut st = RowState::default();
                     // Records older than the base are hidden by it.
                     for (_, v) in group.iter().skip(b + 1) {
-                        let r = RowRecord::decode(v).map_err(|e| Error::corruption(&self.ctx.path, e))?;
+                        let r = RowRecord::decode(v).map_err(|e| Error::corruption(path, e))?;
                         drops.deletes += r.cell_count() as u64;
                     }
                     for (_, v) in group.iter().take(b + 1).rev() {
-                        let r = RowRecord::decode(v).map_err(|e| Error::corruption(&self.ctx.path, e))?;
+                        let r = RowRecord::decode(v).map_err(|e| Error::corruption(path, e))?;
                         st.apply(r, &mut drops);
                     }
                     st.trim(max_versions, &mut drops);
@@ -312,15 +290,104 @@ impl Jobs {
         out.finish()?;
         Ok(RangeOutput { files: out.done, written: out.written, drops })
     }
+}
 
-    fn install_compaction(&self, task: &CompactionTask, outputs: Vec<Arc<FileEntry>>) -> Result<()> {
-        let (table_id, partition_id) = (task.table_id, task.partition_id);
-        let removed =
-            task.inputs.iter().map(|&(level, file_id)| Change::RemoveFile { table_id, partition_id, level, file_id });
-        let added =
-            outputs.into_iter().map(|file| Change::AddFile { table_id, partition_id, level: task.output_level, file });
-        self.versions.log_and_apply(None, VersionEdit::of(removed.chain(added).collect())).map(drop)
+impl Jobs {
+    /// Runs a compaction task on a claimed partition and installs its result.
+    pub(crate) fn run_compaction(&self, task: &CompactionTask) -> Result<()> {
+        let version = self.versions.current();
+        let Some(table) = version.tables.get(&task.table_id).cloned() else { return Ok(()) };
+        let Some(part) = table.partitions.iter().find(|p| p.id == task.partition_id).cloned() else {
+            return Ok(());
+        };
+        drop(version);
+        let mut inputs: Vec<Arc<FileEntry>> = Vec::new();
+        for (lvl, id) in &task.inputs {
+            match part.levels.get(*lvl).and_then(|l| l.iter().find(|f| f.rec.id == *id)) {
+                Some(f) => inputs.push(f.clone()),
+                // Picked from an older version (another compaction of this partition ran in
+                // between): nothing to do; the picker looks again.
+                None => return Ok(()),
+            }
+        }
+        // Paired with the `compaction` event logged once it is installed: a start without an
+        // end in the log is a compaction a crash interrupted.
+        self.ctx.events.log(
+            self.ctx.clock.now_ms(),
+            "compaction-start",
+            format!("table={} partition={} reason={} inputs={}", table.schema.name, part.id, task.reason, inputs.len()),
+        );
+        self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::CompactionStarted);
+        let now = self.ctx.clock.now_ms();
+        // Split only while writes pause: on a machine with few cores a second merge thread
+        // next to the writer and the flush thread slowed fillrandom's writes by 12-19 % and
+        // settled no sooner (docs/PERFORMANCE.md); once writes stop, the
+        // compaction debt is all that is left to do and a spare core halves it. A sealed
+        // memtable means the flush thread needs a core (and writers may wait for it).
+        let idle = now.saturating_sub(self.bg.last_write_ms.load(Ordering::Relaxed)) >= WRITES_PAUSED_MS
+            && self.versions.state.read().sealed.is_empty();
+        let job = CompactionJob {
+            task,
+            table: &table,
+            partition: part.id,
+            bounds: (part.start.clone(), part.end.clone()),
+            inputs,
+            now,
+            max_subcompactions: if idle { self.ctx.opts.max_subcompactions } else { 1 },
+        };
+        drop(part);
+        let done = job.run(self.files())?;
+        drop(job);
+        self.versions.log_and_apply(None, done.edit)?;
+        if done.moved {
+            self.ctx.events.log(
+                self.ctx.clock.now_ms(),
+                "compaction",
+                format!(
+                    "table={} partition={} reason={} moved {} files to level {} without rewriting",
+                    table.schema.name, task.partition_id, task.reason, done.files, task.output_level
+                ),
+            );
+            return Ok(());
+        }
+        self.ctx.stats.compactions.fetch_add(1, Ordering::Relaxed);
+        self.ctx.stats.compaction_read_bytes.fetch_add(done.read_bytes, Ordering::Relaxed);
+        self.ctx.stats.compaction_write_bytes.fetch_add(done.written, Ordering::Relaxed);
+        self.ctx.stats.add_table_bytes(table.id, 0, done.written);
+        self.ctx.stats.add_drops(table.id, &done.drops);
+        self.ctx.events.log(
+            now,
+            "compaction",
+            format!(
+                "table={} partition={} reason={} inputs={} output_level={} bottommost={} read={} written={} files={} subcompactions={} dropped_versions={} dropped_ttl={} dropped_deletes={}",
+                table.schema.name,
+                task.partition_id,
+                task.reason,
+                task.inputs.len(),
+                task.output_level,
+                task.bottommost,
+                done.read_bytes,
+                done.written,
+                done.files,
+                done.subcompactions,
+                done.drops.versions,
+                done.drops.ttl,
+                done.drops.deletes
+            ),
+        );
+        Ok(())
     }
+}
+
+/// The edit a compaction ends in: its inputs out of the partition, its outputs into the
+/// output level.
+fn compaction_edit(task: &CompactionTask, outputs: Vec<Arc<FileEntry>>) -> VersionEdit {
+    let (table_id, partition_id) = (task.table_id, task.partition_id);
+    let removed =
+        task.inputs.iter().map(|&(level, file_id)| Change::RemoveFile { table_id, partition_id, level, file_id });
+    let added =
+        outputs.into_iter().map(|file| Change::AddFile { table_id, partition_id, level: task.output_level, file });
+    VersionEdit::of(removed.chain(added).collect())
 }
 
 /// True when a task's inputs can move to the output level as they are: a size-driven task,

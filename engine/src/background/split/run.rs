@@ -8,12 +8,12 @@
 
 use strata_format::key::format_pk;
 
+use super::edits::{merge_edit, split_edit};
 use super::planner::{LoadSplitPlan, SplitPlan, plan_load_split, plan_merges, plan_split};
 use crate::background::Jobs;
 use crate::error::Result;
 use crate::observe::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS};
 use crate::options::LoadSplit;
-use crate::version::edit::{Change, VersionEdit};
 use crate::version::sizes::{partition_bytes, size_views};
 use crate::version::{Partition, Table};
 
@@ -146,24 +146,14 @@ impl Jobs {
         let Some(_claim) = self.bg.claim(id) else { return Ok(false) };
         let _structure = self.versions.structure.lock();
         // Only splits and merges change partition bounds, and they hold the structure lock:
-        // the partition read here is the one the edit replaces.
-        let plan = {
-            let v = self.versions.current();
-            v.table(table).and_then(|t| t.partitions.iter().find(|p| p.id == id).map(|p| (t.id, p.clone())))
-        };
-        let Some((table_id, p)) = plan else { return Ok(false) };
-        // The children are computed from the partition when the edit is applied (a flush may
-        // add a file to it meanwhile); the split is decided on it here.
-        if !p.contains(split_key) || p.start.as_deref() == Some(split_key) {
-            // The planner's estimate fell outside the partition: skip this split.
-            return Ok(false);
-        }
-        let new_ids = (self.versions.next_partition_id(), self.versions.next_partition_id());
+        // the partition the edit is decided on is the one it replaces. (The children are
+        // computed when the edit is applied, so a file a flush adds meanwhile is theirs too.)
+        let edit = split_edit(&self.versions.current(), table, id, split_key, || self.versions.next_partition_id());
+        let Some((edit, new_ids)) = edit else { return Ok(false) };
         // Logged when the split is decided, before its manifest write; the `split` event
         // follows the install.
         self.ctx.events.log(self.ctx.clock.now_ms(), "split-start", format!("table={table} partition={id}"));
-        let split = Change::Split { table_id, partition_id: id, split_key: split_key.to_vec(), ids: new_ids };
-        let done = self.versions.log_and_apply(None, VersionEdit::of(vec![split]))? == 0;
+        let done = self.versions.log_and_apply(None, edit)? == 0;
         if done {
             self.ctx.stats.splits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.ctx.events.log(
@@ -186,21 +176,10 @@ impl Jobs {
         let Some(_ca) = self.bg.claim(a) else { return Ok(false) };
         let Some(_cb) = self.bg.claim(b) else { return Ok(false) };
         let _structure = self.versions.structure.lock();
-        let pair = {
-            let v = self.versions.current();
-            v.table(table).and_then(|t| {
-                let pos = t.partitions.iter().position(|p| p.id == a)?;
-                Some((t.id, t.partitions.get(pos)?.clone(), t.partitions.get(pos + 1)?.clone()))
-            })
-        };
-        let Some((table_id, pa, pb)) = pair else { return Ok(false) };
-        if pb.id != b || pa.end != pb.start {
-            return Ok(false);
-        }
-        let id = self.versions.next_partition_id();
+        let edit = merge_edit(&self.versions.current(), table, a, b, || self.versions.next_partition_id());
+        let Some((edit, id)) = edit else { return Ok(false) };
         self.ctx.events.log(self.ctx.clock.now_ms(), "merge-start", format!("table={table} partitions={a}+{b}"));
-        let merge = Change::Merge { table_id, left: a, right: b, id };
-        let merged = (self.versions.log_and_apply(None, VersionEdit::of(vec![merge]))? == 0).then_some(id);
+        let merged = (self.versions.log_and_apply(None, edit)? == 0).then_some(id);
         if let Some(id) = merged {
             self.ctx.stats.merges.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.ctx.events.log(

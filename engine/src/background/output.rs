@@ -1,0 +1,67 @@
+//! Where a job's new SSTables come from: a file id from the version set, a path in the
+//! partition's folder, the build options, and once finished, the entry the manifest records.
+//! Flush and compaction jobs write through a [`FileMaker`] and hold nothing else of the engine.
+
+use std::sync::Arc;
+
+use strata_format::manifest::FileRecord;
+use strata_format::sst::SstProperties;
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::paths;
+use crate::sst::{SstFileWriter, SstReader, WrittenSst};
+use crate::version::set::VersionSet;
+use crate::version::{FileEntry, Table};
+
+/// Makes new SSTables for jobs: borrows the context (file system, clock, cache, options) and
+/// the version set (for file ids).
+#[derive(Clone, Copy)]
+pub(crate) struct FileMaker<'a> {
+    /// File system, clock, cache and options.
+    pub ctx: &'a Context,
+    /// Hands out file ids.
+    pub versions: &'a VersionSet,
+}
+
+impl FileMaker<'_> {
+    /// Creates a writer for a new SSTable of `partition` at `level`.
+    pub(crate) fn new_sst(&self, table: &Table, partition: u64, level: u32) -> Result<(u64, SstFileWriter)> {
+        let id = self.versions.next_file_id();
+        let dir = paths::partition_dir(&self.ctx.path, &table.schema.name, partition);
+        self.ctx.ensure_dir(&dir)?;
+        let props = SstProperties {
+            table_name: table.schema.name.clone(),
+            table_id: table.id,
+            partition_id: partition,
+            pk_schema: table.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
+            created_ms: self.ctx.clock.now_ms(),
+            level: u64::from(level),
+            file_id: id,
+            ..Default::default()
+        };
+        let path = paths::sst_file(&self.ctx.path, &table.schema.name, partition, id);
+        let w = SstFileWriter::create(self.ctx.fs.clone(), &path, self.ctx.sst_build_options(), props)?;
+        Ok((id, w))
+    }
+
+    /// Opens a finished SSTable and describes it for the manifest.
+    pub(crate) fn open_written(&self, id: u64, partition: u64, level: u32, w: WrittenSst) -> Result<Arc<FileEntry>> {
+        let reader = SstReader::open(self.ctx.fs.clone(), &w.path, id, self.ctx.cache.clone())?;
+        let p = &w.props;
+        let rec = FileRecord {
+            id,
+            home_partition: partition,
+            level,
+            size: w.size,
+            smallest: p.first_key.clone(),
+            largest: p.last_key.clone(),
+            min_seqno: p.min_seqno,
+            max_seqno: p.max_seqno,
+            entries: p.entry_count,
+            clip_start: None,
+            clip_end: None,
+        };
+        Ok(Arc::new(FileEntry { reader, rec }))
+    }
+}
