@@ -146,7 +146,8 @@ fn sequential_and_uniform_keys_split_evenly_and_small_neighbours_merge() {
         db.delete_range("t", &pk![0, PkValue::InfMin], &pk![590, PkValue::InfMin]).unwrap();
         db.compact_table("t").unwrap();
         let merged = wait_for(|| db.partitions("t").unwrap().len() < parts.len());
-        let now: Vec<(u64, u64)> = db.partitions("t").unwrap().iter().map(|p| (p.id, p.bytes)).collect();
+        let now: Vec<(strata::PartitionId, u64)> =
+            db.partitions("t").unwrap().iter().map(|p| (p.id, p.bytes)).collect();
         let ev: Vec<String> =
             db.events().iter().filter(|e| e.kind != "flush").map(|e| format!("{} {}", e.kind, e.message)).collect();
         assert!(merged, "small neighbours merged: before {sizes:?}, now {now:?}, events {ev:#?}");

@@ -106,13 +106,23 @@ fn memtable(c: &mut Criterion) {
             || {
                 let m = Memtable::new(1);
                 for i in 0..100_000u64 {
-                    assert!(m.insert_batch([(1, pk(i * 2).as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
+                    assert!(m.insert_batch([(
+                        strata::TableId(1),
+                        pk(i * 2).as_slice(),
+                        i + 1,
+                        &*recs[(i % 1024) as usize]
+                    )]));
                 }
                 m
             },
             |m| {
                 for i in 0..1000u64 {
-                    assert!(m.insert_batch([(1, pk(i * 2 + 1).as_slice(), 200_000 + i, &*recs[(i % 1024) as usize])]));
+                    assert!(m.insert_batch([(
+                        strata::TableId(1),
+                        pk(i * 2 + 1).as_slice(),
+                        200_000 + i,
+                        &*recs[(i % 1024) as usize]
+                    )]));
                 }
                 m
             },
@@ -134,15 +144,17 @@ fn memtable(c: &mut Criterion) {
                 *done = 0;
             }
             let first = *done;
-            assert!(m.insert_batch(
-                (first..first + 1000).map(|i| { (1, keys[i as usize].as_slice(), i + 1, &*recs[(i % 1024) as usize]) })
-            ));
+            assert!(
+                m.insert_batch((first..first + 1000).map(|i| {
+                    (strata::TableId(1), keys[i as usize].as_slice(), i + 1, &*recs[(i % 1024) as usize])
+                }))
+            );
             *done += 1000;
         })
     });
     let m = Memtable::new(1);
     for i in 0..100_000u64 {
-        assert!(m.insert_batch([(1, pk(i).as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
+        assert!(m.insert_batch([(strata::TableId(1), pk(i).as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
     }
     g.throughput(Throughput::Elements(1));
     g.bench_function("get from 100k", |b| {
@@ -150,7 +162,7 @@ fn memtable(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 7919) % 100_000;
             let mut out = Vec::new();
-            black_box(m.get(1, &pk(i), u64::MAX, &mut out))
+            black_box(m.get(strata::TableId(1), &pk(i), u64::MAX, &mut out))
         })
     });
     // Keys in random order, as in db_bench's fillrandom: each insert searches every level (the
@@ -164,12 +176,17 @@ fn memtable(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let m = Memtable::for_buffer(1, 256 << 20, &pool);
             for i in 0..300_000u64 {
-                assert!(m.insert_batch([(1, scrambled(i).as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
+                assert!(m.insert_batch([(
+                    strata::TableId(1),
+                    scrambled(i).as_slice(),
+                    i + 1,
+                    &*recs[(i % 1024) as usize]
+                )]));
             }
             let keys: Vec<Vec<u8>> = (300_000..300_000 + iters).map(scrambled).collect();
             let start = Instant::now();
             for (i, k) in (300_000u64..).zip(&keys) {
-                assert!(m.insert_batch([(1, k.as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
+                assert!(m.insert_batch([(strata::TableId(1), k.as_slice(), i + 1, &*recs[(i % 1024) as usize])]));
             }
             start.elapsed()
         })

@@ -50,6 +50,7 @@ pub mod fs;
 mod health;
 #[doc(hidden)]
 pub mod hooks;
+mod ids;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod memtable;
@@ -85,6 +86,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use db::{Db, TableDescription};
 pub use error::{Error, Result};
+pub use ids::{FileId, PartitionId, TableId};
 pub use model::rowstate::DropCounts;
 pub use model::schema::{PkColumn, TableOptions, TableSchema, Ttl};
 pub use model::types::{

@@ -1,5 +1,6 @@
 //! Where every file of a database lives. See `docs/FORMAT.md`, "File inventory".
 
+use crate::ids::{FileId, PartitionId};
 use std::path::{Path, PathBuf};
 
 /// The manifest.
@@ -48,12 +49,12 @@ pub fn table_dir(db: &Path, table: &str) -> PathBuf {
 }
 
 /// One partition's folder.
-pub fn partition_dir(db: &Path, table: &str, partition: u64) -> PathBuf {
+pub fn partition_dir(db: &Path, table: &str, partition: PartitionId) -> PathBuf {
     table_dir(db, table).join(format!("p{partition:06}"))
 }
 
 /// One SSTable.
-pub fn sst_file(db: &Path, table: &str, home_partition: u64, file_id: u64) -> PathBuf {
+pub fn sst_file(db: &Path, table: &str, home_partition: PartitionId, file_id: FileId) -> PathBuf {
     partition_dir(db, table, home_partition).join(format!("{file_id:08}.sst"))
 }
 

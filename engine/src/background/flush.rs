@@ -18,6 +18,7 @@ use strata_format::key::{partition_key, user_key};
 use super::output::FileMaker;
 use crate::background::Jobs;
 use crate::error::{Error, Result};
+use crate::ids::{FileId, PartitionId};
 use crate::memtable::Memtable;
 use crate::sst::{SstFileWriter, WrittenSst};
 use crate::version::edit::{Change, VersionEdit};
@@ -55,8 +56,8 @@ impl FlushJob<'_> {
             let Some(table) = self.version.tables.get(&table_id) else {
                 continue;
             };
-            let mut current: Option<(usize, u64, SstFileWriter)> = None;
-            let mut finished: Vec<(usize, u64, WrittenSst)> = Vec::new();
+            let mut current: Option<(usize, FileId, SstFileWriter)> = None;
+            let mut finished: Vec<(usize, FileId, WrittenSst)> = Vec::new();
             mem.for_each_in_table(table_id, |ikey, value| {
                 // Entries come in key order: stay in the current partition until the key
                 // reaches its end bound (comparing the whole key with an encoded partition
@@ -170,7 +171,7 @@ impl Jobs {
 
 /// The id of the partition at `index` in `table` (an index [`Table::partition_index`] gave):
 /// a missing one is a broken invariant, never partition 0.
-fn partition_id(table: &Table, index: usize) -> Result<u64> {
+fn partition_id(table: &Table, index: usize) -> Result<PartitionId> {
     table.partitions.get(index).map(|p| p.id).ok_or_else(|| {
         Error::Internal(format!("flush routed a row to partition index {index} of table {:?}", table.schema.name))
     })

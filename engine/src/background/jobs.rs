@@ -12,6 +12,7 @@ use crate::sync::{Mutex, Rank};
 use super::Background;
 use super::output::FileMaker;
 use crate::context::Context;
+use crate::ids::TableId;
 use crate::version::set::VersionSet;
 
 /// The background jobs of one database; the threads of [`super::start`] each hold an `Arc`
@@ -21,9 +22,9 @@ pub(crate) struct Jobs {
     pub(crate) versions: Arc<VersionSet>,
     pub(crate) bg: Arc<Background>,
     /// Oversized partition-key values reported so far: (table id, key) -> bytes.
-    pub(crate) oversized: Mutex<BTreeMap<(u64, Vec<u8>), u64>>,
+    pub(crate) oversized: Mutex<BTreeMap<(TableId, Vec<u8>), u64>>,
     /// Partition keys reported as carrying a partition's load (logged once each).
-    pub(crate) hot_keys: Mutex<BTreeSet<(u64, Vec<u8>)>>,
+    pub(crate) hot_keys: Mutex<BTreeSet<(TableId, Vec<u8>)>>,
     /// One writer of `STATS` at a time (the flush thread and close).
     pub(crate) stats_save: Mutex<()>,
     /// Clock time of the last save of `STATS` (0: none yet).

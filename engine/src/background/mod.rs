@@ -20,6 +20,7 @@ use crate::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Condvar, JoinHandle, Mutex};
 
 use crate::context::Context;
+use crate::ids::PartitionId;
 
 /// Wake-ups for the threads of one kind: each says "look for work". Whether to stop is not a
 /// wake-up but a state ([`Background::stopping`]) every thread reads after each one, so no count
@@ -69,7 +70,7 @@ pub struct Background {
     /// Background compaction paused.
     pub paused: AtomicBool,
     /// Partitions being compacted, split or merged.
-    pub busy: Mutex<HashSet<u64>>,
+    pub busy: Mutex<HashSet<PartitionId>>,
     /// Background threads between picking up work and finishing it (they may hold a version,
     /// and with it the readers of files already replaced).
     active: AtomicUsize,
@@ -161,7 +162,7 @@ impl Background {
 
     /// Tries to claim a partition for exclusive background work; released when the guard drops
     /// (also on unwinding, so a panic cannot leave a partition claimed forever).
-    pub fn claim(&self, partition: u64) -> Option<Claim<'_>> {
+    pub fn claim(&self, partition: PartitionId) -> Option<Claim<'_>> {
         let inserted = self.busy.lock().insert(partition);
         if inserted { Some(Claim { bg: self, partition }) } else { None }
     }
@@ -218,7 +219,7 @@ impl Drop for Working<'_> {
 #[derive(Debug)]
 pub struct Claim<'a> {
     bg: &'a Background,
-    partition: u64,
+    partition: PartitionId,
 }
 
 impl Drop for Claim<'_> {

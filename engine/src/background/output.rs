@@ -9,6 +9,7 @@ use strata_format::sst::SstProperties;
 
 use crate::context::Context;
 use crate::error::Result;
+use crate::ids::{FileId, PartitionId};
 use crate::paths;
 use crate::sst::{SstFileWriter, SstReader, WrittenSst};
 use crate::version::set::VersionSet;
@@ -26,18 +27,18 @@ pub(crate) struct FileMaker<'a> {
 
 impl FileMaker<'_> {
     /// Creates a writer for a new SSTable of `partition` at `level`.
-    pub(crate) fn new_sst(&self, table: &Table, partition: u64, level: u32) -> Result<(u64, SstFileWriter)> {
+    pub(crate) fn new_sst(&self, table: &Table, partition: PartitionId, level: u32) -> Result<(FileId, SstFileWriter)> {
         let id = self.versions.next_file_id();
         let dir = paths::partition_dir(&self.ctx.path, &table.schema.name, partition);
         self.ctx.ensure_dir(&dir)?;
         let props = SstProperties {
             table_name: table.schema.name.clone(),
-            table_id: table.id,
-            partition_id: partition,
+            table_id: table.id.get(),
+            partition_id: partition.get(),
             pk_schema: table.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
             created_ms: self.ctx.clock.now_ms(),
             level: u64::from(level),
-            file_id: id,
+            file_id: id.get(),
             ..Default::default()
         };
         let path = paths::sst_file(&self.ctx.path, &table.schema.name, partition, id);
@@ -46,12 +47,18 @@ impl FileMaker<'_> {
     }
 
     /// Opens a finished SSTable and describes it for the manifest.
-    pub(crate) fn open_written(&self, id: u64, partition: u64, level: u32, w: WrittenSst) -> Result<Arc<FileEntry>> {
-        let reader = SstReader::open(self.ctx.fs.clone(), &w.path, id, self.ctx.cache.clone())?;
+    pub(crate) fn open_written(
+        &self,
+        id: FileId,
+        partition: PartitionId,
+        level: u32,
+        w: WrittenSst,
+    ) -> Result<Arc<FileEntry>> {
+        let reader = SstReader::open(self.ctx.fs.clone(), &w.path, id.get(), self.ctx.cache.clone())?;
         let p = &w.props;
         let rec = FileRecord {
-            id,
-            home_partition: partition,
+            id: id.get(),
+            home_partition: partition.get(),
             level,
             size: w.size,
             smallest: p.first_key.clone(),

@@ -16,6 +16,7 @@ use strata_format::stats::{PartitionCounters, StatsData, TableCounters};
 use crate::background::Jobs;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
+use crate::ids::TableId;
 use crate::model::rowstate::DropCounts;
 use crate::paths;
 
@@ -51,7 +52,7 @@ impl Jobs {
             let d = drops.get(&t.id).copied().unwrap_or_default();
             let (flush_bytes, compaction_bytes) = bytes.get(&t.id).copied().unwrap_or_default();
             data.tables.push(TableCounters {
-                table_id: t.id,
+                table_id: t.id.get(),
                 dropped_versions: d.versions,
                 dropped_ttl: d.ttl,
                 dropped_deletes: d.deletes,
@@ -63,8 +64,8 @@ impl Jobs {
             for p in &t.partitions {
                 let (totals, windows, sampled_keys) = p.load.counters();
                 data.partitions.push(PartitionCounters {
-                    table_id: t.id,
-                    partition_id: p.id,
+                    table_id: t.id.get(),
+                    partition_id: p.id.get(),
                     totals,
                     windows,
                     sampled_keys,
@@ -109,11 +110,11 @@ impl Jobs {
         {
             // One statistics map at a time: each is a leaf lock.
             let live: Vec<_> =
-                data.tables.iter().filter(|t| version.tables.values().any(|v| v.id == t.table_id)).collect();
+                data.tables.iter().filter(|t| version.tables.values().any(|v| v.id == TableId(t.table_id))).collect();
             let mut drops = self.ctx.stats.drops.lock();
             for t in &live {
                 drops.insert(
-                    t.table_id,
+                    TableId(t.table_id),
                     DropCounts {
                         versions: t.dropped_versions,
                         ttl: t.dropped_ttl,
@@ -126,14 +127,14 @@ impl Jobs {
             drop(drops);
             let mut bytes = self.ctx.stats.table_bytes.lock();
             for t in &live {
-                bytes.insert(t.table_id, (t.flush_bytes, t.compaction_bytes));
+                bytes.insert(TableId(t.table_id), (t.flush_bytes, t.compaction_bytes));
             }
         }
         let saved: HashMap<(u64, u64), &PartitionCounters> =
             data.partitions.iter().map(|p| ((p.table_id, p.partition_id), p)).collect();
         for t in version.tables.values() {
             for p in &t.partitions {
-                if let Some(c) = saved.get(&(t.id, p.id)) {
+                if let Some(c) = saved.get(&(t.id.get(), p.id.get())) {
                     p.load.restore(c);
                 }
             }

@@ -32,6 +32,7 @@ use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem, OsFs, ensure_dir, write_atomic};
 use crate::paths;
 
+use crate::ids::{FileId, PartitionId};
 use files::{read_verified, sst_problems, write_synced};
 
 /// A backup folder, locked for the life of this value: one backup, restore or purge at a time.
@@ -197,7 +198,7 @@ impl BackupStore {
                     detail: format!("not backed up: {first}"),
                 });
             }
-            let file = BackupFile { id: f.id, size: f.size, hash: *blake3::hash(&bytes).as_bytes() };
+            let file = BackupFile { id: f.id.get(), size: f.size, hash: *blake3::hash(&bytes).as_bytes() };
             let target = shared.join(file.shared_name());
             // A file already in the folder is reused only once it reads back as exactly these
             // bytes; one that does not (damaged on disk) is written anew below.
@@ -325,7 +326,7 @@ impl BackupStore {
             let from = self.dir.join(SHARED).join(f.shared_name());
             let bytes = read_verified(fs, &from, f)?;
             let (table, home) = places.get(&f.id).ok_or_else(|| missing_file(&meta, f.id))?;
-            let to = paths::sst_file(dest, table, *home, f.id);
+            let to = paths::sst_file(dest, table, PartitionId(*home), FileId(f.id));
             if let Some(dir) = to.parent() {
                 ensure_dir(fs, dir).map_err(|e| Error::io("create dir", dir, e))?;
                 folders.insert(dir.to_path_buf());

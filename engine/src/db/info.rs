@@ -9,6 +9,7 @@ use strata_format::sst::check_file;
 use super::Db;
 use crate::background::split::planner::{SplitPlan, plan_split};
 use crate::error::{Error, Result};
+use crate::ids::{PartitionId, TableId};
 use crate::model::rowstate::DropCounts;
 use crate::model::types::PrimaryKey;
 use crate::observe::stats::LoadSummary;
@@ -32,7 +33,7 @@ pub struct LevelStats {
 #[non_exhaustive]
 pub struct PartitionInfo {
     /// Partition id.
-    pub id: u64,
+    pub id: PartitionId,
     /// Inclusive first partition-key value (`None`: unbounded).
     pub start: Option<PkValue>,
     /// Exclusive last partition-key value (`None`: unbounded).
@@ -61,7 +62,7 @@ pub struct TableStats {
     /// Name.
     pub name: String,
     /// Id.
-    pub id: u64,
+    pub id: TableId,
     /// Partitions in key order.
     pub partitions: Vec<PartitionInfo>,
     /// Distinct SSTable bytes.
@@ -148,7 +149,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 impl Db {
-    fn partition_info(&self, table_id: u64, p: &Partition, now: u64) -> PartitionInfo {
+    fn partition_info(&self, table_id: TableId, p: &Partition, now: u64) -> PartitionInfo {
         let levels =
             p.levels.iter().map(|l| LevelStats { files: l.len(), bytes: l.iter().map(|f| f.rec.size).sum() }).collect();
         let bytes = partition_bytes(p);
@@ -166,7 +167,7 @@ impl Db {
             .sum();
         let shared = p
             .files()
-            .filter(|f| f.rec.home_partition != p.id || f.rec.clip_start.is_some() || f.rec.clip_end.is_some())
+            .filter(|f| f.home_partition() != p.id || f.rec.clip_start.is_some() || f.rec.clip_end.is_some())
             .count();
         let oversized = self.jobs.oversized.lock().iter().find_map(|((t, k), b)| {
             (*t == table_id && p.contains(k)).then(|| (decode_pk(k).ok().and_then(|mut v| v.pop()), *b))
@@ -213,7 +214,7 @@ impl Db {
             let mut seen = HashSet::new();
             let mut sst_bytes = 0;
             for f in t.partitions.iter().flat_map(|p| p.files()) {
-                if seen.insert(f.rec.id) {
+                if seen.insert(f.id()) {
                     sst_bytes += f.rec.size;
                 }
             }
@@ -380,7 +381,7 @@ impl Db {
         let mut seen = HashSet::new();
         for t in v.tables.values() {
             for f in t.partitions.iter().flat_map(|p| p.files()) {
-                if !seen.insert(f.rec.id) {
+                if !seen.insert(f.id()) {
                     continue;
                 }
                 let path = f.reader.path.clone();
@@ -389,7 +390,7 @@ impl Db {
                         let mut problems = check_file(&bytes);
                         // The bytes on disk now, against what the manifest recorded.
                         if let Ok(meta) = strata_format::sst::SstMeta::from_bytes(&bytes) {
-                            let mismatches = f.rec.identity_mismatches(t.id, bytes.len() as u64, &meta.props);
+                            let mismatches = f.rec.identity_mismatches(t.id.get(), bytes.len() as u64, &meta.props);
                             problems.extend(mismatches.into_iter().map(|message| strata_format::sst::Problem {
                                 offset: 0,
                                 message: format!("not the file the manifest names: {message}"),

@@ -7,6 +7,7 @@ use strata_format::manifest::PartitionRecord;
 
 use super::Db;
 use crate::error::{Error, Result};
+use crate::ids::FileId;
 use crate::model::schema::TableSchema;
 use crate::model::types::TableUpdate;
 use crate::paths;
@@ -61,13 +62,13 @@ impl Db {
     pub fn describe_table(&self, name: &str) -> Result<TableDescription> {
         let v = self.versions.current();
         let t = v.table(name).ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
-        let files: HashSet<u64> = t.partitions.iter().flat_map(|p| p.files().map(|f| f.rec.id)).collect();
+        let files: HashSet<FileId> = t.partitions.iter().flat_map(|p| p.files().map(|f| f.id())).collect();
         let bytes = t
             .partitions
             .iter()
             .flat_map(|p| p.files())
-            .filter(|f| files.contains(&f.rec.id))
-            .map(|f| (f.rec.id, f.rec.size))
+            .filter(|f| files.contains(&f.id()))
+            .map(|f| (f.id(), f.rec.size))
             .collect::<BTreeMap<_, _>>();
         Ok(TableDescription {
             schema: t.schema.clone(),

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use arena::ChunkPool;
 use skiplist::{SearchKey, SkipList};
 
+use crate::ids::TableId;
 use crate::memtable::membloom::{MemBloom, row_hash};
 use crate::source::is_base_record;
 
@@ -37,7 +38,7 @@ const DEFAULT_BUFFER_BYTES: usize = 64 << 20;
 pub type Entry = (Vec<u8>, Vec<u8>);
 
 /// A row to insert: table id, encoded primary key, sequence number, record.
-pub type NewEntry<'a> = (u64, &'a [u8], u64, &'a [u8]);
+pub type NewEntry<'a> = (TableId, &'a [u8], u64, &'a [u8]);
 
 /// An in-memory sorted run of recent writes.
 #[derive(Debug)]
@@ -107,7 +108,7 @@ impl Memtable {
             // spent 8 % in the filter insert).
             let mut hashes = [0u64; CHUNK];
             for (h, (table, pk, seqno, _)) in hashes.iter_mut().zip(chunk.iter().take(n).flatten()) {
-                *h = row_hash(*table, pk);
+                *h = row_hash(table.get(), pk);
                 max_seq = max_seq.max(*seqno);
             }
             self.bloom.insert_all(hashes.get(..n).unwrap_or_default());
@@ -116,7 +117,7 @@ impl Memtable {
                 if insert_fault::should_fail() {
                     return false;
                 }
-                list.insert_row(t, pk, seqno, record)
+                list.insert_row(t.get(), pk, seqno, record)
             });
         }
         drop(list);
@@ -148,7 +149,9 @@ impl Memtable {
 
     /// Appends the records of `pk` visible at `snapshot` to `out`, newest first, stopping after
     /// the first base record. Returns true when a base record was found.
-    pub fn get(&self, table_id: u64, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> bool {
+    pub fn get(&self, table_id: TableId, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> bool {
+        // The skip list's keys carry the id as the number it stores.
+        let table_id = table_id.get();
         if !self.bloom.may_contain(row_hash(table_id, pk)) {
             return false;
         }
@@ -170,13 +173,14 @@ impl Memtable {
     /// internal-key bounds `[lo, hi)`. Keys are returned without the table id.
     pub fn chunk(
         &self,
-        table_id: u64,
+        table_id: TableId,
         forward: bool,
         from: Bound<&[u8]>,
         lo: &[u8],
         hi: Option<&[u8]>,
         n: usize,
     ) -> Vec<Entry> {
+        let table_id = table_id.get();
         let lo_k = SearchKey::new(table_id, lo);
         let hi_k = match hi {
             Some(h) => Some(SearchKey::new(table_id, h)),
@@ -227,12 +231,12 @@ impl Memtable {
     }
 
     /// Ids of the tables with entries, ascending.
-    pub fn table_ids(&self) -> Vec<u64> {
+    pub fn table_ids(&self) -> Vec<TableId> {
         let mut out = Vec::new();
         let mut x = self.list.first();
         while x != 0 {
             let id = self.list.table(x);
-            out.push(id);
+            out.push(TableId(id));
             x = match table_end(id) {
                 Some(e) => self.list.seek(&e, true),
                 None => 0,
@@ -244,9 +248,10 @@ impl Memtable {
     /// Calls `f` on every entry of `table_id` in key order (for flush; the memtable is sealed).
     pub fn for_each_in_table(
         &self,
-        table_id: u64,
+        table_id: TableId,
         mut f: impl FnMut(&[u8], &[u8]) -> crate::Result<()>,
     ) -> crate::Result<()> {
+        let table_id = table_id.get();
         let (mut key, mut record) = (Vec::new(), Vec::new());
         let mut x = self.list.seek(&table_start(table_id), true);
         while x != 0 && self.list.table(x) == table_id {
@@ -280,19 +285,19 @@ mod tests {
         let upd = RowRecord::Update { max_versions: 1, ops: vec![] }.to_bytes();
         let put = RowRecord::Put { marker: Some(1), columns: vec![] }.to_bytes();
         assert!(m.insert_batch(vec![
-            (1, b"k".as_slice(), 1, upd.as_slice()),
-            (1, b"k", 2, &put),
-            (1, b"k", 3, &upd),
-            (2, b"k", 4, &upd),
-            (1, b"k\0", 5, &put),
+            (TableId(1), b"k".as_slice(), 1, upd.as_slice()),
+            (TableId(1), b"k", 2, &put),
+            (TableId(1), b"k", 3, &upd),
+            (TableId(2), b"k", 4, &upd),
+            (TableId(1), b"k\0", 5, &put),
         ]));
         let mut out = Vec::new();
-        assert!(m.get(1, b"k", 10, &mut out));
+        assert!(m.get(TableId(1), b"k", 10, &mut out));
         assert_eq!(out, vec![upd.clone(), put.clone()]);
         out.clear();
-        assert!(!m.get(1, b"k", 1, &mut out));
+        assert!(!m.get(TableId(1), b"k", 1, &mut out));
         assert_eq!(out, vec![upd]);
-        assert_eq!(m.table_ids(), vec![1, 2]);
+        assert_eq!(m.table_ids(), vec![TableId(1), TableId(2)]);
         assert_eq!(m.max_seqno(), 5);
     }
 
@@ -305,7 +310,7 @@ mod tests {
         use std::sync::atomic::AtomicBool;
         let m = Arc::new(Memtable::new(1));
         let put = |seq: u64| RowRecord::Put { marker: Some(seq), columns: vec![] }.to_bytes();
-        assert!(m.insert_batch([(1, b"k".as_slice(), 1, put(1).as_slice())]));
+        assert!(m.insert_batch([(TableId(1), b"k".as_slice(), 1, put(1).as_slice())]));
         let published = Arc::new(AtomicU64::new(1));
         let done = Arc::new(AtomicBool::new(false));
         let readers: Vec<_> = (0..2)
@@ -317,7 +322,7 @@ mod tests {
                     while !done.load(Ordering::Acquire) {
                         let snapshot = published.load(Ordering::Acquire);
                         out.clear();
-                        assert!(m.get(1, b"k", snapshot, &mut out));
+                        assert!(m.get(TableId(1), b"k", snapshot, &mut out));
                         assert_eq!(out, vec![put(snapshot)], "a read at {snapshot} saw another version");
                         reads += 1;
                     }
@@ -326,7 +331,7 @@ mod tests {
             })
             .collect();
         for seq in 2..60_000u64 {
-            assert!(m.insert_batch([(1, b"k".as_slice(), seq, put(seq).as_slice())]));
+            assert!(m.insert_batch([(TableId(1), b"k".as_slice(), seq, put(seq).as_slice())]));
             published.store(seq, Ordering::Release);
         }
         done.store(true, Ordering::Release);
@@ -342,7 +347,7 @@ mod tests {
         let record = [7u8; 100];
         let pks: Vec<[u8; 8]> = (0u64..20_000).map(u64::to_be_bytes).collect();
         assert!(m.insert_batch(pks.iter().enumerate().map(|(i, pk)| (
-            1,
+            TableId(1),
             pk.as_slice(),
             i as u64 + 1,
             record.as_slice()
@@ -354,9 +359,9 @@ mod tests {
         assert!(pooled >= 2_000_000, "{pooled}");
         // The next memtable writes over the pooled chunks and reads back only its own rows.
         let m = Memtable::for_buffer(2, 1 << 20, &pool);
-        assert!(m.insert_batch([(1, b"x".as_slice(), 1, b"r".as_slice())]));
+        assert!(m.insert_batch([(TableId(1), b"x".as_slice(), 1, b"r".as_slice())]));
         assert!(pool.pooled_bytes() < pooled);
-        let all = m.chunk(1, true, Bound::Unbounded, &[], None, 10);
+        let all = m.chunk(TableId(1), true, Bound::Unbounded, &[], None, 10);
         assert_eq!(all, vec![(ikey_of(b"x", 1), b"r".to_vec())]);
     }
 
@@ -376,12 +381,12 @@ mod tests {
             let m = Memtable::new(1);
             let mut model = BTreeMap::new();
             for (t, pk, seq, rec) in &rows {
-                prop_assert!(m.insert_batch([(*t, pk.as_slice(), *seq, rec.as_slice())]));
+                prop_assert!(m.insert_batch([(TableId(*t), pk.as_slice(), *seq, rec.as_slice())]));
                 model.insert((*t, ikey_of(pk, *seq)), rec.clone());
             }
             let in_table: Vec<(Vec<u8>, Vec<u8>)> = model.iter().filter(|((t, _), _)| *t == table).map(|((_, k), v)| (k.clone(), v.clone())).collect();
             let mut visited = Vec::new();
-            let walked = m.for_each_in_table(table, |k, v| {
+            let walked = m.for_each_in_table(TableId(table), |k, v| {
                 visited.push((k.to_vec(), v.to_vec()));
                 Ok(())
             });
@@ -396,8 +401,8 @@ mod tests {
             };
             let fwd: Vec<_> = in_table.iter().filter(|(k, _)| in_bounds(k) && after_from(k, true)).take(n).cloned().collect();
             let rev: Vec<_> = in_table.iter().rev().filter(|(k, _)| in_bounds(k) && after_from(k, false)).take(n).cloned().collect();
-            prop_assert_eq!(m.chunk(table, true, bound, &lo, hi.as_deref(), n), fwd);
-            prop_assert_eq!(m.chunk(table, false, bound, &lo, hi.as_deref(), n), rev);
+            prop_assert_eq!(m.chunk(TableId(table), true, bound, &lo, hi.as_deref(), n), fwd);
+            prop_assert_eq!(m.chunk(TableId(table), false, bound, &lo, hi.as_deref(), n), rev);
         }
     }
 }

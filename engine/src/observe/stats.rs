@@ -8,6 +8,7 @@ use crate::sync::Mutex;
 
 use strata_format::stats::{PartitionCounters, WindowCounters};
 
+use crate::ids::TableId;
 use crate::model::rowstate::DropCounts;
 
 /// Width of one load window.
@@ -265,19 +266,19 @@ pub struct Stats {
     /// Microseconds writers spent stalled.
     pub stall_micros: AtomicU64,
     /// Cells dropped by compaction, per table id.
-    pub drops: Mutex<HashMap<u64, DropCounts>>,
+    pub drops: Mutex<HashMap<TableId, DropCounts>>,
     /// Bytes written by flush and compaction, per table id.
-    pub table_bytes: Mutex<HashMap<u64, (u64, u64)>>,
+    pub table_bytes: Mutex<HashMap<TableId, (u64, u64)>>,
 }
 
 impl Stats {
     /// Adds drop counts for a table.
-    pub fn add_drops(&self, table: u64, d: &DropCounts) {
+    pub fn add_drops(&self, table: TableId, d: &DropCounts) {
         self.drops.lock().entry(table).or_default().add(d);
     }
 
     /// Adds flushed and compacted bytes for a table.
-    pub fn add_table_bytes(&self, table: u64, flushed: u64, compacted: u64) {
+    pub fn add_table_bytes(&self, table: TableId, flushed: u64, compacted: u64) {
         let mut m = self.table_bytes.lock();
         let e = m.entry(table).or_default();
         e.0 += flushed;

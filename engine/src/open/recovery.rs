@@ -26,6 +26,7 @@ use strata_format::wal::{SeqnoChain, WalEnd};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, write_atomic};
+use crate::ids::{FileId, PartitionId, TableId};
 use crate::memtable::{ChunkPool, Memtable};
 use crate::observe::events::EventLog;
 use crate::options::{Options, WalRecovery};
@@ -104,7 +105,7 @@ pub(crate) struct Recovered {
     pub next_wal_number: u64,
     pub manifest: ManifestState,
     /// Highest engine-stamped version per table id.
-    pub stamps: BTreeMap<u64, u64>,
+    pub stamps: BTreeMap<TableId, u64>,
     pub events: EventLog,
     /// The folder's lock (`None` in a read-only open, which takes none).
     pub lock: Option<Box<dyn crate::fs::FileLock>>,
@@ -410,7 +411,7 @@ pub(crate) fn load_version(
     path: &Path,
     data: &ManifestData,
     cache: &Arc<BlockCache>,
-) -> Result<(LsmVersion, BTreeMap<u64, u64>, HashSet<std::path::PathBuf>)> {
+) -> Result<(LsmVersion, BTreeMap<TableId, u64>, HashSet<std::path::PathBuf>)> {
     let mut version = LsmVersion::default();
     let mut readers: BTreeMap<u64, Arc<SstReader>> = BTreeMap::new();
     let mut stamps = BTreeMap::new();
@@ -420,7 +421,7 @@ pub(crate) fn load_version(
         for p in &t.partitions {
             let mut levels: Vec<Vec<Arc<FileEntry>>> = Vec::new();
             for f in &p.files {
-                let fpath = paths::sst_file(path, &t.name, f.home_partition, f.id);
+                let fpath = paths::sst_file(path, &t.name, PartitionId(f.home_partition), FileId(f.id));
                 let reader = match readers.get(&f.id) {
                     Some(r) => r.clone(),
                     None => {
@@ -449,10 +450,16 @@ pub(crate) fn load_version(
                     level.push(Arc::new(FileEntry { reader, rec: f.clone() }));
                 }
             }
-            partitions.push(Arc::new(Partition::new(p.id, p.start.clone(), p.end.clone(), levels, Default::default())));
+            partitions.push(Arc::new(Partition::new(
+                PartitionId(p.id),
+                p.start.clone(),
+                p.end.clone(),
+                levels,
+                Default::default(),
+            )));
         }
-        stamps.insert(t.id, t.last_stamp_ms);
-        version.put_table(Table { id: t.id, schema: schema_of(t), created_ms: t.created_ms, partitions });
+        stamps.insert(TableId(t.id), t.last_stamp_ms);
+        version.put_table(Table { id: TableId(t.id), schema: schema_of(t), created_ms: t.created_ms, partitions });
     }
     Ok((version, stamps, live_paths))
 }
@@ -463,7 +470,7 @@ pub(crate) fn replay_batch(
     b: &strata_format::wal::WalBatch,
     flushed: u64,
     version: &LsmVersion,
-    stamps: &mut BTreeMap<u64, u64>,
+    stamps: &mut BTreeMap<TableId, u64>,
     mem: &Memtable,
     last_seqno: &mut u64,
 ) -> Result<u64> {
@@ -471,14 +478,14 @@ pub(crate) fn replay_batch(
     for (i, e) in b.entries.iter().enumerate() {
         let seqno = b.first_seqno + i as u64;
         *last_seqno = (*last_seqno).max(seqno);
-        if seqno <= flushed || !version.tables.contains_key(&e.table_id) {
+        if seqno <= flushed || !version.tables.contains_key(&TableId(e.table_id)) {
             continue;
         }
         if e.stamp > 0 {
-            let s = stamps.entry(e.table_id).or_insert(0);
+            let s = stamps.entry(TableId(e.table_id)).or_insert(0);
             *s = (*s).max(e.stamp);
         }
-        if !mem.insert_batch([(e.table_id, e.pk.as_slice(), seqno, e.record.as_slice())]) {
+        if !mem.insert_batch([(TableId(e.table_id), e.pk.as_slice(), seqno, e.record.as_slice())]) {
             return Err(Error::Busy("the WAL does not fit in memory: memtable arena full".into()));
         }
         replayed += 1;
@@ -507,7 +514,7 @@ fn remove_orphans(fs: &dyn FileSystem, db: &Path, version: &LsmVersion, live: &H
                 }
             }
             let live_partition = version.table(&t).is_some_and(|tb| {
-                paths::parse_partition_dir(&p).is_some_and(|id| tb.partitions.iter().any(|x| x.id == id))
+                paths::parse_partition_dir(&p).is_some_and(|id| tb.partitions.iter().any(|x| x.id == PartitionId(id)))
             });
             if !live_partition {
                 remove_empty_dirs(fs, &pdir);

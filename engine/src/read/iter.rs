@@ -10,6 +10,7 @@ use strata_format::key::{SEQNO_SUFFIX_LEN, split_internal_key, user_key};
 use strata_format::record::RowRecord;
 
 use crate::error::{Error, Result};
+use crate::ids::TableId;
 use crate::memtable::{Entry, Memtable};
 pub use crate::source::EntrySource;
 use crate::source::is_base_record;
@@ -29,7 +30,7 @@ const MEM_CHUNK: usize = 64;
 /// A memtable source: copies a chunk of entries at a time so the memtable lock is held briefly.
 pub struct MemSource {
     mem: Arc<Memtable>,
-    table_id: u64,
+    table_id: TableId,
     forward: bool,
     lo: Vec<u8>,
     hi: Option<Vec<u8>>,
@@ -40,7 +41,7 @@ pub struct MemSource {
 
 impl MemSource {
     /// A source over `[lo, hi)` of one table.
-    pub fn new(mem: Arc<Memtable>, table_id: u64, forward: bool, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Self {
+    pub fn new(mem: Arc<Memtable>, table_id: TableId, forward: bool, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Self {
         let mut s = MemSource { mem, table_id, forward, lo, hi, buf: Default::default(), last: None, exhausted: false };
         s.refill();
         s

@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use strata_format::key::{partition_key, user_key};
 
 use super::{FileEntry, LsmVersion, Partition};
+use crate::ids::FileId;
 
 impl LsmVersion {
     /// Checks the invariants above; the first broken one is described.
@@ -60,14 +61,14 @@ fn check_partition(p: &Partition) -> Result<(), String> {
     for (level, files) in p.levels.iter().enumerate() {
         let mut ids = HashSet::new();
         for f in files {
-            if !ids.insert(f.rec.id) {
-                return Err(format!("file {} is twice in level {level}", f.rec.id));
+            if !ids.insert(f.id()) {
+                return Err(format!("file {} is twice in level {level}", f.id()));
             }
-            check_inside(p, f).map_err(|e| format!("file {} (level {level}): {e}", f.rec.id))?;
+            check_inside(p, f).map_err(|e| format!("file {} (level {level}): {e}", f.id()))?;
         }
         if level == 0 {
             if let Some(pair) = files.windows(2).find(|w| matches!(w, [a, b] if a.rec.max_seqno < b.rec.max_seqno)) {
-                let ids: Vec<u64> = pair.iter().map(|f| f.rec.id).collect();
+                let ids: Vec<FileId> = pair.iter().map(|f| f.id()).collect();
                 return Err(format!("level 0 is not newest first: files {ids:?}"));
             }
             continue;
@@ -76,7 +77,7 @@ fn check_partition(p: &Partition) -> Result<(), String> {
             if let [a, b] = pair
                 && !ends_before(a, b.effective_lo())
             {
-                return Err(format!("files {} and {} of level {level} overlap", a.rec.id, b.rec.id));
+                return Err(format!("files {} and {} of level {level} overlap", a.id(), b.id()));
             }
         }
     }

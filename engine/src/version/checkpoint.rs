@@ -24,6 +24,7 @@ use strata_format::manifest::ManifestData;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
+use crate::ids::{FileId, PartitionId};
 use crate::paths;
 use crate::version::LsmVersion;
 use crate::version::set::VersionSet;
@@ -55,7 +56,7 @@ pub(crate) struct PinnedFiles {
 /// One SSTable of a [`PinnedFiles`].
 pub(crate) struct PinnedFile {
     /// File id (the manifest's).
-    pub id: u64,
+    pub id: FileId,
     /// Size the manifest records.
     pub size: u64,
     /// Its path in the source database.
@@ -63,7 +64,7 @@ pub(crate) struct PinnedFile {
     /// Its table's name and home partition: where it lives in a copy.
     pub table: String,
     /// Partition folder it lives in.
-    pub home_partition: u64,
+    pub home_partition: PartitionId,
 }
 
 impl PinnedFile {
@@ -82,13 +83,13 @@ pub(crate) fn pin_files(versions: &VersionSet) -> PinnedFiles {
     let mut files = Vec::new();
     for t in version.tables.values() {
         for f in t.partitions.iter().flat_map(|p| p.files()) {
-            if seen.insert(f.rec.id) {
+            if seen.insert(f.id()) {
                 files.push(PinnedFile {
-                    id: f.rec.id,
+                    id: f.id(),
                     size: f.rec.size,
                     source: f.reader.path.clone(),
                     table: t.schema.name.clone(),
-                    home_partition: f.rec.home_partition,
+                    home_partition: f.home_partition(),
                 });
             }
         }

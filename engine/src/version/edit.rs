@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::ids::{FileId, PartitionId, TableId};
 use crate::model::types::TableUpdate;
 use crate::version::layout::{merged_partition, split_children};
 use crate::version::{FileEntry, LsmVersion, Partition, Table};
@@ -36,9 +37,9 @@ pub enum Change {
     /// output level). Skipped if the table is gone (the file is then an orphan to delete).
     AddFile {
         /// Table id.
-        table_id: u64,
+        table_id: TableId,
         /// Partition id.
-        partition_id: u64,
+        partition_id: PartitionId,
         /// Level.
         level: usize,
         /// The file.
@@ -48,38 +49,38 @@ pub enum Change {
     /// is gone.
     RemoveFile {
         /// Table id.
-        table_id: u64,
+        table_id: TableId,
         /// Partition id.
-        partition_id: u64,
+        partition_id: PartitionId,
         /// Level.
         level: usize,
         /// File id.
-        file_id: u64,
+        file_id: FileId,
     },
     /// A partition split at a partition-key boundary into two children with the given ids,
     /// computed from the partition as the version applied to holds it. Skipped if the table is
     /// gone.
     Split {
         /// Table id.
-        table_id: u64,
+        table_id: TableId,
         /// The partition split.
-        partition_id: u64,
+        partition_id: PartitionId,
         /// The first partition key of the right child (inside the partition).
         split_key: Vec<u8>,
         /// Ids of the left and right child.
-        ids: (u64, u64),
+        ids: (PartitionId, PartitionId),
     },
     /// Two adjacent partitions merged into one with id `id`, computed from the partitions as
     /// the version applied to holds them. Skipped if the table is gone.
     Merge {
         /// Table id.
-        table_id: u64,
+        table_id: TableId,
         /// The left partition.
-        left: u64,
+        left: PartitionId,
         /// The right partition, adjacent to it.
-        right: u64,
+        right: PartitionId,
         /// The merged partition's id.
-        id: u64,
+        id: PartitionId,
     },
 }
 
@@ -168,7 +169,7 @@ impl VersionEdit {
                     skipped += usize::from(!edit_partition(&mut v, *table_id, *partition_id, |p| {
                         let l = p.levels.get_mut(*level).ok_or_else(|| missing("level", *level as u64))?;
                         let before = l.len();
-                        l.retain(|f| f.rec.id != *file_id);
+                        l.retain(|f| f.id() != *file_id);
                         if l.len() == before {
                             return Err(missing("file", *file_id));
                         }
@@ -200,7 +201,7 @@ impl VersionEdit {
     }
 }
 
-fn missing(what: &str, id: u64) -> Error {
+fn missing(what: &str, id: impl std::fmt::Display) -> Error {
     Error::Internal(format!("an edit names {what} {id}, which the version does not have"))
 }
 
@@ -208,8 +209,8 @@ fn missing(what: &str, id: u64) -> Error {
 /// Returns false (and changes nothing) when the table is gone.
 fn edit_partition(
     v: &mut LsmVersion,
-    table_id: u64,
-    partition_id: u64,
+    table_id: TableId,
+    partition_id: PartitionId,
     f: impl FnOnce(&mut Partition) -> Result<()>,
 ) -> Result<bool> {
     let Some(t) = v.tables.get(&table_id) else { return Ok(false) };
@@ -230,8 +231,8 @@ fn edit_partition(
 /// Returns false (and changes nothing) when the table is gone.
 fn replace_partitions(
     v: &mut LsmVersion,
-    table_id: u64,
-    ids: &[u64],
+    table_id: TableId,
+    ids: &[PartitionId],
     f: impl FnOnce(&[Arc<Partition>]) -> Result<Vec<Arc<Partition>>>,
 ) -> Result<bool> {
     let Some(t) = v.tables.get(&table_id) else { return Ok(false) };
@@ -257,14 +258,15 @@ mod tests {
     use crate::{KeyType, Result};
 
     fn ids(v: &LsmVersion) -> Vec<Vec<u64>> {
-        v.tables.values().flat_map(|t| &t.partitions).map(|p| p.files().map(|f| f.rec.id).collect()).collect()
+        // As numbers, so expectations read as plain lists.
+        v.tables.values().flat_map(|t| &t.partitions).map(|p| p.files().map(|f| f.id().get()).collect()).collect()
     }
 
     #[test]
     fn tables_are_created_dropped_and_altered_against_the_version_at_hand() -> Result<()> {
         let v = version(vec![(None, None, vec![])]);
         let other = Table {
-            id: 2,
+            id: TableId(2),
             schema: TableSchema::new("u").pk("k", KeyType::Integer),
             ..testing::table(vec![(None, None, vec![])])
         };
@@ -302,11 +304,11 @@ mod tests {
         let v = version(vec![(None, None, vec![vec![testing::file(&r, record(1, 0, 9, 100, 10))]])]);
         let out = testing::file(&r, record(2, 0, 9, 100, 10));
         let compaction = VersionEdit::of(vec![
-            Change::RemoveFile { table_id: 1, partition_id: 1, level: 0, file_id: 1 },
-            Change::AddFile { table_id: 1, partition_id: 1, level: 2, file: out.clone() },
+            Change::RemoveFile { table_id: TableId(1), partition_id: PartitionId(1), level: 0, file_id: FileId(1) },
+            Change::AddFile { table_id: TableId(1), partition_id: PartitionId(1), level: 2, file: out.clone() },
         ]);
         let applied = compaction.apply(&v)?;
-        assert_eq!(applied.version.tables[&1].partitions[0].levels.len(), 3);
+        assert_eq!(applied.version.tables[&TableId(1)].partitions[0].levels.len(), 3);
         assert_eq!(ids(&applied.version), vec![vec![2]]);
         // Removing a file that is not there is a broken invariant, not a silent no-op.
         assert!(matches!(compaction.apply(&applied.version), Err(Error::Internal(_))));
@@ -323,27 +325,41 @@ mod tests {
         let v = version(vec![(None, None, vec![vec![], vec![testing::file(&r, record(1, 0, 20, 100, 5))]])]);
         // A flush adds a file after the split was decided: the children read it too.
         let flushed = VersionEdit::of(vec![Change::AddFile {
-            table_id: 1,
-            partition_id: 1,
+            table_id: TableId(1),
+            partition_id: PartitionId(1),
             level: 0,
             file: testing::file(&r, record(2, 3, 15, 100, 9)),
         }])
         .apply(&v)?
         .version;
-        let split =
-            VersionEdit::of(vec![Change::Split { table_id: 1, partition_id: 1, split_key: pk(10), ids: (5, 6) }]);
+        let split = VersionEdit::of(vec![Change::Split {
+            table_id: TableId(1),
+            partition_id: PartitionId(1),
+            split_key: pk(10),
+            ids: (PartitionId(5), PartitionId(6)),
+        }]);
         let after = split.apply(&flushed)?.version;
         assert_eq!(after.check(), Ok(()));
         assert_eq!(ids(&after), vec![vec![2, 1], vec![2, 1]], "both children read both files, clipped");
-        let merged =
-            VersionEdit::of(vec![Change::Merge { table_id: 1, left: 5, right: 6, id: 7 }]).apply(&after)?.version;
+        let merged = VersionEdit::of(vec![Change::Merge {
+            table_id: TableId(1),
+            left: PartitionId(5),
+            right: PartitionId(6),
+            id: PartitionId(7),
+        }])
+        .apply(&after)?
+        .version;
         assert_eq!(merged.check(), Ok(()));
         assert_eq!(ids(&merged), vec![vec![2, 1]], "the clipped halves join back into one entry each");
-        let p = &merged.tables[&1].partitions[0];
+        let p = &merged.tables[&TableId(1)].partitions[0];
         assert!(p.files().all(|f| f.rec.clip_start.is_none() && f.rec.clip_end.is_none()));
         // A split key outside the partition (the left child ends at 10) is a broken invariant.
-        let outside =
-            VersionEdit::of(vec![Change::Split { table_id: 1, partition_id: 5, split_key: pk(10), ids: (8, 9) }]);
+        let outside = VersionEdit::of(vec![Change::Split {
+            table_id: TableId(1),
+            partition_id: PartitionId(5),
+            split_key: pk(10),
+            ids: (PartitionId(8), PartitionId(9)),
+        }]);
         assert!(matches!(outside.apply(&after), Err(Error::Internal(_))));
         Ok(())
     }

@@ -12,6 +12,7 @@ use strata_format::manifest::FileRecord;
 
 use super::sizes::{max_opt, min_opt};
 use super::{FileEntry, Partition};
+use crate::ids::{FileId, PartitionId};
 
 /// A file entry as a child with bounds `[start, end)` reads it, or `None` if it holds nothing
 /// there.
@@ -34,8 +35,8 @@ pub(crate) fn clip_to(f: &Arc<FileEntry>, start: Option<&[u8]>, end: Option<&[u8
 /// The two partitions a split of `p` at `split_key` makes, with ids `ids`: each reads the
 /// files of `p` clipped to its range (no data is rewritten), and inherits the load of its range,
 /// so a hot range stays hot.
-pub(crate) fn split_children(p: &Partition, ids: (u64, u64), split_key: &[u8]) -> [Arc<Partition>; 2] {
-    let child = |cid: u64, start: Option<Vec<u8>>, end: Option<Vec<u8>>| {
+pub(crate) fn split_children(p: &Partition, ids: (PartitionId, PartitionId), split_key: &[u8]) -> [Arc<Partition>; 2] {
+    let child = |cid: PartitionId, start: Option<Vec<u8>>, end: Option<Vec<u8>>| {
         let levels = p
             .levels
             .iter()
@@ -50,26 +51,26 @@ pub(crate) fn split_children(p: &Partition, ids: (u64, u64), split_key: &[u8]) -
 /// The partition `id` that adjacent partitions `pa` and `pb` merge into: their files level by
 /// level, a file both read (shared since a split) joined back into one entry where their clips
 /// meet.
-pub(crate) fn merged_partition(pa: &Partition, pb: &Partition, id: u64) -> Partition {
+pub(crate) fn merged_partition(pa: &Partition, pb: &Partition, id: PartitionId) -> Partition {
     let nlevels = pa.levels.len().max(pb.levels.len());
     let mut levels = Vec::with_capacity(nlevels);
     for i in 0..nlevels {
-        let mut by_id: BTreeMap<(u64, Option<Vec<u8>>), Arc<FileEntry>> = BTreeMap::new();
+        let mut by_id: BTreeMap<(FileId, Option<Vec<u8>>), Arc<FileEntry>> = BTreeMap::new();
         for f in pa.levels.get(i).into_iter().flatten() {
-            by_id.insert((f.rec.id, f.rec.clip_start.clone()), f.clone());
+            by_id.insert((f.id(), f.rec.clip_start.clone()), f.clone());
         }
         for f in pb.levels.get(i).into_iter().flatten() {
-            let left = by_id.values().find(|x| x.rec.id == f.rec.id && x.rec.clip_end == f.rec.clip_start).cloned();
+            let left = by_id.values().find(|x| x.id() == f.id() && x.rec.clip_end == f.rec.clip_start).cloned();
             match left {
                 Some(x) => {
                     let joined = FileRecord { clip_end: f.rec.clip_end.clone(), ..x.rec.clone() };
                     by_id.insert(
-                        (x.rec.id, x.rec.clip_start.clone()),
+                        (x.id(), x.rec.clip_start.clone()),
                         Arc::new(FileEntry { reader: x.reader.clone(), rec: joined }),
                     );
                 }
                 None => {
-                    by_id.insert((f.rec.id, f.rec.clip_start.clone()), f.clone());
+                    by_id.insert((f.id(), f.rec.clip_start.clone()), f.clone());
                 }
             }
         }

@@ -5,6 +5,7 @@
 //! [`edit::VersionEdit`] that [`set::VersionSet::log_and_apply`] turns into a new version and
 //! installs.
 
+use crate::ids::{FileId, PartitionId, TableId};
 #[cfg(any(test, debug_assertions))]
 pub(crate) mod check;
 pub(crate) mod checkpoint;
@@ -37,6 +38,16 @@ pub struct FileEntry {
 }
 
 impl FileEntry {
+    /// The file's id.
+    pub fn id(&self) -> FileId {
+        FileId(self.rec.id)
+    }
+
+    /// The partition whose folder holds the file (the one that wrote it).
+    pub fn home_partition(&self) -> PartitionId {
+        PartitionId(self.rec.home_partition)
+    }
+
     /// True when `pk0` (an encoded partition key) lies within the clip bounds.
     pub fn clip_contains(&self, pk0: &[u8]) -> bool {
         self.rec.clip_start.as_deref().is_none_or(|s| pk0 >= s) && self.rec.clip_end.as_deref().is_none_or(|e| pk0 < e)
@@ -62,7 +73,7 @@ impl FileEntry {
 #[derive(Debug, Clone)]
 pub struct Partition {
     /// Partition id.
-    pub id: u64,
+    pub id: PartitionId,
     /// Inclusive lower bound (encoded partition key); `None` is unbounded.
     pub start: Option<Vec<u8>>,
     /// Exclusive upper bound; `None` is unbounded.
@@ -90,7 +101,7 @@ impl Partition {
 
     /// A partition of `levels`, normalized.
     pub fn new(
-        id: u64,
+        id: PartitionId,
         start: Option<Vec<u8>>,
         end: Option<Vec<u8>>,
         levels: Vec<Vec<Arc<FileEntry>>>,
@@ -106,7 +117,7 @@ impl Partition {
     pub fn normalize(&mut self) {
         for (i, level) in self.levels.iter_mut().enumerate() {
             if i == 0 {
-                level.sort_by(|a, b| b.rec.max_seqno.cmp(&a.rec.max_seqno).then(b.rec.id.cmp(&a.rec.id)));
+                level.sort_by(|a, b| b.rec.max_seqno.cmp(&a.rec.max_seqno).then(b.id().cmp(&a.id())));
             } else {
                 level.sort_by(|a, b| a.effective_lo().cmp(b.effective_lo()));
             }
@@ -145,7 +156,7 @@ impl Partition {
 #[derive(Debug, Clone)]
 pub struct Table {
     /// Table id.
-    pub id: u64,
+    pub id: TableId,
     /// Schema and current options.
     pub schema: TableSchema,
     /// Creation time.
@@ -182,9 +193,9 @@ impl Table {
 #[derive(Debug, Clone, Default)]
 pub struct LsmVersion {
     /// Tables by id.
-    pub tables: BTreeMap<u64, Arc<Table>>,
+    pub tables: BTreeMap<TableId, Arc<Table>>,
     /// Table ids by name.
-    pub by_name: BTreeMap<String, u64>,
+    pub by_name: BTreeMap<String, TableId>,
 }
 
 impl LsmVersion {
@@ -210,19 +221,19 @@ impl LsmVersion {
     }
 
     /// Removes a table.
-    pub fn remove_table(&mut self, id: u64) {
+    pub fn remove_table(&mut self, id: TableId) {
         if let Some(t) = self.tables.remove(&id) {
             self.by_name.remove(&t.schema.name);
         }
     }
 
     /// Ids of every file referenced.
-    pub fn file_ids(&self) -> std::collections::HashMap<u64, Arc<SstReader>> {
+    pub fn file_ids(&self) -> std::collections::HashMap<FileId, Arc<SstReader>> {
         let mut out = std::collections::HashMap::new();
         for t in self.tables.values() {
             for p in &t.partitions {
                 for f in p.files() {
-                    out.insert(f.rec.id, f.reader.clone());
+                    out.insert(f.id(), f.reader.clone());
                 }
             }
         }
@@ -230,13 +241,13 @@ impl LsmVersion {
     }
 
     /// The manifest records of every table (stamps filled in by the caller).
-    pub fn table_records(&self, stamps: &BTreeMap<u64, u64>) -> Vec<TableRecord> {
+    pub fn table_records(&self, stamps: &BTreeMap<TableId, u64>) -> Vec<TableRecord> {
         self.tables
             .values()
             .map(|t| {
                 let o = &t.schema.options;
                 TableRecord {
-                    id: t.id,
+                    id: t.id.get(),
                     name: t.schema.name.clone(),
                     pk: t.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
                     max_versions: o.max_versions,
@@ -253,7 +264,7 @@ impl LsmVersion {
                         .partitions
                         .iter()
                         .map(|p| PartitionRecord {
-                            id: p.id,
+                            id: p.id.get(),
                             start: p.start.clone(),
                             end: p.end.clone(),
                             files: p

@@ -14,6 +14,7 @@ use strata_format::manifest::ManifestData;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
+use crate::ids::{FileId, PartitionId, TableId};
 use crate::memtable::Memtable;
 use crate::paths;
 use crate::version::LsmVersion;
@@ -56,7 +57,7 @@ pub(crate) struct VersionSet {
     /// The manifest's counters; held while an edit is applied and written.
     manifest: Mutex<ManifestState>,
     /// Highest engine-stamped version per table id.
-    pub stamps: Mutex<BTreeMap<u64, u64>>,
+    pub stamps: Mutex<BTreeMap<TableId, u64>>,
     /// The version and the memtables readers see.
     pub state: RwLock<ReadState>,
     /// Highest sequence number readers may see.
@@ -71,7 +72,7 @@ pub(crate) struct Installed {
     pub version: LsmVersion,
     pub active: Memtable,
     pub manifest: ManifestState,
-    pub stamps: BTreeMap<u64, u64>,
+    pub stamps: BTreeMap<TableId, u64>,
     pub visible_seqno: u64,
 }
 
@@ -132,28 +133,28 @@ impl VersionSet {
     }
 
     /// Reserves a file id (recorded by the next manifest write).
-    pub fn next_file_id(&self) -> u64 {
+    pub fn next_file_id(&self) -> FileId {
         let mut ms = self.manifest.lock();
         let id = ms.next_file_id;
         ms.next_file_id += 1;
-        id
+        FileId(id)
     }
 
     /// Reserves a table id (recorded by the next manifest write; an id reserved by a change
     /// that is then refused is never used).
-    pub fn next_table_id(&self) -> u64 {
+    pub fn next_table_id(&self) -> TableId {
         let mut ms = self.manifest.lock();
         let id = ms.next_table_id;
         ms.next_table_id += 1;
-        id
+        TableId(id)
     }
 
     /// Reserves a partition id (as [`VersionSet::next_table_id`]).
-    pub fn next_partition_id(&self) -> u64 {
+    pub fn next_partition_id(&self) -> PartitionId {
         let mut ms = self.manifest.lock();
         let id = ms.next_partition_id;
         ms.next_partition_id += 1;
-        id
+        PartitionId(id)
     }
 
     /// Writes the manifest for `version` and `ms` atomically.

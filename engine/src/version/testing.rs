@@ -11,6 +11,7 @@ use strata_format::sst::{SstBuildOptions, SstProperties};
 
 use super::{FileEntry, LsmVersion, Partition, Table};
 use crate::fs::MemFs;
+use crate::ids::{PartitionId, TableId};
 use crate::model::schema::TableSchema;
 use crate::sst::{BlockCache, SstFileWriter, SstReader};
 use crate::{KeyType, Result};
@@ -62,13 +63,20 @@ pub type PartitionSpec = (Option<i64>, Option<i64>, Vec<Vec<Arc<FileEntry>>>);
 /// A partition with id `id`, its levels as given (not normalized, so broken orders can be
 /// built).
 pub fn partition(id: u64, (start, end, levels): PartitionSpec) -> Partition {
-    Partition { id, start: start.map(pk), end: end.map(pk), levels, load: Arc::default(), level_search: Vec::new() }
+    Partition {
+        id: PartitionId(id),
+        start: start.map(pk),
+        end: end.map(pk),
+        levels,
+        load: Arc::default(),
+        level_search: Vec::new(),
+    }
 }
 
 /// A table `t` (one Integer key column) of the given partitions, ids 1, 2, ...
 pub fn table(parts: Vec<PartitionSpec>) -> Table {
     let partitions = parts.into_iter().enumerate().map(|(i, p)| Arc::new(partition(i as u64 + 1, p))).collect();
-    Table { id: 1, schema: TableSchema::new("t").pk("k", KeyType::Integer), created_ms: 0, partitions }
+    Table { id: TableId(1), schema: TableSchema::new("t").pk("k", KeyType::Integer), created_ms: 0, partitions }
 }
 
 /// A version holding only [`table`]`(parts)`.

@@ -27,6 +27,7 @@
 
 use strata_format::record::RowRecord;
 
+use crate::ids::TableId;
 use crate::model::rowstate::{DropCounts, RowState};
 
 /// Counters of update records per row since its last whole-row record (see the module
@@ -41,11 +42,11 @@ impl Heat {
     /// folding.
     const SLOTS: usize = 1 << 16;
 
-    fn slot(&mut self, table_id: u64, pk: &[u8]) -> Option<&mut u8> {
+    fn slot(&mut self, table_id: TableId, pk: &[u8]) -> Option<&mut u8> {
         if self.counts.is_empty() {
             self.counts = vec![0; Self::SLOTS];
         }
-        let h = strata_format::bloom::key_hash(pk) ^ table_id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let h = strata_format::bloom::key_hash(pk) ^ table_id.get().wrapping_mul(0x9E37_79B9_7F4A_7C15);
         self.counts.get_mut((h as usize) & (Self::SLOTS - 1))
     }
 
@@ -53,7 +54,7 @@ impl Heat {
     /// whole row, the `after`th since the last or later (0: never). The count starts again only
     /// at [`Heat::reset`], once the row was written whole: a fold that could not be made now
     /// stays due.
-    pub fn update_due(&mut self, table_id: u64, pk: &[u8], after: u8) -> bool {
+    pub fn update_due(&mut self, table_id: TableId, pk: &[u8], after: u8) -> bool {
         if after == 0 {
             return false;
         }
@@ -63,7 +64,7 @@ impl Heat {
     }
 
     /// The row was written whole (a put, a delete, a fold): its count starts again.
-    pub fn reset(&mut self, table_id: u64, pk: &[u8]) {
+    pub fn reset(&mut self, table_id: TableId, pk: &[u8]) {
         if let Some(c) = self.slot(table_id, pk) {
             *c = 0;
         }

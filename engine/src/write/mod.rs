@@ -36,6 +36,7 @@ use strata_format::wal::{
 use crate::background::Background;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::ids::TableId;
 use crate::model::rowstate::{RowState, eval_condition, validate_condition, visible};
 use crate::model::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
 use crate::model::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
@@ -220,7 +221,7 @@ struct LoadCounter<'v> {
 
 impl<'v> LoadCounter<'v> {
     /// Counts one row of `bytes` with encoded primary key `pk` in table `table_id`.
-    fn count(&mut self, version: &'v LsmVersion, table_id: u64, pk: &[u8], bytes: u64) {
+    fn count(&mut self, version: &'v LsmVersion, table_id: TableId, pk: &[u8], bytes: u64) {
         let table = match self.table {
             Some(t) if t.id == table_id => t,
             _ => match version.tables.get(&table_id) {
@@ -267,7 +268,7 @@ impl Drop for LoadCounter<'_> {
 }
 
 struct PreparedRow {
-    table_id: u64,
+    table_id: TableId,
     /// The encoded key, in the leader's key buffer (`LeaderBufs::keys`).
     pk: std::ops::Range<usize>,
     stamp: u64,
@@ -471,7 +472,10 @@ impl Writer {
             }
             let limit = self.ctx.opts.max_batch_bytes.min(MAX_PAYLOAD_BYTES);
             let payload_of = |rows: &[PreparedRow]| {
-                batch_payload_len(rows.len(), rows.iter().map(|r| (r.table_id, r.pk.len(), r.stamp, r.record.len())))
+                batch_payload_len(
+                    rows.len(),
+                    rows.iter().map(|r| (r.table_id.get(), r.pk.len(), r.stamp, r.record.len())),
+                )
             };
             // Folds need every earlier batch of the group readable (`fold.rs`).
             row_bufs.fold = if deferred.is_empty() { Folding::Allowed } else { Folding::Not };
@@ -524,7 +528,7 @@ impl Writer {
                         let bytes = (pk.len() + record.len()) as u64;
                         written_bytes += bytes;
                         load.count(&version, r.table_id, pk, bytes);
-                        encode_entry(r.table_id, pk, r.stamp, record, wal_buf);
+                        encode_entry(r.table_id.get(), pk, r.stamp, record, wal_buf);
                     }
                     if broken {
                         // Nothing of the group is logged or published (the leader returns
@@ -673,7 +677,7 @@ impl Writer {
         pending: &Pending<'_>,
         now: u64,
         first_seq: u64,
-        stamps: &std::collections::BTreeMap<u64, u64>,
+        stamps: &std::collections::BTreeMap<TableId, u64>,
         bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
         bufs.folded = 0;
@@ -690,7 +694,7 @@ impl Writer {
         ops: &[WriteOp],
         now: u64,
         first_seq: u64,
-        stamps: &std::collections::BTreeMap<u64, u64>,
+        stamps: &std::collections::BTreeMap<TableId, u64>,
         bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
         // A batch in strictly increasing (table, key) order cannot repeat a row: one comparison
@@ -722,7 +726,7 @@ impl Writer {
         op: &WriteOp,
         now: u64,
         snapshot: u64,
-        stamps: &std::collections::BTreeMap<u64, u64>,
+        stamps: &std::collections::BTreeMap<TableId, u64>,
         bufs: &mut RowBufs,
     ) -> Result<PreparedRow> {
         let RowBufs { records, keys, heat, fold, folded } = bufs;
@@ -860,7 +864,7 @@ impl Writer {
         version: &LsmVersion,
         batch: &PutBatch,
         now: u64,
-        stamps: &std::collections::BTreeMap<u64, u64>,
+        stamps: &std::collections::BTreeMap<TableId, u64>,
         bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
         let RowBufs { records, keys, .. } = bufs;
@@ -920,7 +924,7 @@ impl Writer {
         version: &LsmVersion,
         one: &OnePut<'_>,
         now: u64,
-        stamps: &std::collections::BTreeMap<u64, u64>,
+        stamps: &std::collections::BTreeMap<TableId, u64>,
         bufs: &mut RowBufs,
     ) -> Result<Vec<PreparedRow>, Vec<RowOutcome>> {
         let RowBufs { records, keys, .. } = bufs;
@@ -948,7 +952,7 @@ fn reads_row(op: &WriteOp) -> bool {
         || matches!(op, WriteOp::Update(u) if u.ops.iter().any(|o| matches!(o, UpdateOp::Increment { .. })))
 }
 
-fn table_stamp(table: &Table, now: u64, stamps: &std::collections::BTreeMap<u64, u64>) -> u64 {
+fn table_stamp(table: &Table, now: u64, stamps: &std::collections::BTreeMap<TableId, u64>) -> u64 {
     now.max(stamps.get(&table.id).copied().unwrap_or(0))
 }
 

@@ -44,7 +44,7 @@ fn levels_text(p: &PartitionInfo) -> String {
 
 fn partition_json(p: &PartitionInfo) -> serde_json::Value {
     json!({
-        "id": p.id,
+        "id": p.id.get(),
         "start": p.start.as_ref().map(pk_json),
         "end": p.end.as_ref().map(pk_json),
         "bytes": p.bytes, "rows": p.rows,

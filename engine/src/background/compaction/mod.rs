@@ -9,6 +9,7 @@ use picker::{PickerConfig, full_compaction, pick_compaction};
 
 use crate::background::Jobs;
 use crate::error::{Error, Result};
+use crate::ids::PartitionId;
 
 impl Jobs {
     /// The picker's settings under the options, at the clock's time now.
@@ -42,7 +43,7 @@ impl Jobs {
     }
 
     /// Claims a partition, waiting while background work holds it.
-    pub(crate) fn claim_wait(&self, partition: u64) -> Result<crate::background::Claim<'_>> {
+    pub(crate) fn claim_wait(&self, partition: PartitionId) -> Result<crate::background::Claim<'_>> {
         loop {
             let epoch = self.bg.progress_epoch();
             self.ctx.check_writable()?;
@@ -59,7 +60,7 @@ impl Jobs {
     pub(crate) fn compact_partitions(&self, table: &str, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Result<()> {
         let mut done = std::collections::HashSet::new();
         loop {
-            let pending: Vec<u64> = {
+            let pending: Vec<PartitionId> = {
                 let v = self.versions.current();
                 let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
                 t.partitions

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use strata_format::key::user_key;
 
+use crate::ids::{FileId, PartitionId, TableId};
 use crate::version::{FileEntry, LsmVersion, Partition, Table};
 
 /// What the picker needs from the options.
@@ -45,11 +46,11 @@ impl PickerConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompactionTask {
     /// Table id.
-    pub table_id: u64,
+    pub table_id: TableId,
     /// Partition id.
-    pub partition_id: u64,
+    pub partition_id: PartitionId,
     /// Input files as (level, file id).
-    pub inputs: Vec<(usize, u64)>,
+    pub inputs: Vec<(usize, FileId)>,
     /// Level the output goes to.
     pub output_level: usize,
     /// No deeper file overlaps the inputs: records can be folded completely and tombstones
@@ -73,7 +74,7 @@ fn overlapping<'a>(level: &'a [Arc<FileEntry>], lo: &[u8], hi: &[u8]) -> Vec<&'a
 }
 
 fn is_shared(p: &Partition, f: &FileEntry) -> bool {
-    f.rec.home_partition != p.id || f.rec.clip_start.is_some() || f.rec.clip_end.is_some()
+    f.home_partition() != p.id || f.rec.clip_start.is_some() || f.rec.clip_end.is_some()
 }
 
 /// Builds the task that merges `inputs` (with their levels) into `output_level`, adding the
@@ -90,7 +91,7 @@ fn task_for<'a>(
     let (lo, hi) = key_range(&files).unwrap_or_default();
     if let Some(out) = p.levels.get(output_level) {
         for f in overlapping(out, &lo, &hi) {
-            if !inputs.iter().any(|(_, x)| x.rec.id == f.rec.id) {
+            if !inputs.iter().any(|(_, x)| x.id() == f.id()) {
                 inputs.push((output_level, f));
             }
         }
@@ -101,7 +102,7 @@ fn task_for<'a>(
     CompactionTask {
         table_id: t.id,
         partition_id: p.id,
-        inputs: inputs.iter().map(|(l, f)| (*l, f.rec.id)).collect(),
+        inputs: inputs.iter().map(|(l, f)| (*l, f.id())).collect(),
         output_level,
         bottommost,
         reason,
@@ -177,7 +178,7 @@ fn overlap_ratio(f: &FileEntry, next: &[Arc<FileEntry>]) -> f64 {
 }
 
 /// The most urgent compaction in the whole version, skipping partitions in `busy`.
-pub fn pick_compaction(v: &LsmVersion, cfg: &PickerConfig, busy: &HashSet<u64>) -> Option<CompactionTask> {
+pub fn pick_compaction(v: &LsmVersion, cfg: &PickerConfig, busy: &HashSet<PartitionId>) -> Option<CompactionTask> {
     let mut best: Option<CompactionTask> = None;
     for t in v.tables.values() {
         for p in &t.partitions {
@@ -196,8 +197,8 @@ pub fn pick_compaction(v: &LsmVersion, cfg: &PickerConfig, busy: &HashSet<u64>) 
 
 /// A task merging every file of a partition into its deepest used level (at least 1).
 pub fn full_compaction(t: &Table, p: &Partition) -> Option<CompactionTask> {
-    let inputs: Vec<(usize, u64)> =
-        p.levels.iter().enumerate().flat_map(|(l, files)| files.iter().map(move |f| (l, f.rec.id))).collect();
+    let inputs: Vec<(usize, FileId)> =
+        p.levels.iter().enumerate().flat_map(|(l, files)| files.iter().map(move |f| (l, f.id()))).collect();
     if inputs.is_empty() {
         return None;
     }

@@ -29,6 +29,7 @@ use super::picker::CompactionTask;
 use crate::background::Jobs;
 use crate::background::output::FileMaker;
 use crate::error::{Error, Result};
+use crate::ids::{FileId, PartitionId};
 use crate::model::rowstate::{DropCounts, RowState};
 use crate::read::iter::{EntrySource, MergeIter};
 use crate::source::is_base_record;
@@ -40,9 +41,9 @@ use crate::version::{FileEntry, Table};
 struct Output<'a> {
     files: FileMaker<'a>,
     table: &'a Table,
-    partition: u64,
+    partition: PartitionId,
     level: u32,
-    current: Option<(u64, SstFileWriter)>,
+    current: Option<(FileId, SstFileWriter)>,
     done: Vec<Arc<FileEntry>>,
     written: u64,
 }
@@ -60,7 +61,7 @@ pub(crate) struct CompactionJob<'a> {
     /// The table (its options decide versions and TTL).
     pub table: &'a Table,
     /// The partition's id.
-    pub partition: u64,
+    pub partition: PartitionId,
     /// The partition's key bounds.
     pub bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
     /// The input files, as the task names them.
@@ -303,7 +304,7 @@ impl Jobs {
         drop(version);
         let mut inputs: Vec<Arc<FileEntry>> = Vec::new();
         for (lvl, id) in &task.inputs {
-            match part.levels.get(*lvl).and_then(|l| l.iter().find(|f| f.rec.id == *id)) {
+            match part.levels.get(*lvl).and_then(|l| l.iter().find(|f| f.id() == *id)) {
                 Some(f) => inputs.push(f.clone()),
                 // Picked from an older version (another compaction of this partition ran in
                 // between): nothing to do; the picker looks again.

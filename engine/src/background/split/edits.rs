@@ -3,6 +3,7 @@
 //! allows it (the partition is gone, or the key no longer falls strictly inside it). The
 //! runner (`run.rs`) claims the partitions, holds the structure lock and applies the edit.
 
+use crate::ids::PartitionId;
 use crate::version::edit::{Change, VersionEdit};
 use crate::version::{LsmVersion, Partition};
 
@@ -13,10 +14,10 @@ use crate::version::{LsmVersion, Partition};
 pub fn split_edit(
     v: &LsmVersion,
     table: &str,
-    partition: u64,
+    partition: PartitionId,
     split_key: &[u8],
-    mut next_id: impl FnMut() -> u64,
-) -> Option<(VersionEdit, (u64, u64))> {
+    mut next_id: impl FnMut() -> PartitionId,
+) -> Option<(VersionEdit, (PartitionId, PartitionId))> {
     let t = v.table(table)?;
     let p = t.partitions.iter().find(|p| p.id == partition)?;
     if !p.contains(split_key) || p.start.as_deref() == Some(split_key) {
@@ -33,10 +34,10 @@ pub fn split_edit(
 pub fn merge_edit(
     v: &LsmVersion,
     table: &str,
-    left: u64,
-    right: u64,
-    next_id: impl FnOnce() -> u64,
-) -> Option<(VersionEdit, u64)> {
+    left: PartitionId,
+    right: PartitionId,
+    next_id: impl FnOnce() -> PartitionId,
+) -> Option<(VersionEdit, PartitionId)> {
     let t = v.table(table)?;
     let pos = t.partitions.iter().position(|p| p.id == left)?;
     let (a, b): (&Partition, &Partition) = (t.partitions.get(pos)?, t.partitions.get(pos + 1)?);
@@ -50,25 +51,27 @@ pub fn merge_edit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::TableId;
     use crate::version::testing::{pk, version};
 
-    fn counter(from: u64) -> impl FnMut() -> u64 {
+    fn counter(from: u64) -> impl FnMut() -> PartitionId {
         let mut n = from;
         move || {
             n += 1;
-            n
+            PartitionId(n)
         }
     }
 
     #[test]
     fn a_split_inside_the_partition_takes_two_ids_and_applies_cleanly() -> crate::Result<()> {
         let v = version(vec![(None, Some(100), vec![]), (Some(100), None, vec![])]);
-        let (edit, ids) = split_edit(&v, "t", 1, &pk(50), counter(10)).expect("a split inside the partition");
-        assert_eq!(ids, (11, 12));
+        let (edit, ids) =
+            split_edit(&v, "t", PartitionId(1), &pk(50), counter(10)).expect("a split inside the partition");
+        assert_eq!(ids, (PartitionId(11), PartitionId(12)));
         let after = edit.apply(&v)?.version;
         assert_eq!(after.check(), Ok(()));
         let bounds: Vec<_> =
-            after.tables[&1].partitions.iter().map(|p| (p.id, p.start.clone(), p.end.clone())).collect();
+            after.tables[&TableId(1)].partitions.iter().map(|p| (p.id.get(), p.start.clone(), p.end.clone())).collect();
         assert_eq!(bounds, vec![(11, None, Some(pk(50))), (12, Some(pk(50)), Some(pk(100))), (2, Some(pk(100)), None)]);
         Ok(())
     }
@@ -79,28 +82,29 @@ mod tests {
         let mut taken = 0;
         let mut next = || {
             taken += 1;
-            taken
+            PartitionId(taken)
         };
         // At the partition's start, beyond its end, in a partition or table that is gone.
-        assert!(split_edit(&v, "t", 2, &pk(100), &mut next).is_none());
-        assert!(split_edit(&v, "t", 1, &pk(150), &mut next).is_none());
-        assert!(split_edit(&v, "t", 9, &pk(50), &mut next).is_none());
-        assert!(split_edit(&v, "gone", 1, &pk(50), &mut next).is_none());
+        assert!(split_edit(&v, "t", PartitionId(2), &pk(100), &mut next).is_none());
+        assert!(split_edit(&v, "t", PartitionId(1), &pk(150), &mut next).is_none());
+        assert!(split_edit(&v, "t", PartitionId(9), &pk(50), &mut next).is_none());
+        assert!(split_edit(&v, "gone", PartitionId(1), &pk(50), &mut next).is_none());
         assert_eq!(taken, 0);
     }
 
     #[test]
     fn only_adjacent_neighbours_left_first_merge() -> crate::Result<()> {
         let v = version(vec![(None, Some(10), vec![]), (Some(10), Some(20), vec![]), (Some(20), None, vec![])]);
-        assert!(merge_edit(&v, "t", 2, 1, || 7).is_none(), "right before left");
-        assert!(merge_edit(&v, "t", 1, 3, || 7).is_none(), "not adjacent");
-        assert!(merge_edit(&v, "t", 3, 4, || 7).is_none(), "no right neighbour");
-        let (edit, id) = merge_edit(&v, "t", 2, 3, || 7).expect("adjacent neighbours");
-        assert_eq!(id, 7);
+        assert!(merge_edit(&v, "t", PartitionId(2), PartitionId(1), || PartitionId(7)).is_none(), "right before left");
+        assert!(merge_edit(&v, "t", PartitionId(1), PartitionId(3), || PartitionId(7)).is_none(), "not adjacent");
+        assert!(merge_edit(&v, "t", PartitionId(3), PartitionId(4), || PartitionId(7)).is_none(), "no right neighbour");
+        let (edit, id) =
+            merge_edit(&v, "t", PartitionId(2), PartitionId(3), || PartitionId(7)).expect("adjacent neighbours");
+        assert_eq!(id, PartitionId(7));
         let after = edit.apply(&v)?.version;
         assert_eq!(after.check(), Ok(()));
         let bounds: Vec<_> =
-            after.tables[&1].partitions.iter().map(|p| (p.id, p.start.clone(), p.end.clone())).collect();
+            after.tables[&TableId(1)].partitions.iter().map(|p| (p.id.get(), p.start.clone(), p.end.clone())).collect();
         assert_eq!(bounds, vec![(1, None, Some(pk(10))), (7, Some(pk(10)), None)]);
         Ok(())
     }

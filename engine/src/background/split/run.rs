@@ -12,6 +12,7 @@ use super::edits::{merge_edit, split_edit};
 use super::planner::{LoadSplitPlan, SplitPlan, plan_load_split, plan_merges, plan_split};
 use crate::background::Jobs;
 use crate::error::Result;
+use crate::ids::PartitionId;
 use crate::observe::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS};
 use crate::options::LoadSplit;
 use crate::version::sizes::{partition_bytes, size_views};
@@ -116,7 +117,7 @@ impl Jobs {
         }
     }
 
-    fn report_oversized(&self, t: &Table, partition: u64, key: Vec<u8>, bytes: u64) {
+    fn report_oversized(&self, t: &Table, partition: PartitionId, key: Vec<u8>, bytes: u64) {
         // The map is a leaf lock: released before the event log takes its own.
         let first = self.oversized.lock().insert((t.id, key.clone()), bytes).is_none();
         if first {
@@ -137,7 +138,7 @@ impl Jobs {
     pub(crate) fn split_partition(
         &self,
         table: &str,
-        id: u64,
+        id: PartitionId,
         split_key: &[u8],
         why: &str,
         left: u64,
@@ -172,7 +173,7 @@ impl Jobs {
     }
 
     /// Merges adjacent partitions `a` and `b` of `table`. Returns false when either is busy.
-    pub(crate) fn merge_partitions(&self, table: &str, a: u64, b: u64, bytes: u64) -> Result<bool> {
+    pub(crate) fn merge_partitions(&self, table: &str, a: PartitionId, b: PartitionId, bytes: u64) -> Result<bool> {
         let Some(_ca) = self.bg.claim(a) else { return Ok(false) };
         let Some(_cb) = self.bg.claim(b) else { return Ok(false) };
         let _structure = self.versions.structure.lock();
