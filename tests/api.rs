@@ -278,7 +278,7 @@ fn put_batch_follows_the_put_rules() {
     b.put_cells(&[PkRef::String("q"), PkRef::Binary(&[])], &[("n", v(8), Some(now - 5)), ("n", v(9), None)]);
     let receipts = db.put_batch(b).unwrap().into_result().unwrap();
     assert_eq!(receipts.len(), 2);
-    assert_eq!(receipts[1].seqno, receipts[0].seqno + 1);
+    assert_eq!(receipts[1].seqno, receipts[0].seqno.plus(1));
     assert_eq!(receipts[0].stamp_ms, now);
     let p = db.get_row("t", &pk!["p", vec![0u8, 1]], &ReadOptions::default()).unwrap().unwrap();
     assert_eq!(p.get("n"), Some(&Value::Integer(7)));
@@ -314,7 +314,7 @@ fn borrowed_put_follows_the_put_rules() {
     let r = db.put("t", &k, &[("n", v(7)), ("t", ValueRef::String("x")), ("n", v(8))]).unwrap();
     assert_eq!(r.stamp_ms, now);
     let r2 = db.put_row(PutRow::new("t", pk!["b", vec![1u8]]).column("n", 1)).unwrap();
-    assert_eq!(r2.seqno, r.seqno + 1);
+    assert_eq!(r2.seqno, r.seqno.plus(1));
     let row = db.get_row("t", &pk!["a", vec![1u8]], &ReadOptions::default().max_versions(5)).unwrap().unwrap();
     assert_eq!(row.column("n").map(|c| c.cells.len()), Some(1));
     assert_eq!(row.get("n"), Some(&Value::Integer(8)));
@@ -509,7 +509,7 @@ fn a_batch_is_atomic_and_reports_each_row() {
         .unwrap();
     let receipts = ok.into_result().unwrap();
     assert_eq!(receipts.len(), 2);
-    assert_eq!(receipts[1].seqno, receipts[0].seqno + 1);
+    assert_eq!(receipts[1].seqno, receipts[0].seqno.plus(1));
     let got = db.batch_get(&[("t", pk![1]), ("t", pk![2]), ("nope", pk![1])], &ReadOptions::default());
     assert!(got[0].as_ref().unwrap().is_none());
     assert!(got[1].as_ref().unwrap().is_some());

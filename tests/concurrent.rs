@@ -114,7 +114,7 @@ fn check_total(db: &Db) -> (i64, i64) {
 }
 
 /// Replays every account's changes in sequence-number order and returns the final balances.
-fn replay(history: &BTreeMap<u64, (i64, Change)>) -> Vec<i64> {
+fn replay(history: &BTreeMap<strata::SeqNo, (i64, Change)>) -> Vec<i64> {
     let mut bal = vec![START; accounts() as usize];
     for (seqno, (acct, change)) in history {
         let b = &mut bal[*acct as usize];
@@ -147,7 +147,12 @@ fn note(grow: &AtomicBool, rng: &mut StdRng) -> Vec<u8> {
     (0..len).map(|_| rng.r#gen()).collect()
 }
 
-fn writer(db: &Db, mut rng: StdRng, stop: &AtomicBool, grow: &AtomicBool) -> (Vec<(u64, i64, Change)>, u64, u64) {
+fn writer(
+    db: &Db,
+    mut rng: StdRng,
+    stop: &AtomicBool,
+    grow: &AtomicBool,
+) -> (Vec<(strata::SeqNo, i64, Change)>, u64, u64) {
     let mut out = Vec::new();
     let (mut applied, mut refused) = (0, 0);
     while !stop.load(Ordering::Relaxed) {

@@ -162,7 +162,7 @@ fn memtable(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 7919) % 100_000;
             let mut out = Vec::new();
-            black_box(m.get(strata::TableId(1), &pk(i), u64::MAX, &mut out))
+            black_box(m.get(strata::TableId(1), &pk(i), strata::SeqNo(u64::MAX), &mut out))
         })
     });
     // Keys in random order, as in db_bench's fillrandom: each insert searches every level (the

@@ -53,3 +53,16 @@ id_type!(
     /// An SSTable's id: names its file, never reused.
     FileId
 );
+id_type!(
+    /// A write's sequence number: the commit order of every row written, one number per row
+    /// (a batch takes consecutive numbers). A read at sequence number `s` sees exactly the
+    /// writes numbered `s` or below; 0 is older than every write.
+    SeqNo
+);
+
+impl SeqNo {
+    /// The number `n` after this one.
+    pub const fn plus(self, n: u64) -> SeqNo {
+        SeqNo(self.0 + n)
+    }
+}

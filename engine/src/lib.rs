@@ -86,7 +86,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use db::{Db, TableDescription};
 pub use error::{Error, Result};
-pub use ids::{FileId, PartitionId, TableId};
+pub use ids::{FileId, PartitionId, SeqNo, TableId};
 pub use model::rowstate::DropCounts;
 pub use model::schema::{PkColumn, TableOptions, TableSchema, Ttl};
 pub use model::types::{

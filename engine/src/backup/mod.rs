@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem, OsFs, ensure_dir, write_atomic};
 use crate::paths;
 
-use crate::ids::{FileId, PartitionId};
+use crate::ids::{FileId, PartitionId, SeqNo};
 use files::{read_verified, sst_problems, write_synced};
 
 /// A backup folder, locked for the life of this value: one backup, restore or purge at a time.
@@ -57,7 +57,7 @@ pub struct BackupInfo {
     /// When it was taken (the database clock, ms since the Unix epoch).
     pub created_ms: u64,
     /// Highest sequence number it holds: every write acknowledged before the backup began.
-    pub seqno: u64,
+    pub seqno: SeqNo,
     /// SSTables it consists of.
     pub files: usize,
     /// Their total size (shared files count in every backup that uses them).
@@ -94,7 +94,7 @@ pub struct RestoreInfo {
     /// Their bytes.
     pub bytes: u64,
     /// Highest sequence number of the restored database.
-    pub seqno: u64,
+    pub seqno: SeqNo,
 }
 
 /// What [`BackupStore::purge`] removed.
@@ -178,7 +178,7 @@ impl BackupStore {
             ..Default::default()
         };
         let mut created = BackupCreated {
-            info: BackupInfo { id, created_ms: 0, seqno: 0, files: 0, bytes: 0, damage: None },
+            info: BackupInfo { id, created_ms: 0, seqno: SeqNo(0), files: 0, bytes: 0, damage: None },
             copied_files: 0,
             copied_bytes: 0,
             shared_files: 0,
@@ -248,7 +248,9 @@ impl BackupStore {
         for id in self.ids()? {
             out.push(match self.load(id) {
                 Ok(meta) => info_of(&meta),
-                Err(e) => BackupInfo { id, created_ms: 0, seqno: 0, files: 0, bytes: 0, damage: Some(e.to_string()) },
+                Err(e) => {
+                    BackupInfo { id, created_ms: 0, seqno: SeqNo(0), files: 0, bytes: 0, damage: Some(e.to_string()) }
+                }
             });
         }
         Ok(out)
@@ -344,7 +346,7 @@ impl BackupStore {
         crate::wal::WalWriter::create(fs, dest, manifest.min_wal_number, 0, false)?;
         let path = paths::manifest(dest);
         write_atomic(fs, &path, &meta.manifest).map_err(|e| Error::io("write manifest", &path, e))?;
-        Ok(RestoreInfo { id, files: meta.files.len(), bytes: p.bytes_total, seqno: manifest.flushed_seqno })
+        Ok(RestoreInfo { id, files: meta.files.len(), bytes: p.bytes_total, seqno: SeqNo(manifest.flushed_seqno) })
     }
 
     /// Keeps the newest `keep` backups, removes the older ones and every shared SSTable no
@@ -438,7 +440,7 @@ fn info_of(meta: &BackupMeta) -> BackupInfo {
     BackupInfo {
         id: meta.id,
         created_ms: meta.created_ms,
-        seqno: meta.seqno,
+        seqno: SeqNo(meta.seqno),
         files: meta.files.len(),
         bytes: meta.files.iter().map(|f| f.size).sum(),
         damage: None,

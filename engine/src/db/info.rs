@@ -9,7 +9,7 @@ use strata_format::sst::check_file;
 use super::Db;
 use crate::background::split::planner::{SplitPlan, plan_split};
 use crate::error::{Error, Result};
-use crate::ids::{PartitionId, TableId};
+use crate::ids::{PartitionId, SeqNo, TableId};
 use crate::model::rowstate::DropCounts;
 use crate::model::types::PrimaryKey;
 use crate::observe::stats::LoadSummary;
@@ -133,7 +133,7 @@ pub struct DbStats {
     /// Time writers spent stalled, in microseconds.
     pub stall_micros: u64,
     /// Highest sequence number visible.
-    pub last_seqno: u64,
+    pub last_seqno: SeqNo,
     /// Background compaction paused.
     pub compaction_paused: bool,
     /// Why the database is poisoned, if it is.
@@ -285,7 +285,7 @@ impl Db {
             slowdowns: s.slowdowns.load(Ordering::Relaxed),
             row_folds: s.row_folds.load(Ordering::Relaxed),
             stall_micros: s.stall_micros.load(Ordering::Relaxed),
-            last_seqno: self.versions.visible_seqno.load(Ordering::Acquire),
+            last_seqno: SeqNo(self.versions.visible_seqno.load(Ordering::Acquire)),
             compaction_paused: self.jobs.bg.is_paused(),
             poisoned: self.ctx.health.poison_error().err().map(|e| match e {
                 Error::Poisoned(why) => why,

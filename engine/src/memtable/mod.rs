@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use arena::ChunkPool;
 use skiplist::{SearchKey, SkipList};
 
-use crate::ids::TableId;
+use crate::ids::{SeqNo, TableId};
 use crate::memtable::membloom::{MemBloom, row_hash};
 use crate::source::is_base_record;
 
@@ -133,13 +133,13 @@ impl Memtable {
     /// Records that sequence numbers up to `seqno` belong to this memtable even where no entry
     /// of it was inserted (recovery skips entries already flushed or of dropped tables), so
     /// flushing it marks them flushed.
-    pub fn cover_seqno(&self, seqno: u64) {
-        self.max_seqno.fetch_max(seqno, Ordering::Relaxed);
+    pub fn cover_seqno(&self, seqno: SeqNo) {
+        self.max_seqno.fetch_max(seqno.get(), Ordering::Relaxed);
     }
 
     /// Largest sequence number inserted (or covered).
-    pub fn max_seqno(&self) -> u64 {
-        self.max_seqno.load(Ordering::Relaxed)
+    pub fn max_seqno(&self) -> SeqNo {
+        SeqNo(self.max_seqno.load(Ordering::Relaxed))
     }
 
     /// True when nothing was inserted.
@@ -149,14 +149,14 @@ impl Memtable {
 
     /// Appends the records of `pk` visible at `snapshot` to `out`, newest first, stopping after
     /// the first base record. Returns true when a base record was found.
-    pub fn get(&self, table_id: TableId, pk: &[u8], snapshot: u64, out: &mut Vec<Vec<u8>>) -> bool {
+    pub fn get(&self, table_id: TableId, pk: &[u8], snapshot: SeqNo, out: &mut Vec<Vec<u8>>) -> bool {
         // The skip list's keys carry the id as the number it stores.
         let table_id = table_id.get();
         if !self.bloom.may_contain(row_hash(table_id, pk)) {
             return false;
         }
         let hi = SearchKey::for_row(table_id, pk, 0);
-        let mut x = self.list.seek(&SearchKey::for_row(table_id, pk, snapshot), true);
+        let mut x = self.list.seek(&SearchKey::for_row(table_id, pk, snapshot.get()), true);
         while x != 0 && self.list.cmp(x, &hi) != std::cmp::Ordering::Greater {
             let v = self.list.record(x);
             let base = is_base_record(&v);
@@ -269,6 +269,7 @@ impl Memtable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::SeqNo;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
     use strata_format::record::RowRecord;
@@ -292,13 +293,13 @@ mod tests {
             (TableId(1), b"k\0", 5, &put),
         ]));
         let mut out = Vec::new();
-        assert!(m.get(TableId(1), b"k", 10, &mut out));
+        assert!(m.get(TableId(1), b"k", SeqNo(10), &mut out));
         assert_eq!(out, vec![upd.clone(), put.clone()]);
         out.clear();
-        assert!(!m.get(TableId(1), b"k", 1, &mut out));
+        assert!(!m.get(TableId(1), b"k", SeqNo(1), &mut out));
         assert_eq!(out, vec![upd]);
         assert_eq!(m.table_ids(), vec![TableId(1), TableId(2)]);
-        assert_eq!(m.max_seqno(), 5);
+        assert_eq!(m.max_seqno(), SeqNo(5));
     }
 
     /// A point read at a snapshot never returns a version newer than the snapshot, however
@@ -322,7 +323,7 @@ mod tests {
                     while !done.load(Ordering::Acquire) {
                         let snapshot = published.load(Ordering::Acquire);
                         out.clear();
-                        assert!(m.get(TableId(1), b"k", snapshot, &mut out));
+                        assert!(m.get(TableId(1), b"k", SeqNo(snapshot), &mut out));
                         assert_eq!(out, vec![put(snapshot)], "a read at {snapshot} saw another version");
                         reads += 1;
                     }

@@ -7,6 +7,7 @@ pub use strata_format::record::Cell;
 pub use strata_format::value::{ColumnType, Value, ValueRef};
 
 use crate::error::Error;
+use crate::ids::SeqNo;
 
 /// A primary key (or range bound): one value per primary-key column, in schema order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -486,7 +487,7 @@ impl From<DeleteRow> for WriteOp {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WriteReceipt {
     /// Sequence number the write was logged at.
-    pub seqno: u64,
+    pub seqno: SeqNo,
     /// Engine-stamped version used for cells without an explicit version (0 if none).
     pub stamp_ms: u64,
     /// New values of incremented columns.

@@ -17,6 +17,7 @@ use strata_format::wal::{SeqnoChain, WalEnd};
 
 use super::recovery::{Recovered, RecoveryReport, TornTail, load_version, read_tail, replay_batch};
 use crate::error::{Error, Result};
+use crate::ids::SeqNo;
 use crate::memtable::{ChunkPool, Memtable};
 use crate::observe::events::EventLog;
 use crate::options::Options;
@@ -139,6 +140,7 @@ fn load(path: &Path, opts: &Options) -> Result<Recovered, Attempt> {
             detail: "the manifest changed while the WAL was read".into(),
         }));
     }
+    let last_seqno = SeqNo(last_seqno);
     mem.cover_seqno(last_seqno);
     report.last_seqno = last_seqno;
     Ok(Recovered {

@@ -26,7 +26,7 @@ use strata_format::wal::{SeqnoChain, WalEnd};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, write_atomic};
-use crate::ids::{FileId, PartitionId, TableId};
+use crate::ids::{FileId, PartitionId, SeqNo, TableId};
 use crate::memtable::{ChunkPool, Memtable};
 use crate::observe::events::EventLog;
 use crate::options::{Options, WalRecovery};
@@ -45,7 +45,7 @@ pub struct RecoveryReport {
     /// Entries replayed into the memtable (not yet in SSTables).
     pub entries_replayed: u64,
     /// The highest sequence number recovered.
-    pub last_seqno: u64,
+    pub last_seqno: SeqNo,
     /// The newest WAL ended in a damaged record with nothing valid after it (a write a crash
     /// cut short); it was cut off.
     pub torn_tail: Option<TornTail>,
@@ -99,7 +99,7 @@ pub(crate) struct Recovered {
     pub version: LsmVersion,
     /// The memtable the WAL was replayed into.
     pub mem: Memtable,
-    pub last_seqno: u64,
+    pub last_seqno: SeqNo,
     /// The new WAL the next writes go to (`None` in a read-only open, which writes nothing).
     pub wal: Option<WalWriter>,
     pub next_wal_number: u64,
@@ -337,6 +337,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     // Entries skipped above (already flushed, or of dropped tables) still took sequence
     // numbers: the memtable covers them, so the flush that empties it records them as
     // flushed and the next log continues right after them (no false gap at the next open).
+    let last_seqno = SeqNo(last_seqno);
     mem.cover_seqno(last_seqno);
     report.entries_replayed = replayed;
     report.last_seqno = last_seqno;

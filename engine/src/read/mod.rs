@@ -22,6 +22,7 @@ use strata_format::record::{PutRef, RowRecord};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::ids::SeqNo;
 use crate::model::rowstate::{DropCounts, RowState, resolve, select, select_single_put, single_put_applies, visible};
 use crate::model::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
 use crate::model::validate::encode_prefix_bound;
@@ -56,7 +57,7 @@ impl Reader {
     }
 
     /// A snapshot at `seqno` (the write leader reads its own unpublished entries this way).
-    pub(crate) fn snapshot_at(&self, seqno: u64) -> ReadPoint {
+    pub(crate) fn snapshot_at(&self, seqno: SeqNo) -> ReadPoint {
         self.versions.snapshot_at(seqno)
     }
 
@@ -103,7 +104,7 @@ impl Reader {
                 if !f.may_hold_in(pk, pk0) {
                     continue;
                 }
-                let base = f.reader.get_hashed(pk, hash, snap.seqno, &mut buf)?;
+                let base = f.reader.get_hashed(pk, hash, snap.seqno.get(), &mut buf)?;
                 recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
                 if base {
                     found = true;
@@ -114,7 +115,7 @@ impl Reader {
         if !found {
             for level in 1..part.levels.len() {
                 if let Some(f) = part.find_in_level_of(level, pk, pk0) {
-                    let base = f.reader.get_hashed(pk, hash, snap.seqno, &mut buf)?;
+                    let base = f.reader.get_hashed(pk, hash, snap.seqno.get(), &mut buf)?;
                     recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
                     if base {
                         break;
@@ -134,7 +135,7 @@ impl Reader {
     }
 
     /// The row as reads see it now (`None` when it does not exist).
-    pub(crate) fn visible_state(&self, table: &Table, pk: &[u8], seqno: u64, now: u64) -> Result<Option<RowState>> {
+    pub(crate) fn visible_state(&self, table: &Table, pk: &[u8], seqno: SeqNo, now: u64) -> Result<Option<RowState>> {
         Ok(self.stored_state(table, pk, seqno)?.and_then(|st| visible(st, table.max_versions(), table.ttl(), now)))
     }
 
@@ -142,7 +143,7 @@ impl Reader {
     /// trimmed to the table's current max-versions, expired cells kept (`None` without any
     /// record). What the records mean whatever the table's limits or the clock become: the
     /// state the write path folds a row's updates into (`write/fold.rs`).
-    pub(crate) fn stored_state(&self, table: &Table, pk: &[u8], seqno: u64) -> Result<Option<RowState>> {
+    pub(crate) fn stored_state(&self, table: &Table, pk: &[u8], seqno: SeqNo) -> Result<Option<RowState>> {
         let snap = self.snapshot_at(seqno);
         // The leader's table is from the version it took at the start of its group; the files
         // to read are the fresh snapshot's.
@@ -547,7 +548,7 @@ impl RangeIter {
                 _ => sources.push(Box::new(LevelSource::new(reached, self.forward)?)),
             }
         }
-        Ok(RowGrouper::new(MergeIter::new(sources, self.forward), self.forward, self.snap.seqno))
+        Ok(RowGrouper::new(MergeIter::new(sources, self.forward), self.forward, self.snap.seqno.get()))
     }
 
     /// Moves the grouper to the next row with a visible record, opening partitions in range

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::{RangeIter, ReadPoint, Reader};
 use crate::error::Result;
+use crate::ids::SeqNo;
 use crate::model::types::{PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
 
 /// A consistent, read-only view of the database as of [`crate::Db::snapshot`]. Dropping it
@@ -65,7 +66,7 @@ impl Reader {
 impl Snapshot {
     /// The sequence number the snapshot reads at: every write logged at or below it is
     /// visible, none after.
-    pub fn seqno(&self) -> u64 {
+    pub fn seqno(&self) -> SeqNo {
         self.at.seqno
     }
 

@@ -24,7 +24,7 @@ use strata_format::manifest::ManifestData;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
-use crate::ids::{FileId, PartitionId};
+use crate::ids::{FileId, PartitionId, SeqNo};
 use crate::paths;
 use crate::version::LsmVersion;
 use crate::version::set::VersionSet;
@@ -39,7 +39,7 @@ pub struct CheckpointInfo {
     pub bytes: u64,
     /// The highest sequence number the checkpoint holds (every write acknowledged before the
     /// call is at or below it).
-    pub seqno: u64,
+    pub seqno: SeqNo,
 }
 
 /// A consistent set of files to copy: a held version (its files cannot be deleted while it is
@@ -129,7 +129,7 @@ pub(crate) fn write_checkpoint(ctx: &Context, dest: &Path, pinned: &PinnedFiles)
     let fs = ctx.fs.as_ref();
     ctx.ensure_dir(&paths::wal_dir(dest))?;
     ctx.ensure_dir(&paths::tables_dir(dest))?;
-    let mut info = CheckpointInfo { seqno: pinned.manifest.flushed_seqno, ..Default::default() };
+    let mut info = CheckpointInfo { seqno: SeqNo(pinned.manifest.flushed_seqno), ..Default::default() };
     let mut folders = HashSet::new();
     for f in &pinned.files {
         let to = f.path_in(dest);

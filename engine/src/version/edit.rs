@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::ids::{FileId, PartitionId, TableId};
+use crate::ids::{FileId, PartitionId, SeqNo, TableId};
 use crate::model::types::TableUpdate;
 use crate::version::layout::{merged_partition, split_children};
 use crate::version::{FileEntry, LsmVersion, Partition, Table};
@@ -90,7 +90,7 @@ pub struct VersionEdit {
     /// The changes, applied in order.
     pub changes: Vec<Change>,
     /// Every write at or below this sequence number is in SSTables (a flush, a close).
-    pub flushed_seqno: Option<u64>,
+    pub flushed_seqno: Option<SeqNo>,
     /// The oldest WAL still needed.
     pub min_wal_number: Option<u64>,
 }

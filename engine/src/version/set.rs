@@ -14,7 +14,7 @@ use strata_format::manifest::ManifestData;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
-use crate::ids::{FileId, PartitionId, TableId};
+use crate::ids::{FileId, PartitionId, SeqNo, TableId};
 use crate::memtable::Memtable;
 use crate::paths;
 use crate::version::LsmVersion;
@@ -28,7 +28,7 @@ pub(crate) struct ManifestState {
     pub next_file_id: u64,
     pub next_table_id: u64,
     pub next_partition_id: u64,
-    pub flushed_seqno: u64,
+    pub flushed_seqno: SeqNo,
     pub min_wal_number: u64,
 }
 
@@ -40,7 +40,7 @@ impl From<&ManifestData> for ManifestState {
             next_file_id: data.next_file_id,
             next_table_id: data.next_table_id,
             next_partition_id: data.next_partition_id,
-            flushed_seqno: data.flushed_seqno,
+            flushed_seqno: SeqNo(data.flushed_seqno),
             min_wal_number: data.min_wal_number,
         }
     }
@@ -73,7 +73,7 @@ pub(crate) struct Installed {
     pub active: Memtable,
     pub manifest: ManifestState,
     pub stamps: BTreeMap<TableId, u64>,
-    pub visible_seqno: u64,
+    pub visible_seqno: SeqNo,
 }
 
 impl VersionSet {
@@ -86,7 +86,7 @@ impl VersionSet {
             manifest: Mutex::ranked(Rank::Manifest, found.manifest),
             stamps: Mutex::ranked(Rank::Stamps, found.stamps),
             state: RwLock::ranked(Rank::State, ReadState::new(Arc::new(found.version), Arc::new(found.active))),
-            visible_seqno: AtomicU64::new(found.visible_seqno),
+            visible_seqno: AtomicU64::new(found.visible_seqno.get()),
             max_l0_files: AtomicUsize::new(max_l0),
         }
     }
@@ -99,7 +99,7 @@ impl VersionSet {
         let mut stamps = self.stamps.lock();
         let mut st = self.state.write();
         *st = ReadState::new(Arc::new(found.version), Arc::new(found.active));
-        self.visible_seqno.store(found.visible_seqno, Ordering::Release);
+        self.visible_seqno.store(found.visible_seqno.get(), Ordering::Release);
         *stamps = found.stamps;
         *ms = found.manifest;
         self.max_l0_files.store(max_l0, Ordering::Release);
@@ -116,12 +116,12 @@ impl VersionSet {
         // file in the view is at or below it: bottommost compaction writes sequence number 0
         // for rows older than any such snapshot, which must not make a newer write visible.
         let st = self.state.read();
-        let seqno = self.visible_seqno.load(Ordering::Acquire);
+        let seqno = SeqNo(self.visible_seqno.load(Ordering::Acquire));
         ReadPoint::new(st.view().clone(), seqno)
     }
 
     /// A read point at `seqno` (the write leader reads its own unpublished entries this way).
-    pub fn snapshot_at(&self, seqno: u64) -> ReadPoint {
+    pub fn snapshot_at(&self, seqno: SeqNo) -> ReadPoint {
         ReadPoint::new(self.state.read().view().clone(), seqno)
     }
 
@@ -172,7 +172,7 @@ impl VersionSet {
             next_file_id: ms.next_file_id,
             next_table_id: ms.next_table_id,
             next_partition_id: ms.next_partition_id,
-            flushed_seqno: ms.flushed_seqno,
+            flushed_seqno: ms.flushed_seqno.get(),
             min_wal_number: ms.min_wal_number,
             tables: version.table_records(&stamps),
         }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::ids::SeqNo;
 use crate::memtable::Memtable;
 use crate::version::LsmVersion;
 
@@ -55,12 +56,12 @@ pub struct ReadPoint {
     /// The version and memtables, shared with every other snapshot of the same state.
     view: Arc<ReadView>,
     /// Entries above this sequence number are invisible.
-    pub seqno: u64,
+    pub seqno: SeqNo,
 }
 
 impl ReadPoint {
     /// The view `view` read at `seqno`.
-    pub(crate) fn new(view: Arc<ReadView>, seqno: u64) -> Self {
+    pub(crate) fn new(view: Arc<ReadView>, seqno: SeqNo) -> Self {
         ReadPoint { view, seqno }
     }
 }

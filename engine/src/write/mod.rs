@@ -36,7 +36,7 @@ use strata_format::wal::{
 use crate::background::Background;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::ids::TableId;
+use crate::ids::{SeqNo, TableId};
 use crate::model::rowstate::{RowState, eval_condition, validate_condition, visible};
 use crate::model::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
 use crate::model::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
@@ -304,7 +304,7 @@ impl Writer {
         bg: Arc<Background>,
         wal: WalWriter,
         next_wal_number: u64,
-        last_seqno: u64,
+        last_seqno: SeqNo,
     ) -> Self {
         Writer {
             ctx,
@@ -314,7 +314,7 @@ impl Writer {
             queue: WriteQueue::default(),
             wal: Mutex::ranked(Rank::Wal, wal),
             next_wal_number: AtomicU64::new(next_wal_number),
-            last_seqno: AtomicU64::new(last_seqno),
+            last_seqno: AtomicU64::new(last_seqno.get()),
         }
     }
 
@@ -324,8 +324,8 @@ impl Writer {
     }
 
     /// Highest sequence number assigned.
-    pub(crate) fn last_seqno(&self) -> u64 {
-        self.last_seqno.load(Ordering::Acquire)
+    pub(crate) fn last_seqno(&self) -> SeqNo {
+        SeqNo(self.last_seqno.load(Ordering::Acquire))
     }
 
     /// The current log's number and length.
@@ -550,7 +550,7 @@ impl Writer {
                         .enumerate()
                         .map(|(i, r)| {
                             Ok(WriteReceipt {
-                                seqno: first_seqno + i as u64,
+                                seqno: SeqNo(first_seqno + i as u64),
                                 stamp_ms: r.receipt.stamp_ms,
                                 increments: std::mem::take(&mut r.receipt.increments),
                             })
@@ -714,7 +714,8 @@ impl Writer {
             }
         }
         // Every row is checked against the state before the batch.
-        let snapshot = first_seq - 1;
+        // Every row committed before this group; none of the group's own.
+        let snapshot = SeqNo(first_seq - 1);
         let prepared: Vec<Result<PreparedRow>> =
             ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps, bufs)).collect();
         Ok(all_or_none(prepared))
@@ -725,7 +726,7 @@ impl Writer {
         version: &LsmVersion,
         op: &WriteOp,
         now: u64,
-        snapshot: u64,
+        snapshot: SeqNo,
         stamps: &std::collections::BTreeMap<TableId, u64>,
         bufs: &mut RowBufs,
     ) -> Result<PreparedRow> {

@@ -124,7 +124,7 @@ pub fn backup(a: &BackupArgs, out: &mut dyn Write) -> CliResult {
         writeln!(
             out,
             "{}",
-            json!({"id": i.id, "seqno": i.seqno, "files": i.files, "bytes": i.bytes,
+            json!({"id": i.id, "seqno": i.seqno.get(), "files": i.files, "bytes": i.bytes,
                    "copied_files": created.copied_files, "copied_bytes": created.copied_bytes,
                    "shared_files": created.shared_files, "repaired_files": created.repaired_files,
                    "seconds": seconds})
@@ -166,7 +166,7 @@ pub fn restore(a: &RestoreArgs, out: &mut dyn Write) -> CliResult {
         writeln!(
             out,
             "{}",
-            json!({"id": r.id, "dest": a.dest, "files": r.files, "bytes": r.bytes, "seqno": r.seqno, "seconds": seconds})
+            json!({"id": r.id, "dest": a.dest, "files": r.files, "bytes": r.bytes, "seqno": r.seqno.get(), "seconds": seconds})
         )?;
     } else {
         writeln!(
@@ -264,6 +264,6 @@ pub fn backups(a: &BackupsArgs, out: &mut dyn Write) -> CliResult {
 }
 
 fn info_json(b: &BackupInfo) -> serde_json::Value {
-    json!({"id": b.id, "created_ms": b.created_ms, "created": utc(b.created_ms), "seqno": b.seqno,
+    json!({"id": b.id, "created_ms": b.created_ms, "created": utc(b.created_ms), "seqno": b.seqno.get(),
            "files": b.files, "bytes": b.bytes, "damage": b.damage})
 }

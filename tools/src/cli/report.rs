@@ -78,7 +78,7 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
         writeln!(
             out,
             "{}",
-            json!({"database": a.dir, "tables": tables, "last_seqno": s.last_seqno, "memtable_bytes": s.memtable_bytes, "sealed_memtables": s.sealed_memtables,
+            json!({"database": a.dir, "tables": tables, "last_seqno": s.last_seqno.get(), "memtable_bytes": s.memtable_bytes, "sealed_memtables": s.sealed_memtables,
                 "block_cache_bytes": s.block_cache_bytes, "block_cache_pinned_bytes": s.block_cache_pinned_bytes,
                 "since_open": {"user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
                     "compaction_write_bytes": s.compaction_write_bytes, "compaction_read_bytes": s.compaction_read_bytes,
@@ -590,7 +590,7 @@ pub fn checkpoint(a: &CheckpointArgs, out: &mut dyn Write) -> CliResult {
         writeln!(
             out,
             "{}",
-            json!({"dest": a.dest, "files": info.files, "bytes": info.bytes, "seqno": info.seqno, "seconds": t0.elapsed().as_secs_f64()})
+            json!({"dest": a.dest, "files": info.files, "bytes": info.bytes, "seqno": info.seqno.get(), "seconds": t0.elapsed().as_secs_f64()})
         )?;
     } else {
         writeln!(

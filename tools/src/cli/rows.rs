@@ -261,7 +261,7 @@ pub fn put(a: &PutArgs, out: &mut dyn Write) -> CliResult {
     let r = db.put_row(p)?;
     db.close()?;
     if a.json {
-        writeln!(out, "{}", serde_json::json!({"put": key_json(&s, &pk), "seqno": r.seqno}))?;
+        writeln!(out, "{}", serde_json::json!({"put": key_json(&s, &pk), "seqno": r.seqno.get()}))?;
     } else {
         writeln!(out, "put {pk} (seq {})", r.seqno)?;
     }
@@ -296,7 +296,11 @@ pub fn update(a: &UpdateArgs, out: &mut dyn Write) -> CliResult {
     if a.json {
         let incs: serde_json::Map<String, serde_json::Value> =
             r.increments.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect();
-        writeln!(out, "{}", serde_json::json!({"updated": key_json(&s, &pk), "seqno": r.seqno, "increments": incs}))?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"updated": key_json(&s, &pk), "seqno": r.seqno.get(), "increments": incs})
+        )?;
     } else {
         let incs: Vec<String> = r.increments.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let tail = if incs.is_empty() { String::new() } else { format!(", {}", incs.join(", ")) };
@@ -353,7 +357,7 @@ pub fn delete(a: &DeleteArgs, out: &mut dyn Write) -> CliResult {
     let r = db.delete_row(DeleteRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?))?;
     db.close()?;
     if a.json {
-        writeln!(out, "{}", serde_json::json!({"deleted": key_json(&s, &pk), "seqno": r.seqno}))?;
+        writeln!(out, "{}", serde_json::json!({"deleted": key_json(&s, &pk), "seqno": r.seqno.get()}))?;
     } else {
         writeln!(out, "deleted {pk}")?;
     }
