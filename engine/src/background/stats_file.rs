@@ -62,7 +62,7 @@ impl Jobs {
                 compaction_bytes,
             });
             for p in &t.partitions {
-                let (totals, windows, sampled_keys) = p.load.counters();
+                let (totals, windows, sampled_keys) = self.ctx.stats.loads.of(p.id).counters();
                 data.partitions.push(PartitionCounters {
                     table_id: t.id.get(),
                     partition_id: p.id.get(),
@@ -135,7 +135,7 @@ impl Jobs {
         for t in version.tables.values() {
             for p in &t.partitions {
                 if let Some(c) = saved.get(&(t.id.get(), p.id.get())) {
-                    p.load.restore(c);
+                    self.ctx.stats.loads.of(p.id).restore(c);
                 }
             }
         }

@@ -172,6 +172,7 @@ impl Db {
         let oversized = self.jobs.oversized.lock().iter().find_map(|((t, k), b)| {
             (*t == table_id && p.contains(k)).then(|| (decode_pk(k).ok().and_then(|mut v| v.pop()), *b))
         });
+        let load = self.ctx.stats.loads.of(p.id);
         PartitionInfo {
             id: p.id,
             start: bound_value(&p.start),
@@ -180,8 +181,8 @@ impl Db {
             bytes,
             rows,
             shared_files: shared,
-            load_total: p.load.total(),
-            load_recent: p.load.recent(now, 60_000),
+            load_total: load.total(),
+            load_recent: load.recent(now, 60_000),
             oversized_key: oversized.and_then(|(k, b)| k.map(|k| (k, b))),
         }
     }

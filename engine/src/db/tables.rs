@@ -30,7 +30,7 @@ impl Db {
             id,
             schema,
             created_ms: self.ctx.clock.now_ms(),
-            partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new(), Default::default()))],
+            partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new()))],
         };
         self.versions.log_and_apply(None, VersionEdit::of(vec![Change::CreateTable(table)])).map(drop)
     }

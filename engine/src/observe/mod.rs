@@ -4,4 +4,5 @@
 //! (`background/stats_file.rs`).
 
 pub mod events;
+pub mod loads;
 pub mod stats;

@@ -269,6 +269,8 @@ pub struct Stats {
     pub drops: Mutex<HashMap<TableId, DropCounts>>,
     /// Bytes written by flush and compaction, per table id.
     pub table_bytes: Mutex<HashMap<TableId, (u64, u64)>>,
+    /// Each partition's reads and writes.
+    pub loads: crate::observe::loads::PartitionLoads,
 }
 
 impl Stats {

@@ -451,13 +451,7 @@ pub(crate) fn load_version(
                     level.push(Arc::new(FileEntry { reader, rec: f.clone() }));
                 }
             }
-            partitions.push(Arc::new(Partition::new(
-                PartitionId(p.id),
-                p.start.clone(),
-                p.end.clone(),
-                levels,
-                Default::default(),
-            )));
+            partitions.push(Arc::new(Partition::new(PartitionId(p.id), p.start.clone(), p.end.clone(), levels)));
         }
         stamps.insert(TableId(t.id), t.last_stamp_ms);
         version.put_table(Table { id: TableId(t.id), schema: schema_of(t), created_ms: t.created_ms, partitions });

@@ -171,7 +171,7 @@ impl Reader {
         let pk0 = partition_key(&enc);
         if let Some(p) = table.partition_for(pk0) {
             let sample = self.ctx.opts.load_split.map(|_| pk0);
-            p.load.record_read(
+            self.ctx.stats.loads.of(p.id).record_read(
                 self.ctx.clock.now_ms_coarse(),
                 sample,
                 recs.iter().map(|r| r.cell_count() as u64).sum(),
@@ -215,7 +215,7 @@ impl Reader {
             let pk0 = partition_key(&enc);
             if let Some(p) = table.partition_for(pk0) {
                 let sample = self.ctx.opts.load_split.map(|_| pk0);
-                p.load.record_read(self.ctx.clock.now_ms_coarse(), sample, cells as u64);
+                self.ctx.stats.loads.of(p.id).record_read(self.ctx.clock.now_ms_coarse(), sample, cells as u64);
             }
         };
         if let [(rec, path)] = raw.as_slice()

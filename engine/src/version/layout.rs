@@ -33,8 +33,8 @@ pub(crate) fn clip_to(f: &Arc<FileEntry>, start: Option<&[u8]>, end: Option<&[u8
 }
 
 /// The two partitions a split of `p` at `split_key` makes, with ids `ids`: each reads the
-/// files of `p` clipped to its range (no data is rewritten), and inherits the load of its range,
-/// so a hot range stays hot.
+/// files of `p` clipped to its range (no data is rewritten). (Their load counters are not
+/// part of the structure: `observe/loads.rs`.)
 pub(crate) fn split_children(p: &Partition, ids: (PartitionId, PartitionId), split_key: &[u8]) -> [Arc<Partition>; 2] {
     let child = |cid: PartitionId, start: Option<Vec<u8>>, end: Option<Vec<u8>>| {
         let levels = p
@@ -42,8 +42,7 @@ pub(crate) fn split_children(p: &Partition, ids: (PartitionId, PartitionId), spl
             .iter()
             .map(|l| l.iter().filter_map(|f| clip_to(f, start.as_deref(), end.as_deref())).collect())
             .collect();
-        let load = Arc::new(p.load.inherit(start.as_deref(), end.as_deref()));
-        Arc::new(Partition::new(cid, start, end, levels, load))
+        Arc::new(Partition::new(cid, start, end, levels))
     };
     [child(ids.0, p.start.clone(), Some(split_key.to_vec())), child(ids.1, Some(split_key.to_vec()), p.end.clone())]
 }
@@ -76,5 +75,5 @@ pub(crate) fn merged_partition(pa: &Partition, pb: &Partition, id: PartitionId) 
         }
         levels.push(by_id.into_values().collect());
     }
-    Partition::new(id, pa.start.clone(), pb.end.clone(), levels, Default::default())
+    Partition::new(id, pa.start.clone(), pb.end.clone(), levels)
 }

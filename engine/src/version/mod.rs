@@ -80,8 +80,6 @@ pub struct Partition {
     pub end: Option<Vec<u8>>,
     /// Levels; level 0 newest first, deeper levels ordered by key and non-overlapping.
     pub levels: Vec<Vec<Arc<FileEntry>>>,
-    /// Read and write counters (shared by the versions of one partition).
-    pub load: Arc<crate::observe::stats::PartitionLoad>,
     /// Per level deeper than 0 (index = level), the files' lower keys as flat search windows,
     /// so a point read's search of a level does not chase a pointer per step. Built by
     /// [`Partition::normalize`], which every change of `levels` ends with.
@@ -105,9 +103,8 @@ impl Partition {
         start: Option<Vec<u8>>,
         end: Option<Vec<u8>>,
         levels: Vec<Vec<Arc<FileEntry>>>,
-        load: Arc<crate::observe::stats::PartitionLoad>,
     ) -> Partition {
-        let mut p = Partition { id, start, end, levels, load, level_search: Vec::new() };
+        let mut p = Partition { id, start, end, levels, level_search: Vec::new() };
         p.normalize();
         p
     }

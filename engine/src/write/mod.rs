@@ -40,6 +40,7 @@ use crate::ids::{SeqNo, TableId};
 use crate::model::rowstate::{RowState, eval_condition, validate_condition, visible};
 use crate::model::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
 use crate::model::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
+use crate::observe::loads::PartitionLoads;
 use crate::options::SyncMode;
 use crate::read::Reader;
 use crate::version::set::VersionSet;
@@ -210,6 +211,7 @@ impl Drop for LeaderGuard<'_> {
 /// Counts a group's writes into its partitions' load (`PartitionLoad`): a run of rows of one
 /// partition is counted at once, when the run ends or the counter is dropped.
 struct LoadCounter<'v> {
+    loads: &'v PartitionLoads,
     now: u64,
     /// Offer every row's partition key to the sampler (load-based splitting is on).
     sample: bool,
@@ -237,7 +239,7 @@ impl<'v> LoadCounter<'v> {
                 let pk0 = partition_key(pk);
                 let Some(partition) = table.partition_for(pk0) else { return };
                 if self.sample {
-                    partition.load.sample_key(pk0);
+                    self.loads.of(partition.id).sample_key(pk0);
                 }
                 partition
             }
@@ -256,7 +258,7 @@ impl<'v> LoadCounter<'v> {
     /// Counts the current run into its partition's load.
     fn flush(&mut self) {
         if let Some((p, rows, bytes)) = self.run.take() {
-            p.load.record_writes(self.now, rows, bytes);
+            self.loads.of(p.id).record_writes(self.now, rows, bytes);
         }
     }
 }
@@ -454,7 +456,13 @@ impl Writer {
         // Rows are inserted into the memtable after the WAL write where possible (see
         // `insert_rows`); a batch that reads rows first sees every earlier batch inserted.
         deferred.clear();
-        let mut load = LoadCounter { now, sample: self.ctx.opts.load_split.is_some(), table: None, run: None };
+        let mut load = LoadCounter {
+            loads: &self.ctx.stats.loads,
+            now,
+            sample: self.ctx.opts.load_split.is_some(),
+            table: None,
+            run: None,
+        };
         // An insert that failed part-way (the memtable's arena could not grow): the database is
         // poisoned, nothing of the group is logged or published, and no writer of the group is
         // acknowledged, so no reader sees half a batch.

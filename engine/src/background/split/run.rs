@@ -13,7 +13,7 @@ use super::planner::{LoadSplitPlan, SplitPlan, plan_load_split, plan_merges, pla
 use crate::background::Jobs;
 use crate::error::Result;
 use crate::ids::PartitionId;
-use crate::observe::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS};
+use crate::observe::stats::{LOAD_WINDOW_MS, LOAD_WINDOWS, PartitionLoad};
 use crate::options::LoadSplit;
 use crate::version::sizes::{partition_bytes, size_views};
 use crate::version::{Partition, Table};
@@ -23,9 +23,9 @@ fn describe_key(k: &[u8]) -> String {
 }
 
 /// Reads and writes per second the partition served over the load-split window.
-fn partition_rate(p: &Partition, cfg: &LoadSplit, now: u64) -> f64 {
+fn partition_rate(load: &PartitionLoad, cfg: &LoadSplit, now: u64) -> f64 {
     let window_ms = cfg.window.as_millis() as u64;
-    let l = p.load.recent(now, window_ms);
+    let l = load.recent(now, window_ms);
     // `recent` counts whole windows, the current one included.
     let windows = window_ms.div_ceil(LOAD_WINDOW_MS).clamp(1, LOAD_WINDOWS as u64);
     (l.reads + l.writes) as f64 / (windows * LOAD_WINDOW_MS) as f64 * 1000.0
@@ -38,6 +38,11 @@ impl Jobs {
         let mut changes = 0;
         let version = self.versions.current();
         let now = self.ctx.clock.now_ms();
+        // Counters of partitions no version names any more (a dropped table's; one a reader
+        // of an old version counted into after a split) go.
+        let live: std::collections::HashSet<PartitionId> =
+            version.tables.values().flat_map(|t| t.partitions.iter().map(|p| p.id)).collect();
+        self.ctx.stats.loads.retain(|id| live.contains(&id));
         for t in version.tables.values() {
             let threshold = t.schema.options.split_threshold_bytes;
             for p in &t.partitions {
@@ -50,7 +55,7 @@ impl Jobs {
                     Some(SplitPlan::OversizedKey { key, bytes }) => self.report_oversized(t, p.id, key, bytes),
                     None => {
                         if let Some(cfg) = &self.ctx.opts.load_split
-                            && let rate = partition_rate(p, cfg, now)
+                            && let rate = partition_rate(&self.ctx.stats.loads.of(p.id), cfg, now)
                             && rate >= cfg.ops_per_sec as f64
                             && self.split_by_load(t, p, cfg.min_samples, rate, now)?
                         {
@@ -65,7 +70,11 @@ impl Jobs {
                 .partitions
                 .iter()
                 .map(|p| match &self.ctx.opts.load_split {
-                    Some(cfg) if partition_rate(p, cfg, now) * 2.0 >= cfg.ops_per_sec as f64 => u64::MAX,
+                    Some(cfg)
+                        if partition_rate(&self.ctx.stats.loads.of(p.id), cfg, now) * 2.0 >= cfg.ops_per_sec as f64 =>
+                    {
+                        u64::MAX
+                    }
                     _ => partition_bytes(p),
                 })
                 .collect();
@@ -87,7 +96,7 @@ impl Jobs {
     /// Splits a busy partition where its sampled load halves; reports a hot key instead when
     /// one partition-key value carries the load.
     fn split_by_load(&self, t: &Table, p: &Partition, min_samples: usize, rate: f64, now: u64) -> Result<bool> {
-        let sample = p.load.sampled_keys();
+        let sample = self.ctx.stats.loads.of(p.id).sampled_keys();
         if sample.len() < min_samples {
             return Ok(false);
         }
@@ -156,6 +165,10 @@ impl Jobs {
         self.ctx.events.log(self.ctx.clock.now_ms(), "split-start", format!("table={table} partition={id}"));
         let done = self.versions.log_and_apply(None, edit)? == 0;
         if done {
+            // The parent's samples all lie inside it, so the children's shares need only the
+            // split key.
+            let key = Some(split_key);
+            self.ctx.stats.loads.split(id, [(new_ids.0, None, key), (new_ids.1, key, None)]);
             self.ctx.stats.splits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.ctx.events.log(
                 self.ctx.clock.now_ms(),
@@ -182,6 +195,7 @@ impl Jobs {
         self.ctx.events.log(self.ctx.clock.now_ms(), "merge-start", format!("table={table} partitions={a}+{b}"));
         let merged = (self.versions.log_and_apply(None, edit)? == 0).then_some(id);
         if let Some(id) = merged {
+            self.ctx.stats.loads.forget(&[a, b]);
             self.ctx.stats.merges.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.ctx.events.log(
                 self.ctx.clock.now_ms(),
