@@ -99,7 +99,8 @@ impl Db {
         let v = self.versions.current();
         let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
         let single = LsmVersion { tables: [(t.id, t.clone())].into(), by_name: [(table.to_owned(), t.id)].into() };
-        Ok(single.table_records(&BTreeMap::new()).pop().map(|r| r.partitions).unwrap_or_default())
+        let record = single.table_records(&BTreeMap::new()).pop();
+        record.map(|r| r.partitions).ok_or_else(|| Error::Internal(format!("no manifest record for table {table:?}")))
     }
 }
 

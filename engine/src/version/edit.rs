@@ -237,7 +237,7 @@ fn replace_partitions(
 ) -> Result<bool> {
     let Some(t) = v.tables.get(&table_id) else { return Ok(false) };
     let mut t = (**t).clone();
-    let first = ids.first().copied().unwrap_or_default();
+    let first = ids.first().copied().ok_or_else(|| Error::Internal("an edit replaces no partitions".into()))?;
     let pos = t.partitions.iter().position(|p| p.id == first).ok_or_else(|| missing("partition", first))?;
     let end = pos + ids.len();
     let old = t.partitions.get(pos..end).unwrap_or(&[]);

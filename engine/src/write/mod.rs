@@ -689,11 +689,25 @@ impl Writer {
         bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
         bufs.folded = 0;
-        match pending {
+        let prepared = match pending {
             Pending::Ops(ops) => self.prepare_batch(version, ops, now, first_seq, stamps, bufs),
             Pending::Puts(batch) => self.prepare_put_batch(version, batch, now, stamps, bufs),
             Pending::One(one) => Ok(self.prepare_one(version, one, now, stamps, bufs)),
+        };
+        // A broken invariant is a bug, not a refused row: nothing more is written until a
+        // reopen, as after a failed sync.
+        let internal = match &prepared {
+            Err(Error::Internal(why)) => Some(why),
+            Ok(Err(outcomes)) => outcomes.iter().find_map(|o| match o {
+                Err(Error::Internal(why)) => Some(why),
+                _ => None,
+            }),
+            _ => None,
+        };
+        if let Some(why) = internal {
+            self.ctx.poison(&format!("internal error while preparing a write: {why}"));
         }
+        prepared
     }
 
     fn prepare_batch(
@@ -743,7 +757,7 @@ impl Writer {
         let key_start = keys.len();
         encode_row_key_into(&table.schema, op.pk(), keys)?;
         let key_span = key_start..keys.len();
-        let pk = keys.get(key_span.clone()).unwrap_or_default();
+        let pk = span(keys, &key_span)?;
         let stamp = table_stamp(table, now, stamps);
         let cond = op.condition();
         if let Some(c) = &cond.column {
@@ -859,7 +873,7 @@ impl Writer {
             let state = self.reader.visible_state(table, pk, snapshot, now)?;
             check_condition(cond, state.as_ref(), op)?;
         }
-        check_record_size(records.get(record.clone()).unwrap_or_default(), || op.pk().to_string())?;
+        check_record_size(span(records, &record)?, || op.pk().to_string())?;
         if used_stamp {
             receipt.stamp_ms = stamp;
         }
@@ -891,6 +905,7 @@ impl Writer {
         }
         // A repeated row is a whole-batch error, found before any row is checked (as in
         // `prepare_batch`): keys in strictly increasing order cannot repeat, others are hashed.
+        // The spans were pushed just above, each inside `keys`.
         let key_at = |r: &std::ops::Range<usize>| keys.get(r.clone()).unwrap_or_default();
         let increasing = spans.windows(2).all(|w| matches!(w, [a, b] if key_at(a) < key_at(b)));
         if !increasing {
@@ -961,6 +976,36 @@ fn reads_row(op: &WriteOp) -> bool {
         || matches!(op, WriteOp::Update(u) if u.ops.iter().any(|o| matches!(o, UpdateOp::Increment { .. })))
 }
 
+/// The bytes of `buf` at `r`, a span this module recorded while encoding into `buf`: one
+/// outside it is a broken invariant, reported rather than read as empty.
+fn span<'a>(buf: &'a [u8], r: &std::ops::Range<usize>) -> Result<&'a [u8]> {
+    #[cfg(test)]
+    if span_fault::take() {
+        return Err(Error::Internal(format!("span {r:?} (a test's fault)")));
+    }
+    buf.get(r.clone()).ok_or_else(|| Error::Internal(format!("span {r:?} outside a buffer of {} bytes", buf.len())))
+}
+
+/// Test hook: makes this thread's next [`span`] report a broken invariant.
+#[cfg(test)]
+pub(crate) mod span_fault {
+    use std::cell::Cell;
+
+    thread_local! {
+        static ARMED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Arms (or disarms) the fault for this thread.
+    pub(crate) fn arm(on: bool) {
+        ARMED.with(|a| a.set(on));
+    }
+
+    /// Whether this span is the one to fail (disarming the fault).
+    pub(super) fn take() -> bool {
+        ARMED.with(|a| a.replace(false))
+    }
+}
+
 fn table_stamp(table: &Table, now: u64, stamps: &std::collections::BTreeMap<TableId, u64>) -> u64 {
     now.max(stamps.get(&table.id).copied().unwrap_or(0))
 }
@@ -983,7 +1028,7 @@ fn prepare_whole_put<'c>(
 ) -> Result<PreparedRow> {
     check_row_key_ref(&table.schema, pk)?;
     let (record, used_stamp) = encode_put_cells(table, cells, stamp, now, records)?;
-    check_record_size(records.get(record.clone()).unwrap_or_default(), || format_pk_ref(pk))?;
+    check_record_size(span(records, &record)?, || format_pk_ref(pk))?;
     let stamp = if used_stamp { stamp } else { 0 };
     let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
     Ok(PreparedRow { table_id: table.id, pk: key, stamp, record, receipt })
@@ -1297,6 +1342,23 @@ mod tests {
             let later = db.put_row(PutRow::new("t", pk(200)).column("n", 1));
             assert!(matches!(later, Err(Error::Poisoned(_))), "reads_rows={reads_rows}: {later:?}");
         }
+        Ok(())
+    }
+
+    /// A broken invariant found while preparing a write (a key span outside the leader's
+    /// buffer) fails that write with `Internal` and poisons the database: later writes are
+    /// refused instead of carrying on past a bug.
+    #[test]
+    fn an_internal_error_while_preparing_poisons() -> Result<()> {
+        let db = db_with_table_t()?;
+        db.put_row(PutRow::new("t", pk(1)).column("n", 1))?;
+        span_fault::arm(true);
+        let broken = db.put_row(PutRow::new("t", pk(2)).column("n", 2));
+        span_fault::arm(false);
+        assert!(matches!(broken, Err(Error::Internal(_))), "{broken:?}");
+        assert!(db.get_row("t", &pk(2), &ReadOptions::default())?.is_none());
+        let later = db.put_row(PutRow::new("t", pk(3)).column("n", 3));
+        assert!(matches!(later, Err(Error::Poisoned(_))), "{later:?}");
         Ok(())
     }
 

@@ -86,9 +86,10 @@ fn task_for<'a>(
     output_level: usize,
     reason: &'static str,
     score: f64,
-) -> CompactionTask {
+) -> Option<CompactionTask> {
+    // No inputs, no task (every caller has at least one).
     let files: Vec<&Arc<FileEntry>> = inputs.iter().map(|(_, f)| *f).collect();
-    let (lo, hi) = key_range(&files).unwrap_or_default();
+    let (lo, hi) = key_range(&files)?;
     if let Some(out) = p.levels.get(output_level) {
         for f in overlapping(out, &lo, &hi) {
             if !inputs.iter().any(|(_, x)| x.id() == f.id()) {
@@ -97,9 +98,9 @@ fn task_for<'a>(
         }
     }
     let all: Vec<&Arc<FileEntry>> = inputs.iter().map(|(_, f)| *f).collect();
-    let (lo, hi) = key_range(&all).unwrap_or_default();
+    let (lo, hi) = key_range(&all)?;
     let bottommost = p.levels.iter().skip(output_level + 1).all(|l| overlapping(l, &lo, &hi).is_empty());
-    CompactionTask {
+    Some(CompactionTask {
         table_id: t.id,
         partition_id: p.id,
         inputs: inputs.iter().map(|(l, f)| (*l, f.id())).collect(),
@@ -107,7 +108,7 @@ fn task_for<'a>(
         bottommost,
         reason,
         score,
-    }
+    })
 }
 
 /// The most urgent compaction of one partition, if any.
@@ -128,7 +129,7 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
     }
     if let Some((score, lvl)) = best {
         if lvl == 0 {
-            return Some(task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, "l0", score));
+            return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, "l0", score);
         }
         let level = p.levels.get(lvl)?;
         let next = p.levels.get(lvl + 1).map(Vec::as_slice).unwrap_or(&[]);
@@ -138,7 +139,7 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
             let rb = overlap_ratio(b, next);
             ra.partial_cmp(&rb).unwrap_or(std::cmp::Ordering::Equal)
         })?;
-        return Some(task_for(t, p, vec![(lvl, f)], lvl + 1, "level-size", score));
+        return task_for(t, p, vec![(lvl, f)], lvl + 1, "level-size", score);
     }
     // Nothing over its limit: rewrite a file shared with a sibling partition, or a file
     // holding cells the TTL has expired.
@@ -158,13 +159,13 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
             if lvl == 0 {
                 // Level-0 files overlap in time: moving one down while an older one stays
                 // would let the older shadow it. Level 0 always moves as a whole.
-                return Some(task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, reason, 0.5));
+                return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, reason, 0.5);
             }
             // A shared file is rewritten in place: its readable range overlaps nothing else in
             // its level, and moving it down would deepen the tree at every split. Expired cells
             // move down, since only a bottommost compaction can drop every one of them.
             let out = if reason == "shared-file" { lvl } else { (lvl + 1).min(last) };
-            return Some(task_for(t, p, vec![(lvl, f)], out, reason, 0.5));
+            return task_for(t, p, vec![(lvl, f)], out, reason, 0.5);
         }
     }
     None

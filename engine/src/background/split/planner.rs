@@ -137,7 +137,7 @@ pub fn plan_load_split(mut sample: Vec<Vec<u8>>) -> Option<LoadSplitPlan> {
         i += len;
     }
     if hottest.1 as f64 >= HOT_KEY_SHARE * n as f64 {
-        let key = sample.get(hottest.0).cloned().unwrap_or_default();
+        let key = sample.get(hottest.0).cloned()?;
         return Some(LoadSplitPlan::HotKey { key, hits: hottest.1, samples: n });
     }
     // Candidate boundaries: every position where the value changes; the left side is then
