@@ -1,5 +1,5 @@
-//! Each partition's load counters, kept beside the LSM structure rather than in it: a
-//! [`crate::version::LsmVersion`] is an immutable value that edits replace, while the counters
+//! Each partition's load counters, kept beside the LSM structure rather than in it: an
+//! LSM version (`version/`) is an immutable value that edits replace, while the counters
 //! change with every read and write and must outlive the versions that name the partition. The
 //! registry maps a partition id to its counters; splits hand each child its share of the
 //! parent's, merges start afresh, and ids that no version names are pruned.
