@@ -49,26 +49,41 @@ pub fn events(a: &EventsArgs, out: &mut dyn Write) -> CliResult {
     if !a.dir.join("MANIFEST").exists() {
         return Err(CliError::new(format!("{} is not a strata database (no MANIFEST)", a.dir.display())));
     }
+    let log = a.dir.join("LOG");
     let files = log_files(&a.dir);
+    // Where following starts: the end of what was read of `LOG` itself, not its length asked
+    // again afterwards (an event appended in between would be skipped).
+    let mut offset = 0u64;
+    let mut pending = String::new();
     for f in &files {
         let Ok(text) = std::fs::read_to_string(f) else { continue };
-        for line in text.lines() {
+        let whole = if *f == log {
+            offset = text.len() as u64;
+            // A last line still being written is finished by the follow loop.
+            let end = text.rfind('\n').map_or(0, |i| i + 1);
+            pending.push_str(&text[end..]);
+            &text[..end]
+        } else {
+            text.as_str()
+        };
+        for line in whole.lines() {
             print_line(line, a.json, out)?;
         }
     }
     out.flush()?;
     if !a.follow {
+        for line in pending.lines() {
+            print_line(line, a.json, out)?;
+        }
         return Ok(0);
     }
     // Follow `LOG`: read what is appended; a log rotated away starts again from its beginning.
-    let log = a.dir.join("LOG");
-    let mut offset = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-    let mut pending = String::new();
     loop {
         std::thread::sleep(Duration::from_millis(200));
         let len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
         if len < offset {
             offset = 0;
+            pending.clear();
         }
         if len == offset {
             continue;
