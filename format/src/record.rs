@@ -605,6 +605,47 @@ impl<'a> PutRef<'a> {
     }
 }
 
+/// One put operation of an update record, borrowed: column, version, value.
+pub type PutOpRef<'a> = (&'a str, u64, ValueRef<'a>);
+
+/// Appends the put operations of update record `bytes` to `out`, in the order they apply,
+/// and returns true; returns false (with `out` in any state) when the record is not an update
+/// or holds an operation other than a put (a version or column delete), which only the owned
+/// path ([`RowRecord::decode`]) resolves.
+///
+/// # Errors
+/// Malformed bytes (the same checks as [`RowRecord::decode`]).
+pub fn update_puts_into<'a>(bytes: &'a [u8], out: &mut Vec<PutOpRef<'a>>) -> Result<bool, DecodeError> {
+    let mut c = Cursor::new(bytes, "row record", 0);
+    let at = c.offset();
+    let kind = c.u8()?;
+    match RecordKind::from_u8(kind) {
+        Some(RecordKind::Update) => {}
+        Some(_) => return Ok(false),
+        None => return Err(DecodeError::invalid("row record", at, format!("unknown record kind {kind}"))),
+    }
+    let at = c.offset();
+    if u32::try_from(c.varint()?).ok().filter(|m| *m > 0).is_none() {
+        return Err(DecodeError::invalid("row record", at, "update max_versions out of range"));
+    }
+    let n = c.count(2, "operation count")?;
+    for _ in 0..n {
+        let at = c.offset();
+        let op = c.u8()?;
+        let column = c.string()?;
+        match op {
+            1 => {
+                let version = c.varint()?;
+                out.push((column, version, Value::decode_ref(&mut c)?));
+            }
+            2 | 3 => return Ok(false),
+            x => return Err(DecodeError::invalid("row record", at, format!("unknown cell operation {x}"))),
+        }
+    }
+    c.finish()?;
+    Ok(true)
+}
+
 /// The columns of a [`PutRef`].
 #[derive(Debug, Clone)]
 pub struct ColumnRefs<'a> {

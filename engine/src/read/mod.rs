@@ -7,6 +7,7 @@
 //! record that hides everything older (a put or a delete).
 
 pub mod iter;
+pub(crate) mod overlay;
 pub mod rowref;
 pub mod snapshot;
 
@@ -226,6 +227,21 @@ impl Reader {
             record_load(put.cell_count());
             let row = (!put.is_empty()).then(|| RowRef::put(&enc, put, opts, table.max_versions()));
             return Ok(f(row));
+        }
+        // A base put and updates that only put cells: each column's newest value read in place
+        // (`overlay.rs`), the common shape of a row updated field by field.
+        if raw.len() > 1
+            && table.ttl() == crate::model::schema::Ttl::Forever
+            && opts.filter.is_none()
+            && opts.time_range.is_none()
+        {
+            let bytes: Vec<&[u8]> = raw.iter().map(|(b, _)| b.as_slice()).collect();
+            let found = overlay::overlay(&bytes)
+                .map_err(|(i, e)| Error::corruption(raw.get(i).map_or(self.ctx.path.as_path(), |(_, p)| *p), e))?;
+            if let Some(ov) = found {
+                record_load(ov.cell_count);
+                return Ok(f(Some(RowRef::overlay(&enc, &ov, opts, table.max_versions()))));
+            }
         }
         let recs: Vec<RowRecord> = raw
             .iter()

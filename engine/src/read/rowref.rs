@@ -5,11 +5,13 @@
 //! two cases answer identically.
 
 use strata_format::key::decode_pk;
-use strata_format::record::PutRef;
+use strata_format::record::{ColumnRefs, PutOpRef, PutRef, RowRecord};
 
 use crate::error::{Error, Result};
-use crate::model::rowstate::select_single_put;
+use crate::model::rowstate::{DropCounts, resolve, select, select_single_put, visible};
+use crate::model::schema::Ttl;
 use crate::model::types::{PrimaryKey, ReadOptions, Row, ValueRef};
+use crate::read::overlay::Overlay;
 
 /// A row of a range read, borrowed from the iterator until its next step.
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +24,9 @@ pub struct RowRef<'a> {
 enum Body<'a> {
     /// A single put record, read in place with the read's selection applied on access.
     Put { put: PutRef<'a>, read: &'a ReadOptions, max_versions: usize },
+    /// A whole-row put and the put-only updates over it (`overlay.rs`), read in place: each
+    /// column's newest cell is the update's when its version is at least the base's.
+    Overlay { overlay: &'a Overlay<'a>, read: &'a ReadOptions, max_versions: usize },
     /// Anything else, resolved and selected by the owned read path.
     Owned(&'a Row),
 }
@@ -30,6 +35,12 @@ impl<'a> RowRef<'a> {
     /// A row whose only visible record is `put` (TTL forever, no filter).
     pub(crate) fn put(pk: &'a [u8], put: PutRef<'a>, read: &'a ReadOptions, max_versions: usize) -> RowRef<'a> {
         RowRef { pk, body: Body::Put { put, read, max_versions } }
+    }
+
+    /// A row read as its base put and the updates over it (TTL forever, no filter, no time
+    /// range).
+    pub(crate) fn overlay(pk: &'a [u8], overlay: &'a Overlay<'a>, read: &'a ReadOptions, max_versions: usize) -> Self {
+        RowRef { pk, body: Body::Overlay { overlay, read, max_versions } }
     }
 
     /// A row the owned path resolved.
@@ -50,7 +61,9 @@ impl<'a> RowRef<'a> {
     pub fn primary_key(&self) -> Result<PrimaryKey> {
         match self.body {
             Body::Owned(row) => Ok(row.primary_key.clone()),
-            Body::Put { .. } => Ok(PrimaryKey(decode_pk(self.pk).map_err(|e| Error::corruption("<range read>", e))?)),
+            Body::Put { .. } | Body::Overlay { .. } => {
+                Ok(PrimaryKey(decode_pk(self.pk).map_err(|e| Error::corruption("<range read>", e))?))
+            }
         }
     }
 
@@ -71,6 +84,15 @@ impl<'a> RowRef<'a> {
                     Some((s, e)) => cells.find(|(v, _)| *v >= s && *v < e).map(|(_, value)| value),
                 }
             }
+            Body::Overlay { overlay, read, .. } => {
+                if read.columns.as_ref().is_some_and(|cols| !cols.iter().any(|c| c == column)) {
+                    return None;
+                }
+                let update = overlay.cells.binary_search_by(|(n, _, _)| (*n).cmp(column)).ok();
+                let update = update.and_then(|i| overlay.cells.get(i)).map(|&(_, v, value)| (v, value));
+                let base = overlay.base.columns().find(|c| same_name(c.name, column)).and_then(|c| c.cells().next());
+                newer(update, base)
+            }
         }
     }
 
@@ -79,9 +101,10 @@ impl<'a> RowRef<'a> {
     /// walk of its columns, where a `value` call per column walks them from the start each
     /// time. Columns without a selected cell are left out.
     pub fn columns(&self) -> impl Iterator<Item = (&'a str, ValueRef<'a>)> + 'a {
-        let (owned, stored) = match self.body {
-            Body::Owned(row) => (Some(row), None),
-            Body::Put { put, read, max_versions } => (None, Some((put, read, max_versions))),
+        let (owned, stored, overlaid) = match self.body {
+            Body::Owned(row) => (Some(row), None, None),
+            Body::Put { put, read, max_versions } => (None, Some((put, read, max_versions)), None),
+            Body::Overlay { overlay, read, .. } => (None, None, Some((overlay, read))),
         };
         let owned = owned
             .into_iter()
@@ -100,7 +123,12 @@ impl<'a> RowRef<'a> {
                 value.map(|v| (col.name, v))
             })
         });
-        owned.chain(stored)
+        let overlaid = overlaid.into_iter().flat_map(|(overlay, read)| {
+            OverlayColumns { base: overlay.base.columns().peekable(), updates: overlay.cells.iter().peekable() }.filter(
+                move |(name, _)| read.columns.as_ref().is_none_or(|cols| cols.iter().any(|c| same_name(c, name))),
+            )
+        });
+        owned.chain(stored).chain(overlaid)
     }
 
     /// The row as an owned [`Row`], exactly as [`RangeIter`](crate::RangeIter)'s `next` returns it.
@@ -112,11 +140,72 @@ impl<'a> RowRef<'a> {
             Body::Owned(row) => Ok(row.clone()),
             Body::Put { put, read, max_versions } => {
                 let key = self.primary_key()?;
-                select_single_put(key, put.to_record(), max_versions, read).ok_or_else(|| Error::Corruption {
-                    path: Default::default(),
-                    offset: 0,
-                    detail: "a row read in place has no cell".into(),
-                })
+                select_single_put(key, put.to_record(), max_versions, read).ok_or_else(no_cell)
+            }
+            Body::Overlay { overlay, read, max_versions } => {
+                let key = self.primary_key()?;
+                let records = overlay
+                    .records
+                    .iter()
+                    .map(|b| RowRecord::decode(b).map_err(|e| Error::corruption("<row read>", e)))
+                    .collect::<Result<Vec<_>>>()?;
+                let st = resolve(records, max_versions, &mut DropCounts::default());
+                visible(st, max_versions, Ttl::Forever, 0).and_then(|st| select(&key, st, read)).ok_or_else(no_cell)
+            }
+        }
+    }
+}
+
+fn no_cell() -> Error {
+    Error::Corruption { path: Default::default(), offset: 0, detail: "a row read in place has no cell".into() }
+}
+
+/// The newer of an update's cell and the base's newest cell of one column: the update's when
+/// its version is at least the base's (it was written later).
+fn newer<'a>(update: Option<(u64, ValueRef<'a>)>, base: Option<(u64, ValueRef<'a>)>) -> Option<ValueRef<'a>> {
+    match (update, base) {
+        (Some((u, uv)), Some((b, bv))) => Some(if u >= b { uv } else { bv }),
+        (Some((_, v)), None) | (None, Some((_, v))) => Some(v),
+        (None, None) => None,
+    }
+}
+
+/// The columns of an overlay in name order: the base's and the updates' merged, each column's
+/// newest value.
+struct OverlayColumns<'a, 'o> {
+    base: std::iter::Peekable<ColumnRefs<'a>>,
+    updates: std::iter::Peekable<std::slice::Iter<'o, PutOpRef<'a>>>,
+}
+
+impl<'a> Iterator for OverlayColumns<'a, '_> {
+    type Item = (&'a str, ValueRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let order = match (self.base.peek(), self.updates.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(b), Some(u)) => b.name.cmp(u.0),
+            };
+            let (name, update, base) = match order {
+                std::cmp::Ordering::Less => {
+                    let b = self.base.next()?;
+                    (b.name, None, b.cells().next())
+                }
+                std::cmp::Ordering::Greater => {
+                    let &(name, v, value) = self.updates.next()?;
+                    (name, Some((v, value)), None)
+                }
+                std::cmp::Ordering::Equal => {
+                    let b = self.base.next()?;
+                    let &(_, v, value) = self.updates.next()?;
+                    (b.name, Some((v, value)), b.cells().next())
+                }
+            };
+            // A base column without cells has no value: the next column.
+            if let Some(value) = newer(update, base) {
+                return Some((name, value));
             }
         }
     }
