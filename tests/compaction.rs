@@ -336,6 +336,42 @@ fn bottommost_rows_carry_sequence_number_zero_and_newer_writes_still_win() {
     assert_eq!(old, (0..200).collect::<Vec<_>>());
 }
 
+/// Reads are foreground work too: a compaction that starts while a reader is busy stays on one
+/// thread, however long writes have paused; once reads pause as well it splits.
+#[test]
+fn a_compaction_beside_a_busy_reader_is_not_split() {
+    let (opts, _fs, clock) = mem_options();
+    let db = Db::open("/db", Options { start_paused: true, max_subcompactions: 4, ..opts }).unwrap();
+    db.create_table(TableSchema::new("t").pk("a", KeyType::Integer)).unwrap();
+    for round in 0..3i64 {
+        for i in 0..3000i64 {
+            db.update_row(UpdateRow::new("t", pk![i]).put("v", round).put("pad", "x".repeat(40))).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let parts = |db: &Db| -> Vec<usize> {
+        db.events()
+            .iter()
+            .filter_map(|e| e.message.split("subcompactions=").nth(1))
+            .filter_map(|m| m.split_whitespace().next()?.parse().ok())
+            .collect()
+    };
+    // No write for a second, but a read just now.
+    clock.advance(1_000);
+    assert!(db.get_row("t", &pk![7], &ReadOptions::default()).unwrap().is_some());
+    db.compact_table("t").unwrap();
+    let beside_reader = parts(&db);
+    assert!(!beside_reader.is_empty() && beside_reader.iter().all(|&p| p == 1), "{beside_reader:?}");
+    // Rewritten again once reads have paused too: now it splits.
+    for i in 0..3000i64 {
+        db.update_row(UpdateRow::new("t", pk![i]).put("v", 9)).unwrap();
+    }
+    db.flush().unwrap();
+    clock.advance(1_000);
+    db.compact_table("t").unwrap();
+    assert!(parts(&db).iter().any(|&p| p > 1), "{:?}", parts(&db));
+}
+
 /// A compaction that starts while writes pause splits into subcompactions at whole primary
 /// keys: with up to four parts the table reads back exactly as with one (every version, every
 /// delete applied), each row is one record on disk, and the output files do not overlap.

@@ -271,6 +271,9 @@ pub struct Stats {
     pub table_bytes: Mutex<HashMap<TableId, (u64, u64)>>,
     /// Each partition's reads and writes.
     pub loads: crate::observe::loads::PartitionLoads,
+    /// Clock time (coarse ms) of the latest point or range read: compactions split into
+    /// subcompactions only once reads pause too (`compaction/run.rs`).
+    pub last_read_ms: AtomicU64,
 }
 
 impl Stats {

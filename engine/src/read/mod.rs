@@ -47,6 +47,19 @@ pub(crate) struct Reader {
 }
 
 impl Reader {
+    /// The coarse clock time of a read, noted as the latest read's (a compaction splits only
+    /// once reads pause too). Stored only when it changed, so readers on other cores do not
+    /// keep taking the line from one another.
+    fn read_now(&self) -> u64 {
+        let now = self.ctx.clock.now_ms_coarse();
+        let last = &self.ctx.stats.last_read_ms;
+        // A statistics counter (plain std atomic, as every counter in `Stats`).
+        if last.load(std::sync::atomic::Ordering::Relaxed) != now {
+            last.store(now, std::sync::atomic::Ordering::Relaxed);
+        }
+        now
+    }
+
     /// The read path over `versions`.
     pub(crate) fn new(ctx: Arc<Context>, versions: Arc<VersionSet>) -> Self {
         Reader { ctx, versions, snapshots: Mutex::new(BTreeMap::new()), next_snapshot_id: AtomicU64::new(1) }
@@ -172,11 +185,8 @@ impl Reader {
         let pk0 = partition_key(&enc);
         if let Some(p) = table.partition_for(pk0) {
             let sample = self.ctx.opts.load_split.map(|_| pk0);
-            self.ctx.stats.loads.of(p.id).record_read(
-                self.ctx.clock.now_ms_coarse(),
-                sample,
-                recs.iter().map(|r| r.cell_count() as u64).sum(),
-            );
+            let now = self.read_now();
+            self.ctx.stats.loads.of(p.id).record_read(now, sample, recs.iter().map(|r| r.cell_count() as u64).sum());
         }
         Ok(self.select_row(table, pk, recs, opts))
     }
@@ -216,7 +226,7 @@ impl Reader {
             let pk0 = partition_key(&enc);
             if let Some(p) = table.partition_for(pk0) {
                 let sample = self.ctx.opts.load_split.map(|_| pk0);
-                self.ctx.stats.loads.of(p.id).record_read(self.ctx.clock.now_ms_coarse(), sample, cells as u64);
+                self.ctx.stats.loads.of(p.id).record_read(self.read_now(), sample, cells as u64);
             }
         };
         if let [(rec, path)] = raw.as_slice()
@@ -302,6 +312,7 @@ impl Reader {
             return Err(Error::invalid("range-limit", "a range limit must be at least 1"));
         }
         let (lo, hi) = if forward { (s, e) } else { (after_all_versions(&e), after_all_versions(&s)) };
+        self.read_now();
         Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.ctx.clock.now_ms()))
     }
 

@@ -48,7 +48,8 @@ struct Output<'a> {
     written: u64,
 }
 
-/// Writes have paused when none committed for this long; only then is a compaction split.
+/// Foreground work has paused when no write committed and no read ran for this long; only
+/// then is a compaction split.
 const WRITES_PAUSED_MS: u64 = 100;
 
 /// A compaction as a value: a task, the table and partition it runs on (as the version it was
@@ -325,7 +326,12 @@ impl Jobs {
         // settled no sooner (docs/PERFORMANCE.md); once writes stop, the
         // compaction debt is all that is left to do and a spare core halves it. A sealed
         // memtable means the flush thread needs a core (and writers may wait for it).
+        // Reads are foreground work too: two merge threads beside one reader on two cores took
+        // the reader's core from it (YCSB C 55-70k ops/s, 71-80k with reads counted as
+        // foreground; docs/PERFORMANCE.md).
+        let last_read = self.ctx.stats.last_read_ms.load(std::sync::atomic::Ordering::Relaxed);
         let idle = now.saturating_sub(self.bg.last_write_ms.load(Ordering::Relaxed)) >= WRITES_PAUSED_MS
+            && now.saturating_sub(last_read) >= WRITES_PAUSED_MS
             && self.versions.state.read().sealed.is_empty();
         let job = CompactionJob {
             task,
