@@ -824,6 +824,30 @@ fn a_misspelt_table_is_named_and_a_missing_row_is_null_in_json() {
     assert_eq!((code, out.trim()), (1, "null"), "{err}");
 }
 
+/// An import into a table that does not exist names the `create-table` line the file's header
+/// implies, and that line (run as printed) makes the table the import then fills.
+#[test]
+fn an_import_into_a_missing_table_prints_the_create_table_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "other", "--pk", "Id:int"]);
+    let csv = tmp.path().join("devices.csv");
+    std::fs::write(&csv, "Device:int,Name:string\n7,pump\n8,valve\n").unwrap();
+    let (code, _, err) = strata(&["import", d, "devices", csv.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    let line = err.lines().find(|l| l.trim_start().starts_with("strata create-table")).expect("a create-table line");
+    assert!(line.contains("devices --pk Device:int"), "{err}");
+    let command: Vec<&str> = line.split('#').next().unwrap().split_whitespace().skip(1).collect();
+    ok(&command);
+    assert!(ok(&["import", d, "devices", csv.to_str().unwrap()]).contains("2 rows"));
+    // A first column that cannot be a key gets no suggestion, only the error.
+    std::fs::write(&csv, "Ratio:double,Name:string\n0.5,a\n").unwrap();
+    let (code, _, err) = strata(&["import", d, "ratios", csv.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("create-table ") && err.contains("does not exist"), "{err}");
+}
+
 /// `--delimiter` reads and writes CSV with another separator (`;`, `tab`): a semicolon file
 /// imports with values holding commas intact, exports as tab-separated, and imports back; a
 /// delimiter of two characters is refused.

@@ -624,12 +624,48 @@ fn check_versions(p: &mut Parsed, keep_versions: bool) {
     }
 }
 
+/// The `create-table` line a CSV file's header implies for an import into a missing table:
+/// the header's first column as the partition key (typed from the header, `--types` or
+/// `string`), and the note that further key columns follow it in order. `None` for standard
+/// input (it cannot be read again) or a header that does not read.
+fn create_table_line(a: &ImportArgs, delimiter: u8) -> Option<String> {
+    if a.file == Path::new("-") {
+        return None;
+    }
+    let mut rdr = csv::ReaderBuilder::new().delimiter(delimiter).from_reader(File::open(&a.file).ok()?);
+    let header = csv_header(&mut rdr, &a.file).ok()?;
+    let (name, ty) = header.first()?;
+    let given = parse_types(a.types.as_deref()).ok()?;
+    let key_type = match ty.or_else(|| given.get(name).copied()) {
+        Some(ColumnType::Integer) => "int",
+        Some(ColumnType::Binary) => "binary",
+        Some(ColumnType::String) | None => "string",
+        // A Double or Boolean column cannot be a key column.
+        Some(_) => return None,
+    };
+    Some(format!(
+        "strata create-table {} {} --pk {name}:{key_type}    # add --pk for each further key column of the header, in order",
+        a.dir.display(),
+        a.table
+    ))
+}
+
 /// import.
 pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     let format = format_of(a.format.as_deref(), &a.file)?;
     let given = parse_types(a.types.as_deref())?;
     let db = Arc::new(open_db(&a.dir, false)?);
-    let s = schema(&db, &a.table)?;
+    let s = match schema(&db, &a.table) {
+        Err(mut e) if !db.list_tables().contains(&a.table) => {
+            if format == Format::Csv
+                && let Some(line) = create_table_line(a, delimiter_of(&a.delimiter)?)
+            {
+                e.message.push_str(&format!("\nto create it from the file's header:\n  {line}"));
+            }
+            return Err(e);
+        }
+        other => other?,
+    };
     for name in given.keys() {
         if s.pk_index(name).is_some() {
             return Err(CliError::new(format!("--types: {name} is a primary-key column; its type is the table's")));
