@@ -36,7 +36,11 @@ pub struct WalDumpArgs {
 
 /// The WAL files to read, the table names, and for a database folder the sequence-number
 /// chain its live logs must follow (`None` for a single file: nothing to compare with).
-type Files = (Vec<PathBuf>, BTreeMap<u64, String>, Option<SeqnoChain>);
+type Files = (Vec<PathBuf>, Tables, Option<SeqnoChain>);
+
+/// The manifest's tables by id: name and primary-key columns (so keys print with their
+/// column names, as `strata` and `sst-dump` print them).
+type Tables = BTreeMap<u64, (String, Vec<(String, strata::KeyType)>)>;
 
 fn files(path: &Path) -> Result<Files, String> {
     if path.is_file() {
@@ -53,7 +57,7 @@ fn files(path: &Path) -> Result<Files, String> {
     if let Ok(b) = std::fs::read(path.join("MANIFEST"))
         && let Ok(m) = ManifestData::decode(&b)
     {
-        names = m.tables.iter().map(|t| (t.id, t.name.clone())).collect();
+        names = m.tables.iter().map(|t| (t.id, (t.name.clone(), t.pk.clone()))).collect();
         chain = SeqnoChain::after_flushed(m.flushed_seqno);
         min_wal = m.min_wal_number;
     }
@@ -122,7 +126,7 @@ fn check_chain(
 fn one(
     args: &WalDumpArgs,
     path: &Path,
-    names: &BTreeMap<u64, String>,
+    names: &Tables,
     chain: Option<&mut SeqnoChain>,
     out: &mut crate::pipe::UntilClosed<'_>,
     err: &mut dyn Write,
@@ -185,8 +189,8 @@ fn one(
                     .map(|(i, e)| {
                         let rec = RowRecord::decode(&e.record);
                         json!({
-                            "seqno": batch.first_seqno + i as u64, "table_id": e.table_id, "table": names.get(&e.table_id),
-                            "pk": pk_json(&e.pk, &[]), "stamp": (e.stamp > 0).then_some(e.stamp),
+                            "seqno": batch.first_seqno + i as u64, "table_id": e.table_id, "table": names.get(&e.table_id).map(|t| &t.0),
+                            "pk": pk_json(&e.pk, names.get(&e.table_id).map_or(&[][..], |t| t.1.as_slice())), "stamp": (e.stamp > 0).then_some(e.stamp),
                             "kind": rec.as_ref().map(|r| r.kind().name()).unwrap_or("undecodable"),
                             "cells": rec.as_ref().map(|r| cell_lines(r).iter().map(|c| serde_json::Value::Object(cell_json(c))).collect::<Vec<_>>()).unwrap_or_default(),
                         })
@@ -206,7 +210,10 @@ fn one(
                     batch.entries.len()
                 );
                 for (i, e) in batch.entries.iter().enumerate() {
-                    let table = names.get(&e.table_id).cloned().unwrap_or_else(|| format!("#{}", e.table_id));
+                    let (table, pk_schema) = match names.get(&e.table_id) {
+                        Some((name, pk)) => (name.clone(), pk.as_slice()),
+                        None => (format!("#{}", e.table_id), &[][..]),
+                    };
                     let ops = match RowRecord::decode(&e.record) {
                         Ok(rec) => describe(&rec),
                         Err(err) => format!("<undecodable record: {err}>"),
@@ -214,7 +221,7 @@ fn one(
                     line.push_str(&format!(
                         " | seq={} table={table} pk={} {ops}",
                         batch.first_seqno + i as u64,
-                        pk_text(&e.pk, &[])
+                        pk_text(&e.pk, pk_schema)
                     ));
                 }
                 let _ = writeln!(out, "{line}");
