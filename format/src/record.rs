@@ -220,13 +220,22 @@ impl RowRecord {
                     x => return Err(c.invalid(format!("marker flag {x} is neither 0 nor 1"))),
                 };
                 let n = c.count(3, "column count")?;
-                let mut columns = Vec::with_capacity(n);
+                let mut columns: Vec<ColumnCells> = Vec::with_capacity(n);
                 for _ in 0..n {
-                    let name = c.string()?.to_owned();
+                    let at = c.offset();
+                    let name = c.string()?;
+                    if columns.last().is_some_and(|p| p.name.as_str() >= name) {
+                        return Err(DecodeError::invalid("row record", at, "put columns out of name order"));
+                    }
+                    let name = name.to_owned();
                     let m = c.count(3, "cell count")?;
-                    let mut cells = Vec::with_capacity(m);
+                    let mut cells: Vec<Cell> = Vec::with_capacity(m);
                     for _ in 0..m {
+                        let at = c.offset();
                         let version = c.varint()?;
+                        if cells.last().is_some_and(|p| p.version <= version) {
+                            return Err(DecodeError::invalid("row record", at, "put cells out of version order"));
+                        }
                         let value = Value::decode(&mut c)?;
                         cells.push(Cell { version, value });
                     }
@@ -416,6 +425,24 @@ mod tests {
         }
     }
 
+    /// A put whose columns are not in ascending name order, or whose cells are not newest
+    /// first, is damage to both decoders, never a row read in another order.
+    #[test]
+    fn a_put_out_of_order_is_refused() {
+        let cell = |version| Cell { version, value: Value::Integer(1) };
+        let col = |name: &str, cells| ColumnCells { name: name.into(), cells };
+        for columns in [
+            vec![col("b", vec![cell(1)]), col("a", vec![cell(1)])],
+            vec![col("a", vec![cell(1)]), col("a", vec![cell(2)])],
+            vec![col("a", vec![cell(1), cell(9)])],
+            vec![col("a", vec![cell(5), cell(5)])],
+        ] {
+            let b = RowRecord::Put { marker: None, columns }.to_bytes();
+            assert!(RowRecord::decode(&b).is_err(), "{b:?}");
+            assert!(PutRef::parse(&b).is_err(), "{b:?}");
+        }
+    }
+
     use proptest::prelude::*;
 
     fn arb_value() -> impl Strategy<Value = Value> {
@@ -442,9 +469,14 @@ mod tests {
                 marker,
                 columns: columns
                     .into_iter()
-                    .map(|(name, cells)| ColumnCells {
-                        name,
-                        cells: cells.into_iter().map(|(version, value)| Cell { version, value }).collect(),
+                    .map(|(name, mut cells)| {
+                        // A put's cells are stored newest first, each version once.
+                        cells.sort_by_key(|c| std::cmp::Reverse(c.0));
+                        cells.dedup_by_key(|c| c.0);
+                        ColumnCells {
+                            name,
+                            cells: cells.into_iter().map(|(version, value)| Cell { version, value }).collect(),
+                        }
                     })
                     .collect(),
             };
@@ -533,13 +565,27 @@ impl<'a> PutRef<'a> {
         let body = c.rest();
         let mut has_content = marker.is_some();
         let mut total_cells = 0;
+        let mut prev_name: Option<&str> = None;
         for _ in 0..columns {
-            c.string()?;
+            // The same order checks as `RowRecord::decode`: readers in place rely on names
+            // ascending and versions descending.
+            let at = c.offset();
+            let name = c.string()?;
+            if prev_name.is_some_and(|p| p >= name) {
+                return Err(DecodeError::invalid("row record", at, "put columns out of name order"));
+            }
+            prev_name = Some(name);
             let cells = c.count(3, "cell count")?;
             has_content |= cells > 0;
             total_cells += cells;
+            let mut prev_version: Option<u64> = None;
             for _ in 0..cells {
-                c.varint()?;
+                let at = c.offset();
+                let version = c.varint()?;
+                if prev_version.is_some_and(|p| p <= version) {
+                    return Err(DecodeError::invalid("row record", at, "put cells out of version order"));
+                }
+                prev_version = Some(version);
                 Value::decode_ref(&mut c)?;
             }
         }
