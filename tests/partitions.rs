@@ -43,6 +43,30 @@ fn all_keys(db: &Db, backward: bool) -> Vec<PrimaryKey> {
     db.range("t", &s, &e, &o).unwrap().map(|r| r.unwrap().primary_key).collect()
 }
 
+/// A table's partitions add up to its SSTable bytes: whole files count whole, a file shared
+/// since a split by each side's share (then an estimate, flagged by `shared_files`).
+#[test]
+fn partition_file_bytes_add_up_to_the_table() {
+    let (db, _) = open_split_table(16 << 10);
+    for i in 0..4000i64 {
+        let k = pk![(i * 7919) % 400, format!("c{i:05}")];
+        db.put_row(PutRow::new("t", k).column("v", format!("value {i:06}"))).unwrap();
+    }
+    db.flush().unwrap();
+    db.pause_compaction();
+    let table = db.describe_table("t").unwrap().sst_bytes;
+    let parts = db.partitions("t").unwrap();
+    let sum: u64 = parts.iter().map(|p| p.file_bytes).sum();
+    assert_eq!(sum, table, "one partition, whole files: {parts:?}");
+    // Split by hand: both children read the parent's files, each its share.
+    assert!(db.run_split_planner().unwrap() >= 1);
+    let parts = db.partitions("t").unwrap();
+    assert!(parts.len() >= 2 && parts.iter().all(|p| p.shared_files > 0), "{parts:?}");
+    let sum: u64 = parts.iter().map(|p| p.file_bytes).sum();
+    assert_eq!(db.describe_table("t").unwrap().sst_bytes, table);
+    assert!(sum.abs_diff(table) <= table / 20, "shares {sum} of {table}: {parts:?}");
+}
+
 #[test]
 fn rows_stay_readable_in_order_across_split_boundaries_and_reopen() {
     let (db, opts) = open_split_table(16 << 10);

@@ -40,8 +40,14 @@ pub struct PartitionInfo {
     pub end: Option<PkValue>,
     /// Levels.
     pub levels: Vec<LevelStats>,
-    /// Estimated bytes this partition reads (shared files clipped).
+    /// Estimated bytes of data blocks this partition reads (shared files clipped): what the
+    /// split planner compares with the threshold.
     pub bytes: u64,
+    /// Bytes of the files this partition reads, indexes and filters included: whole files
+    /// exactly, a file shared since a split by the share of its data this partition reads (an
+    /// estimate, then; [`PartitionInfo::shared_files`] says so). The partitions of a table add
+    /// up to its SSTable bytes when none shares a file.
+    pub file_bytes: u64,
     /// Estimated rows (from SSTable properties; shared files prorated by size).
     pub rows: u64,
     /// Files shared with a sibling since a split, waiting to be rewritten.
@@ -153,6 +159,19 @@ impl Db {
         let levels =
             p.levels.iter().map(|l| LevelStats { files: l.len(), bytes: l.iter().map(|f| f.rec.size).sum() }).collect();
         let bytes = partition_bytes(p);
+        // Whole files count whole (so the partitions of a table add up to its file bytes);
+        // a file shared since a split counts for the share of its data this partition reads.
+        let file_bytes = p
+            .files()
+            .map(|f| {
+                if f.rec.clip_start.is_none() && f.rec.clip_end.is_none() {
+                    f.rec.size
+                } else {
+                    let whole = crate::version::sizes::FileSizeView { lo: &[], hi: None, ..size_view(f) }.bytes();
+                    (f.rec.size as f64 * ratio(size_view(f).bytes(), whole)).round() as u64
+                }
+            })
+            .sum();
         let rows = p
             .files()
             .map(|f| {
@@ -179,6 +198,7 @@ impl Db {
             end: bound_value(&p.end),
             levels,
             bytes,
+            file_bytes,
             rows,
             shared_files: shared,
             load_total: load.total(),

@@ -42,12 +42,19 @@ fn levels_text(p: &PartitionInfo) -> String {
         .join(" ")
 }
 
+/// A partition's file bytes, marked `~` when they include a share of files shared since a
+/// split (an estimate); otherwise exact, and the table's partitions add up to its size.
+fn size_text(p: &PartitionInfo) -> String {
+    let b = human_bytes(p.file_bytes);
+    if p.shared_files > 0 { format!("~{b}") } else { b }
+}
+
 fn partition_json(p: &PartitionInfo) -> serde_json::Value {
     json!({
         "id": p.id.get(),
         "start": p.start.as_ref().map(pk_json),
         "end": p.end.as_ref().map(pk_json),
-        "bytes": p.bytes, "rows": p.rows,
+        "bytes": p.bytes, "file_bytes": p.file_bytes, "rows": p.rows,
         "files": p.levels.iter().map(|l| l.files).sum::<usize>(),
         "levels": p.levels.iter().map(|l| json!({"files": l.files, "bytes": l.bytes})).collect::<Vec<_>>(),
         "shared_files": p.shared_files,
@@ -144,7 +151,7 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
                     "  p{:06} {:<32} {:>10} {:<16} {}",
                     p.id,
                     range_text(p),
-                    human_bytes(p.bytes),
+                    size_text(p),
                     levels_text(p),
                     bar(p.bytes, max, 30)
                 )?;
@@ -201,7 +208,7 @@ pub fn partitions(a: &TableJson, out: &mut dyn Write) -> CliResult {
                 "p{:06} {:<30} {:>10} {:>9} {:>5} {:>9} {:>9}  {:<20} {:<20} {}",
                 p.id,
                 range_text(p),
-                human_bytes(p.bytes),
+                size_text(p),
                 p.rows,
                 p.levels.iter().map(|l| l.files).sum::<usize>(),
                 p.load_total.writes,
