@@ -208,11 +208,7 @@ impl RowRecord {
     /// Decodes a whole record (every byte must be consumed).
     pub fn decode(bytes: &[u8]) -> Result<RowRecord, DecodeError> {
         let mut c = Cursor::new(bytes, "row record", 0);
-        let at = c.offset();
-        let kind = c.u8()?;
-        let kind = RecordKind::from_u8(kind)
-            .ok_or_else(|| DecodeError::invalid("row record", at, format!("unknown record kind {kind}")))?;
-        let rec = match kind {
+        let rec = match record_kind(&mut c)? {
             RecordKind::Put => {
                 let marker = match c.u8()? {
                     0 => None,
@@ -244,11 +240,7 @@ impl RowRecord {
                 RowRecord::Put { marker, columns }
             }
             RecordKind::Update => {
-                let at = c.offset();
-                let max_versions = u32::try_from(c.varint()?)
-                    .ok()
-                    .filter(|m| *m > 0)
-                    .ok_or_else(|| DecodeError::invalid("row record", at, "update max_versions out of range"))?;
+                let max_versions = update_max_versions(&mut c)?;
                 let n = c.count(2, "operation count")?;
                 let mut ops = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -549,12 +541,8 @@ impl<'a> PutRef<'a> {
     /// Malformed bytes (the same checks as [`RowRecord::decode`]).
     pub fn parse(bytes: &'a [u8]) -> Result<Option<PutRef<'a>>, DecodeError> {
         let mut c = Cursor::new(bytes, "row record", 0);
-        let at = c.offset();
-        let kind = c.u8()?;
-        match RecordKind::from_u8(kind) {
-            Some(RecordKind::Put) => {}
-            Some(_) => return Ok(None),
-            None => return Err(DecodeError::invalid("row record", at, format!("unknown record kind {kind}"))),
+        if record_kind(&mut c)? != RecordKind::Put {
+            return Ok(None);
         }
         let marker = match c.u8()? {
             0 => None,
@@ -651,6 +639,23 @@ impl<'a> PutRef<'a> {
     }
 }
 
+/// The kind byte that starts every record.
+fn record_kind(c: &mut Cursor<'_>) -> Result<RecordKind, DecodeError> {
+    let at = c.offset();
+    let kind = c.u8()?;
+    RecordKind::from_u8(kind)
+        .ok_or_else(|| DecodeError::invalid("row record", at, format!("unknown record kind {kind}")))
+}
+
+/// An update record's max-versions: 1 to `u32::MAX`.
+fn update_max_versions(c: &mut Cursor<'_>) -> Result<u32, DecodeError> {
+    let at = c.offset();
+    u32::try_from(c.varint()?)
+        .ok()
+        .filter(|m| *m > 0)
+        .ok_or_else(|| DecodeError::invalid("row record", at, "update max_versions out of range"))
+}
+
 /// One put operation of an update record, borrowed: column, version, value.
 pub type PutOpRef<'a> = (&'a str, u64, ValueRef<'a>);
 
@@ -663,17 +668,10 @@ pub type PutOpRef<'a> = (&'a str, u64, ValueRef<'a>);
 /// Malformed bytes (the same checks as [`RowRecord::decode`]).
 pub fn update_puts_into<'a>(bytes: &'a [u8], out: &mut Vec<PutOpRef<'a>>) -> Result<bool, DecodeError> {
     let mut c = Cursor::new(bytes, "row record", 0);
-    let at = c.offset();
-    let kind = c.u8()?;
-    match RecordKind::from_u8(kind) {
-        Some(RecordKind::Update) => {}
-        Some(_) => return Ok(false),
-        None => return Err(DecodeError::invalid("row record", at, format!("unknown record kind {kind}"))),
+    if record_kind(&mut c)? != RecordKind::Update {
+        return Ok(false);
     }
-    let at = c.offset();
-    if u32::try_from(c.varint()?).ok().filter(|m| *m > 0).is_none() {
-        return Err(DecodeError::invalid("row record", at, "update max_versions out of range"));
-    }
+    update_max_versions(&mut c)?;
     let n = c.count(2, "operation count")?;
     for _ in 0..n {
         let at = c.offset();

@@ -246,7 +246,7 @@ impl Reader {
             && opts.time_range.is_none()
         {
             let bytes: Vec<&[u8]> = raw.iter().map(|(b, _)| b.as_slice()).collect();
-            let found = overlay::overlay(&bytes)
+            let found = overlay::overlay(bytes)
                 .map_err(|(i, e)| Error::corruption(raw.get(i).map_or(self.ctx.path.as_path(), |(_, p)| *p), e))?;
             if let Some(ov) = found {
                 record_load(ov.cell_count);

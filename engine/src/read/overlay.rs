@@ -32,7 +32,7 @@ pub(crate) struct Overlay<'a> {
 /// `None` when the owned path must read them: the base is not a put describing a row, or an
 /// update holds an operation other than a put. `Err` carries the index of the record whose
 /// bytes are malformed.
-pub(crate) fn overlay<'a>(records: &[&'a [u8]]) -> Result<Option<Overlay<'a>>, (usize, DecodeError)> {
+pub(crate) fn overlay<'a>(records: Vec<&'a [u8]>) -> Result<Option<Overlay<'a>>, (usize, DecodeError)> {
     let Some((last, newer)) = records.split_last() else { return Ok(None) };
     let base = match PutRef::parse(last) {
         Ok(Some(base)) if !base.is_empty() => base,
@@ -60,7 +60,7 @@ pub(crate) fn overlay<'a>(records: &[&'a [u8]]) -> Result<Option<Overlay<'a>>, (
     all.sort_unstable_by(|((a, av, _), an), ((b, bv, _), bn)| a.cmp(b).then(bv.cmp(av)).then(an.cmp(bn)));
     all.dedup_by(|later, first| later.0.0 == first.0.0);
     let cells = all.into_iter().map(|(op, _)| op).collect();
-    Ok(Some(Overlay { base, cells, records: records.to_vec(), cell_count }))
+    Ok(Some(Overlay { base, cells, records, cell_count }))
 }
 
 #[cfg(test)]
@@ -116,7 +116,7 @@ mod tests {
             let mut all: Vec<Vec<u8>> = updates.iter().rev().map(RowRecord::to_bytes).collect();
             all.push(base.to_bytes());
             let records: Vec<&[u8]> = all.iter().map(Vec::as_slice).collect();
-            let ov = overlay(&records).map_err(|(_, e)| TestCaseError::fail(e.to_string()))?;
+            let ov = overlay(records).map_err(|(_, e)| TestCaseError::fail(e.to_string()))?;
             let ov = ov.ok_or_else(|| TestCaseError::fail("no overlay of puts only"))?;
             let mut read = ReadOptions::default();
             if let Some(cols) = columns {
@@ -156,10 +156,10 @@ mod tests {
         .to_bytes();
         let delete =
             RowRecord::Update { max_versions: 1, ops: vec![CellOp::DeleteColumn { column: "a".into() }] }.to_bytes();
-        assert!(matches!(overlay(&[&delete, &base]), Ok(None)));
+        assert!(matches!(overlay(vec![&delete, &base]), Ok(None)));
         let gone = RowRecord::Delete.to_bytes();
-        assert!(matches!(overlay(&[&gone]), Ok(None)));
+        assert!(matches!(overlay(vec![&gone]), Ok(None)));
         // Hostile bytes are an error naming the record, never a row.
-        assert!(matches!(overlay(&[&[2u8, 0xff][..], &base]), Err((0, _))));
+        assert!(matches!(overlay(vec![&[2u8, 0xff][..], &base]), Err((0, _))));
     }
 }

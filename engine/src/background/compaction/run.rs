@@ -36,7 +36,7 @@ use crate::source::is_base_record;
 use crate::sst::{SstFileWriter, SstIter};
 use crate::version::edit::{Change, VersionEdit};
 use crate::version::sizes::{max_opt, min_opt};
-use crate::version::{FileEntry, Table};
+use crate::version::{FileEntry, Partition, Table};
 
 struct Output<'a> {
     files: FileMaker<'a>,
@@ -61,10 +61,8 @@ pub(crate) struct CompactionJob<'a> {
     pub task: &'a CompactionTask,
     /// The table (its options decide versions and TTL).
     pub table: &'a Table,
-    /// The partition's id.
-    pub partition: PartitionId,
-    /// The partition's key bounds.
-    pub bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
+    /// The partition (its id names the outputs' folder, its bounds cut subcompactions).
+    pub partition: &'a Partition,
     /// The input files, as the task names them.
     pub inputs: Vec<Arc<FileEntry>>,
     /// Clock time for TTL decisions.
@@ -145,10 +143,9 @@ impl CompactionJob<'_> {
             });
         }
         let parts = subcompactions(read_bytes, out.ctx.opts.target_file_bytes, self.max_subcompactions);
-        let (start, end) = &self.bounds;
-        let lo = start.clone().unwrap_or_default();
-        let cuts = split_points(&self.inputs, &lo, end.as_deref(), parts);
-        let ranges = key_ranges(lo, end.clone(), cuts);
+        let lo = self.partition.start.clone().unwrap_or_default();
+        let cuts = split_points(&self.inputs, &lo, self.partition.end.as_deref(), parts);
+        let ranges = key_ranges(lo, self.partition.end.clone(), cuts);
         let results = self.compact_ranges(out, &ranges);
         let mut outputs: Vec<Arc<FileEntry>> = Vec::new();
         let mut written = 0;
@@ -212,7 +209,8 @@ impl CompactionJob<'_> {
     /// Compacts the entries of the inputs in `[lo, hi)` (whole primary keys) into the output
     /// level's files: one subcompaction, or the whole compaction when it is not split.
     fn compact_range(&self, out: FileMaker<'_>, lo: &[u8], hi: Option<&[u8]>) -> Result<RangeOutput> {
-        let CompactionJob { task, table, partition, now, .. } = *self;
+        let CompactionJob { task, table, now, .. } = *self;
+        let partition = self.partition.id;
         let path = &out.ctx.path;
         let mut sources: Vec<Box<dyn EntrySource>> = Vec::new();
         for f in &self.inputs {
@@ -336,15 +334,15 @@ impl Jobs {
         let job = CompactionJob {
             task,
             table: &table,
-            partition: part.id,
-            bounds: (part.start.clone(), part.end.clone()),
+            partition: &part,
             inputs,
             now,
             max_subcompactions: if idle { self.ctx.opts.max_subcompactions } else { 1 },
         };
-        drop(part);
         let done = job.run(self.files())?;
+        // The partition as picked holds the replaced files: released with the job.
         drop(job);
+        drop(part);
         self.versions.log_and_apply(None, done.edit)?;
         if done.moved {
             self.ctx.events.log(
