@@ -140,3 +140,111 @@ fn a_reader_process_beside_a_writer_process() {
     eprintln!("read-only beside a writer process: {opens} opens, {catch_ups} catch-ups, {rows} rows read");
     assert!(opens >= 5, "only {opens} opens");
 }
+
+/// Rows of `t` with their versions, for comparing a copy with the view it was taken from.
+fn rows_of(db: &Db) -> Vec<strata::Row> {
+    let opts = strata::RangeOptions::default().read(ReadOptions::default().max_versions(10));
+    db.range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1), &opts).unwrap().map(|r| r.unwrap()).collect()
+}
+
+/// A checkpoint and a backup taken from a read-only open hold exactly the reader's state: the
+/// flushed rows and the rows only in the WAL (written as SSTables of the copy), and not the
+/// writes after the open, even when the writer compacts away every file the reader opened
+/// before the copy (the copy then comes from the open files). Nothing is written into the
+/// database's folder, and the backup folder keeps no scratch files.
+#[test]
+fn a_checkpoint_and_a_backup_from_a_read_only_open_hold_its_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let writer = Db::open(&dir, Options::default()).unwrap();
+    writer.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    for k in 0..500i64 {
+        writer.put_row(PutRow::new("t", pk![k]).column("v", k)).unwrap();
+    }
+    writer.flush().unwrap();
+    for k in 300..800i64 {
+        writer.put_row(PutRow::new("t", pk![k]).column("v", -k)).unwrap();
+    }
+    let reader = Db::open_read_only(&dir, Options::default()).unwrap();
+    let expected = rows_of(&reader);
+    assert_eq!(expected.len(), 800);
+    // The writer goes on and compacts: every file the reader opened is deleted.
+    let opened = files(&dir.join("tables"));
+    for k in 0..1000i64 {
+        writer.put_row(PutRow::new("t", pk![k]).column("v", k * 10)).unwrap();
+    }
+    writer.compact_table("t").unwrap();
+    let now = files(&dir.join("tables"));
+    assert!(opened.keys().all(|p| !now.contains_key(p)), "the compaction left a file the reader opened");
+    let source_before = files(&dir);
+
+    let dest = tmp.path().join("checkpoint");
+    let info = reader.checkpoint(&dest).unwrap();
+    let backups = tmp.path().join("backups");
+    let store = strata::BackupStore::open(&backups).unwrap();
+    let created = store.create(&reader).unwrap();
+    assert_eq!(created.info.seqno, info.seqno, "both copies end at the reader's last write");
+    assert!(!backups.join("staging").exists(), "the backup left its scratch folder");
+    assert_eq!(files(&dir), source_before, "a copy from a read-only open wrote into the database");
+    let restored = tmp.path().join("restored");
+    store.restore(None, &restored).unwrap();
+    drop(store);
+    for copy in [&dest, &restored] {
+        let db = Db::open(copy, Options::default()).unwrap();
+        assert_eq!(rows_of(&db), expected, "{}", copy.display());
+        // The copy takes new writes and keeps them across a reopen.
+        db.put_row(PutRow::new("t", pk![5000]).column("v", 1)).unwrap();
+        db.close().unwrap();
+        let db = Db::open(copy, Options::default()).unwrap();
+        assert_eq!(rows_of(&db).len(), 801, "{}", copy.display());
+        db.close().unwrap();
+    }
+    reader.close().unwrap();
+    writer.close().unwrap();
+}
+
+/// A writer process runs the crash workload (flushes, compactions, splits, merges) while this
+/// process takes checkpoints and backups from read-only opens: each copy opens and holds
+/// exactly the state its read-only open read.
+#[test]
+fn copies_from_read_only_opens_beside_a_writer_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = Db::open(&dir, Options::small_for_tests()).unwrap();
+    db.create_table(schema()).unwrap();
+    db.close().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crash-child"))
+        .args([dir.to_str().unwrap(), "11", "200000", "buffered"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "open");
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    let store = strata::BackupStore::open(tmp.path().join("backups")).unwrap();
+    let started = Instant::now();
+    let (mut copies, mut rows) = (0, 0);
+    while started.elapsed() < Duration::from_millis(1500) || (copies < 6 && started.elapsed() < Duration::from_secs(60))
+    {
+        let reader = Db::open_read_only(&dir, Options::small_for_tests()).unwrap();
+        let state = strata_tests::workload::db_state(&reader).unwrap();
+        let copy = tmp.path().join(format!("copy{copies}"));
+        if copies % 2 == 0 {
+            reader.checkpoint(&copy).unwrap();
+        } else {
+            store.create(&reader).unwrap();
+            store.restore(None, &copy).unwrap();
+        }
+        drop(reader);
+        let opened = Db::open(&copy, Options::small_for_tests()).unwrap();
+        assert_eq!(strata_tests::workload::db_state(&opened).unwrap(), state, "copy {copies}");
+        opened.close().unwrap();
+        rows += state.len();
+        copies += 1;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    eprintln!("copies beside a writer process: {copies} checkpoints and backups, {rows} rows compared");
+    assert!(copies >= 6, "only {copies} copies");
+}

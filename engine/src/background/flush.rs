@@ -18,7 +18,7 @@ use strata_format::key::{partition_key, user_key};
 use super::output::FileMaker;
 use crate::background::Jobs;
 use crate::error::{Error, Result};
-use crate::ids::{FileId, PartitionId};
+use crate::ids::{FileId, PartitionId, TableId};
 use crate::memtable::Memtable;
 use crate::sst::{SstFileWriter, WrittenSst};
 use crate::version::edit::{Change, VersionEdit};
@@ -44,6 +44,8 @@ pub(crate) struct Flushed {
     pub bytes: u64,
     /// Files written.
     pub files: usize,
+    /// Bytes written per table (the runner adds them to the table statistics).
+    pub table_bytes: Vec<(TableId, u64)>,
 }
 
 impl FlushJob<'_> {
@@ -52,6 +54,7 @@ impl FlushJob<'_> {
         let mem = self.mem;
         let mut changes = Vec::new();
         let mut bytes = 0u64;
+        let mut per_table = Vec::new();
         for table_id in mem.table_ids() {
             let Some(table) = self.version.tables.get(&table_id) else {
                 continue;
@@ -101,12 +104,12 @@ impl FlushJob<'_> {
                 );
                 changes.push(Change::AddFile { table_id, partition_id: pid, level: 0, file: entry });
             }
-            out.ctx.stats.add_table_bytes(table_id, table_bytes, 0);
+            per_table.push((table_id, table_bytes));
             bytes += table_bytes;
         }
         let files = changes.len();
         let edit = VersionEdit { changes, flushed_seqno: Some(mem.max_seqno()), min_wal_number: None };
-        Ok(Flushed { edit, bytes, files })
+        Ok(Flushed { edit, bytes, files, table_bytes: per_table })
     }
 }
 
@@ -141,6 +144,9 @@ impl Jobs {
                 "flush-end",
                 format!("memtable of wal {}: {} files, {} bytes", mem.first_wal, flushed.files, flushed.bytes),
             );
+            for &(table, bytes) in &flushed.table_bytes {
+                self.ctx.stats.add_table_bytes(table, bytes, 0);
+            }
             self.ctx.stats.flush_bytes.fetch_add(flushed.bytes, Ordering::Relaxed);
             self.ctx.stats.flushes.fetch_add(1, Ordering::Relaxed);
             self.versions.delete_obsolete_wals();

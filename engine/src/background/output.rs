@@ -2,6 +2,7 @@
 //! partition's folder, the build options, and once finished, the entry the manifest records.
 //! Flush and compaction jobs write through a [`FileMaker`] and hold nothing else of the engine.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use strata_format::manifest::FileRecord;
@@ -23,13 +24,16 @@ pub(crate) struct FileMaker<'a> {
     pub ctx: &'a Context,
     /// Hands out file ids.
     pub versions: &'a VersionSet,
+    /// The database folder the files go into: the database's own, or for a copy taken from a
+    /// read-only open (which writes nothing into the database), the copy's.
+    pub root: &'a Path,
 }
 
 impl FileMaker<'_> {
     /// Creates a writer for a new SSTable of `partition` at `level`.
     pub(crate) fn new_sst(&self, table: &Table, partition: PartitionId, level: u32) -> Result<(FileId, SstFileWriter)> {
         let id = self.versions.next_file_id();
-        let dir = paths::partition_dir(&self.ctx.path, &table.schema.name, partition);
+        let dir = paths::partition_dir(self.root, &table.schema.name, partition);
         self.ctx.ensure_dir(&dir)?;
         let props = SstProperties {
             table_name: table.schema.name.clone(),
@@ -41,7 +45,7 @@ impl FileMaker<'_> {
             file_id: id.get(),
             ..Default::default()
         };
-        let path = paths::sst_file(&self.ctx.path, &table.schema.name, partition, id);
+        let path = paths::sst_file(self.root, &table.schema.name, partition, id);
         let w = SstFileWriter::create(self.ctx.fs.clone(), &path, self.ctx.sst_build_options(), props)?;
         Ok((id, w))
     }

@@ -7,7 +7,8 @@
 //! <backups>/meta/<backup:06>.backup       one per backup: its manifest and its files' checksums
 //! ```
 //!
-//! Creating a backup flushes the database, holds its current version (so compactions cannot
+//! Creating a backup flushes the database (a read-only open, beside a writer in another process,
+//! writes the WAL tail it replayed as SSTables under `<backups>/staging` instead), holds its current version (so compactions cannot
 //! delete the files meanwhile), verifies each SSTable's block checksums, copies the files the
 //! folder does not have yet (to `*.tmp`, synced, read back and compared, then renamed), reads
 //! back every file it reuses and rewrites one that does not match its name (so a damaged copy is
@@ -125,6 +126,9 @@ pub struct BackupProgress {
 
 const SHARED: &str = "shared";
 const META: &str = "meta";
+/// Scratch database folder for the SSTables a backup of a read-only open writes from its
+/// memtable; removed after each backup and at the next one if a crash left it.
+const STAGING: &str = "staging";
 
 impl BackupStore {
     /// Opens (creating if missing) the backup folder `dir` and locks it.
@@ -154,7 +158,9 @@ impl BackupStore {
     }
 
     /// Takes a new backup of `db` (writes go on meanwhile): every write acknowledged before the
-    /// call is in it. Copies only the SSTables the folder does not hold yet.
+    /// call is in it. Copies only the SSTables the folder does not hold yet. A read-only `db`
+    /// (beside a writer in another process) is backed up exactly as of its open, without
+    /// writing into its folder.
     ///
     /// # Errors
     /// `Corruption` if a source SSTable fails its checksums or a copy does not read back equal
@@ -168,8 +174,23 @@ impl BackupStore {
     /// # Errors
     /// As [`BackupStore::create`].
     pub fn create_with_progress(&self, db: &Db, progress: &mut dyn FnMut(&BackupProgress)) -> Result<BackupCreated> {
-        let pinned = db.pin_files()?;
         self.remove_leftovers()?;
+        let staging = self.dir.join(STAGING);
+        let created = self.create_pinned(db, &staging, progress);
+        // The staged SSTables are in the backup (or the backup failed): either way not needed.
+        let removed = remove_tree(db.ctx.fs.as_ref(), &staging);
+        let created = created?;
+        removed.map_err(|e| Error::io("remove", &staging, e))?;
+        Ok(created)
+    }
+
+    fn create_pinned(
+        &self,
+        db: &Db,
+        staging: &Path,
+        progress: &mut dyn FnMut(&BackupProgress),
+    ) -> Result<BackupCreated> {
+        let pinned = db.pin_files(staging)?;
         let id = self.ids()?.last().map_or(1, |last| last + 1);
         let shared = self.dir.join(SHARED);
         let mut p = BackupProgress {
@@ -186,7 +207,8 @@ impl BackupStore {
         };
         let mut listed = Vec::with_capacity(pinned.files.len());
         for f in &pinned.files {
-            let bytes = db.ctx.fs.read(&f.source).map_err(|e| Error::io("read", &f.source, e))?;
+            // Through the open file: a writer in another process may have deleted its name.
+            let bytes = f.reader.read_all()?;
             let mut problems = sst_problems(&bytes);
             if bytes.len() as u64 != f.size {
                 problems.push(format!("{} bytes where the manifest records {}", bytes.len(), f.size));
@@ -423,6 +445,8 @@ impl BackupStore {
     /// Removes `*.tmp` files an interrupted backup or purge left (never part of a backup: a
     /// file is renamed to its final name only once verified, metadata only once complete).
     fn remove_leftovers(&self) -> Result<()> {
+        let staging = self.dir.join(STAGING);
+        remove_tree(self.fs.as_ref(), &staging).map_err(|e| Error::io("remove", &staging, e))?;
         for sub in [SHARED, META] {
             let dir = self.dir.join(sub);
             for name in self.fs.list(&dir).map_err(|e| Error::io("list", &dir, e))? {
@@ -434,6 +458,22 @@ impl BackupStore {
         }
         Ok(())
     }
+}
+
+/// Removes `dir` and everything under it; a missing `dir` is already removed.
+fn remove_tree(fs: &dyn FileSystem, dir: &Path) -> std::io::Result<()> {
+    if !fs.is_dir(dir) {
+        return Ok(());
+    }
+    for name in fs.list(dir)? {
+        let path = dir.join(name);
+        if fs.is_dir(&path) {
+            remove_tree(fs, &path)?;
+        } else {
+            fs.remove_file(&path)?;
+        }
+    }
+    fs.remove_dir(dir)
 }
 
 fn info_of(meta: &BackupMeta) -> BackupInfo {

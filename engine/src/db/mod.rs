@@ -107,11 +107,39 @@ impl Db {
         }
     }
 
-    /// Flushes, then pins the files of the current version with the manifest that describes
-    /// them (checkpoints and backups copy exactly these).
-    pub(crate) fn pin_files(&self) -> Result<PinnedFiles> {
-        self.flush()?;
-        Ok(crate::version::checkpoint::pin_files(&self.versions))
+    /// Pins the files of the current version with the manifest that describes them
+    /// (checkpoints and backups copy exactly these), every acknowledged write in them. A
+    /// database open for writing flushes first. A read-only one may not write into the
+    /// database's folder: it writes the writes it replayed from the WAL as SSTables under the
+    /// database folder `staging` (the copy's own folder, or a scratch one) and pins a version
+    /// that holds them.
+    pub(crate) fn pin_files(&self, staging: &Path) -> Result<PinnedFiles> {
+        if self.writer.is_some() {
+            self.flush()?;
+            return Ok(crate::version::checkpoint::pin_files(&self.versions));
+        }
+        let (version, mem) = {
+            let st = self.versions.state.read();
+            (st.version.clone(), st.active.clone())
+        };
+        if mem.is_empty() {
+            let (_, ms) = self.versions.current_with_manifest();
+            return Ok(crate::version::checkpoint::pin_version(&self.versions, version, &ms));
+        }
+        let files = crate::background::output::FileMaker { ctx: &self.ctx, versions: &self.versions, root: staging };
+        let flushed = crate::background::flush::FlushJob { mem: &mem, version: &version }.run(files)?;
+        let written = flushed.edit.changes.iter().filter_map(|c| match c {
+            crate::version::edit::Change::AddFile { file, .. } => Some(file.rec.id),
+            _ => None,
+        });
+        let next_file_id = written.max().map_or(0, |id| id + 1);
+        let applied = flushed.edit.apply(&version)?;
+        let (_, mut ms) = self.versions.current_with_manifest();
+        // The copy holds every write the memtable held; a `catch_up` meanwhile may have moved
+        // the counters back to the writer's, so keep them above the files just written.
+        ms.flushed_seqno = ms.flushed_seqno.max(mem.max_seqno());
+        ms.next_file_id = ms.next_file_id.max(next_file_id);
+        Ok(crate::version::checkpoint::pin_version(&self.versions, Arc::new(applied.version), &ms))
     }
 
     /// Opens (or creates) the database in `path`, recovering from the WAL as needed.
@@ -241,7 +269,9 @@ impl Db {
     /// folder) while writes go on: every write acknowledged before the call is in it. SSTables
     /// are hard-linked where the file system allows (they never change) and copied otherwise;
     /// the copy's manifest is written last, so a crash leaves no half checkpoint that opens.
-    /// Open the copy with [`Db::open`].
+    /// Open the copy with [`Db::open`]. On a read-only open, the copy holds exactly the state
+    /// the open read (the WAL's writes written as SSTables of the copy), and nothing is
+    /// written into the database's folder.
     ///
     /// # Errors
     /// `Invalid` (`checkpoint-destination`) for a folder that is not empty; flush and I/O
@@ -249,7 +279,7 @@ impl Db {
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<crate::CheckpointInfo> {
         let dest = dest.as_ref();
         crate::version::checkpoint::check_destination(&self.ctx, dest)?;
-        let pinned = self.pin_files()?;
+        let pinned = self.pin_files(dest)?;
         crate::version::checkpoint::write_checkpoint(&self.ctx, dest, &pinned)
     }
 

@@ -86,6 +86,22 @@ impl SstReader {
         self.obsolete.store(true, Ordering::Release);
     }
 
+    /// The whole file's bytes, read through the open handle: still readable after another
+    /// process deleted the file's name (a copy taken beside a running writer reads this way).
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn read_all(&self) -> Result<Vec<u8>> {
+        let len = usize::try_from(self.size).map_err(|_| Error::Corruption {
+            path: self.path.clone(),
+            offset: 0,
+            detail: format!("{} bytes do not fit in memory", self.size),
+        })?;
+        let mut bytes = vec![0u8; len];
+        self.file.read_exact_at(0, &mut bytes).map_err(|e| Error::io("read sst", &self.path, e))?;
+        Ok(bytes)
+    }
+
     /// Number of data blocks.
     pub fn block_count(&self) -> usize {
         self.meta.index.len()

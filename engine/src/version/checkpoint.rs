@@ -12,6 +12,11 @@
 //! 4. Write the destination's manifest from that version (atomically, synced), and sync the
 //!    folders. The copy opens with `Db::open`, with an empty WAL.
 //!
+//! A read-only open ([`crate::Db::open_read_only`], beside a writer in another process) may not
+//! write into the database's folder: step 1 writes the writes it replayed from the WAL as
+//! SSTables of the destination instead, and step 3 copies a file the writer has deleted since
+//! the open from the file the reader holds open.
+//!
 //! A crash during a checkpoint leaves a destination without a `MANIFEST` (written last), which
 //! `Db::open` refuses as not a database; delete it and take the checkpoint again.
 
@@ -26,8 +31,9 @@ use crate::error::{Error, Result};
 use crate::fs::write_atomic;
 use crate::ids::{FileId, PartitionId, SeqNo};
 use crate::paths;
+use crate::sst::SstReader;
 use crate::version::LsmVersion;
-use crate::version::set::VersionSet;
+use crate::version::set::{ManifestState, VersionSet};
 
 /// What a checkpoint copied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,6 +71,9 @@ pub(crate) struct PinnedFile {
     pub table: String,
     /// Partition folder it lives in.
     pub home_partition: PartitionId,
+    /// The open file: its bytes stay readable when a writer in another process deletes the
+    /// name meanwhile (a copy taken from a read-only open).
+    pub reader: Arc<SstReader>,
 }
 
 impl PinnedFile {
@@ -79,6 +88,11 @@ impl PinnedFile {
 /// an SSTable and a copy needs no WAL.
 pub(crate) fn pin_files(versions: &VersionSet) -> PinnedFiles {
     let (version, ms) = versions.current_with_manifest();
+    pin_version(versions, version, &ms)
+}
+
+/// The files of `version` and the manifest of `version` with the counters of `ms`.
+pub(crate) fn pin_version(versions: &VersionSet, version: Arc<LsmVersion>, ms: &ManifestState) -> PinnedFiles {
     let mut seen = HashSet::new();
     let mut files = Vec::new();
     for t in version.tables.values() {
@@ -90,11 +104,12 @@ pub(crate) fn pin_files(versions: &VersionSet) -> PinnedFiles {
                     source: f.reader.path.clone(),
                     table: t.schema.name.clone(),
                     home_partition: f.home_partition(),
+                    reader: f.reader.clone(),
                 });
             }
         }
     }
-    let manifest = versions.manifest_data(&version, &ms);
+    let manifest = versions.manifest_data(&version, ms);
     PinnedFiles { _version: version, manifest, files }
 }
 
@@ -137,7 +152,19 @@ pub(crate) fn write_checkpoint(ctx: &Context, dest: &Path, pinned: &PinnedFiles)
             ctx.ensure_dir(dir)?;
             folders.insert(dir.to_path_buf());
         }
-        fs.link_or_copy(&f.source, &to).map_err(|e| Error::io("link or copy", &to, e))?;
+        if f.source != to {
+            match fs.link_or_copy(&f.source, &to) {
+                Ok(()) => {}
+                // A writer in another process compacted the file away since a read-only open
+                // found it: its bytes are still in the open file.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    let bytes = f.reader.read_all()?;
+                    let mut w = fs.create(&to).map_err(|e| Error::io("create", &to, e))?;
+                    w.append(&bytes).and_then(|()| w.sync()).map_err(|e| Error::io("write", &to, e))?;
+                }
+                Err(e) => return Err(Error::io("link or copy", &to, e)),
+            }
+        }
         info.files += 1;
         info.bytes += f.size;
     }

@@ -9,13 +9,14 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use strata::{BackupInfo, BackupProgress, BackupStore};
 
-use super::common::{CliResult, byte_progress, open_db};
+use super::common::{CliResult, byte_progress, open_db_read_only};
 use crate::display::utc;
 
 /// Arguments of backup.
 #[derive(Args, Debug)]
 pub struct BackupArgs {
-    /// Database folder (opened for writing: the backup flushes the memtable first).
+    /// Database folder, opened read-only: the backup works beside an application writing to it
+    /// and holds every write acknowledged before the command started.
     pub dir: PathBuf,
     /// Backup folder (created if missing); SSTables earlier backups hold are not copied again.
     pub backups: PathBuf,
@@ -111,7 +112,7 @@ impl FileBar {
 
 /// backup.
 pub fn backup(a: &BackupArgs, out: &mut dyn Write) -> CliResult {
-    let db = open_db(&a.dir, false)?;
+    let db = open_db_read_only(&a.dir)?;
     let store = BackupStore::open(&a.backups)?;
     let t0 = Instant::now();
     let mut bar = FileBar::new(a.json);

@@ -589,7 +589,8 @@ pub struct CheckpointArgs {
 
 /// checkpoint.
 pub fn checkpoint(a: &CheckpointArgs, out: &mut dyn Write) -> CliResult {
-    let db = open_db(&a.dir, false)?;
+    // Read-only: a checkpoint works beside an application writing to the database.
+    let db = open_db_read_only(&a.dir)?;
     let t0 = std::time::Instant::now();
     let info = db.checkpoint(&a.dest)?;
     db.close()?;
