@@ -565,3 +565,39 @@ fn checkpoint_and_backup_beside_a_writer_in_another_process() {
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
 }
+
+/// `--filter` on scan, count and export and `--if` on writes read one syntax: comparisons
+/// joined by and, or, not and parentheses; a missing column fails a comparison.
+#[test]
+fn filters_and_conditions_share_one_syntax() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "t", "--pk", "k:int"]);
+    for k in 1..=5 {
+        let parity = if k % 2 == 0 { "even" } else { "odd" };
+        ok(&["put", d, "t", &format!("k={k}"), &format!("n:int={k}"), &format!("s={parity}")]);
+    }
+    ok(&["put", d, "t", "k=6", "n:int=6", "note=two words (x)"]);
+    let keys = |out: String| -> Vec<i64> {
+        out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["k"].as_i64().unwrap()).collect()
+    };
+    assert_eq!(keys(ok(&["scan", d, "t", "--json", "--filter", "n:int>=2 and not s=odd"])), vec![2, 4, 6]);
+    assert_eq!(keys(ok(&["scan", d, "t", "--json", "--filter", "S=x OR (n:int<3 AND s=odd)"])), vec![1]);
+    assert_eq!(keys(ok(&["scan", d, "t", "--json", "--filter", "note=\"two words (x)\""])), vec![6]);
+    assert_eq!(keys(ok(&["export", d, "t", "--format", "jsonl", "--filter", "s!=even"])), vec![1, 3, 5]);
+    assert_eq!(ok(&["count", d, "t", "--filter", "not s=even"]).trim(), "4 rows");
+    assert_eq!(ok(&["count", d, "t", "--filter", "s=odd", "--from", "2", "--to", "4"]).trim(), "1 row");
+    assert_eq!(ok(&["count", d, "t"]).trim(), "6 rows");
+    let (code, _, err) = strata(&["scan", d, "t", "--filter", "n>=2"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("n:int>=2"), "{err}");
+    let (code, _, err) = strata(&["count", d, "t", "--filter", "(s=odd"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("without its `)`"), "{err}");
+    let (code, _, _) = strata(&["put", d, "t", "k=1", "n:int=9", "--if", "n:int=1 and s=even"]);
+    assert_eq!(code, 1, "a false condition refuses the write");
+    ok(&["put", d, "t", "k=1", "n:int=9", "--if", "n:int=1 and (s=even or s=odd)"]);
+    ok(&["delete", d, "t", "k=6", "--if", "not s=odd"]);
+    assert_eq!(ok(&["count", d, "t"]).trim(), "5 rows");
+}

@@ -274,14 +274,15 @@ pub fn parse_typed(v: &str, t: strata::ColumnType) -> Result<Value, CliError> {
 pub fn untyped_value(name: &str, v: &str) -> Result<Value, CliError> {
     if let Some(t) = ambiguous_as(v) {
         return Err(CliError::new(format!(
-            "{name}={v} is ambiguous: {v:?} reads as a {t} or a string; write {name}:{t}={v} or {name}:string={v}"
+            "{name}={v} is ambiguous: {v:?} reads as {} {t} or a string; write {name}:{t}={v} or {name}:string={v}",
+            if t == "int" { "an" } else { "a" }
         )));
     }
     Ok(Value::String(v.to_string()))
 }
 
 /// The non-string type a literal could be read as, if any.
-fn ambiguous_as(v: &str) -> Option<&'static str> {
+pub fn ambiguous_as(v: &str) -> Option<&'static str> {
     if v.parse::<i64>().is_ok() {
         Some("int")
     } else if v.parse::<f64>().is_ok() {

@@ -5,6 +5,7 @@ pub mod backup;
 pub mod common;
 pub mod demo;
 pub mod events;
+pub mod filter;
 pub mod keys;
 pub mod manifest;
 pub mod report;

@@ -5,14 +5,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 use strata::{
-    ColumnCondition, CompareOp, Condition, DeleteRow, Direction, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions,
-    ReadOptions, RowExistence, TableSchema, UpdateRow,
+    ColumnCondition, Condition, DeleteRow, Direction, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions,
+    RowExistence, TableSchema, UpdateRow,
 };
 
-use super::common::{
-    CliError, CliResult, key_and_columns, open_db, open_db_read_only, parse_type, parse_typed, row_json, schema,
-    untyped_value,
-};
+use super::common::{CliError, CliResult, key_and_columns, open_db, open_db_read_only, row_json, schema};
 use crate::keytext::parse_pk;
 
 /// Row condition flags shared by writes.
@@ -21,7 +18,8 @@ pub struct CondArgs {
     /// Row existence expectation: `exist` or `not-exist`.
     #[arg(long)]
     pub expect: Option<String>,
-    /// Column condition, e.g. `Amount>=10`, `Status=new`, `Note!=x` (latest version, fails if missing).
+    /// Column condition: `Amount:int>=10`, `Status=new and not Note=x`, `(A=x or B=y)` (newest
+    /// version; a comparison on a missing column is false). Syntax: docs/CLI.md, "Conditions".
     #[arg(long = "if")]
     pub if_: Option<String>,
 }
@@ -33,30 +31,7 @@ fn condition(c: &CondArgs) -> Result<Condition, CliError> {
         Some("not-exist") => RowExistence::ExpectNotExist,
         Some(x) => return Err(CliError::new(format!("--expect {x:?}: use exist or not-exist"))),
     };
-    let column = match &c.if_ {
-        None => None,
-        Some(s) => {
-            let ops = [
-                (">=", CompareOp::GreaterEqual),
-                ("<=", CompareOp::LessEqual),
-                ("!=", CompareOp::NotEqual),
-                ("=", CompareOp::Equal),
-                (">", CompareOp::Greater),
-                ("<", CompareOp::Less),
-            ];
-            let (pos, len, op) = ops
-                .iter()
-                .filter_map(|(t, op)| s.find(t).map(|p| (p, t.len(), *op)))
-                .min_by_key(|(p, l, _)| (*p, usize::MAX - l))
-                .ok_or_else(|| CliError::new(format!("--if {s:?}: write Column<op>value with = != < <= > >=")))?;
-            let (lhs, rhs) = (s.get(..pos).unwrap_or(""), s.get(pos + len..).unwrap_or(""));
-            let (name, value) = match lhs.split_once(':') {
-                Some((n, t)) => (n.to_string(), parse_typed(rhs, parse_type(t)?)?),
-                None => (lhs.to_string(), untyped_value(lhs, rhs)?),
-            };
-            Some(ColumnCondition::compare(name, op, value))
-        }
-    };
+    let column = c.if_.as_deref().map(super::filter::parse_condition).transpose()?;
     Ok(Condition { row, column })
 }
 
@@ -165,9 +140,18 @@ pub struct RangeArgs {
     /// Every row whose leading key columns equal these (one or more columns, fewer than the key).
     #[arg(long, conflicts_with_all = ["from", "to"])]
     pub prefix: Option<String>,
+    /// Only rows that satisfy this condition, written as `--if` is: `Amount:int>=10 and not
+    /// Status=done` (docs/CLI.md, "Conditions").
+    #[arg(long)]
+    pub filter: Option<String>,
 }
 
 impl RangeArgs {
+    /// The read filter `--filter` names, if any.
+    pub fn read_filter(&self) -> Result<Option<ColumnCondition>, CliError> {
+        self.filter.as_deref().map(super::filter::parse_condition).transpose()
+    }
+
     /// The bounds for a read in the given direction ([`scan_bounds`]).
     pub fn bounds(&self, s: &TableSchema, reverse: bool) -> Result<(PrimaryKey, PrimaryKey), CliError> {
         scan_bounds(s, &self.from, &self.to, &self.prefix, reverse)
@@ -221,7 +205,21 @@ pub fn count(a: &CountArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
     let (start, end) = a.range.bounds(&s, false)?;
-    let n = db.count_range(&a.table, &start, &end)?;
+    let n = match a.range.read_filter()? {
+        None => db.count_range(&a.table, &start, &end)?,
+        Some(f) => {
+            // Only the filter's columns are read: the rows are counted, not printed.
+            let mut columns = Vec::new();
+            f.columns(&mut columns);
+            let read = ReadOptions { columns: Some(columns), filter: Some(f), ..Default::default() };
+            let mut n = 0u64;
+            for r in db.range(&a.table, &start, &end, &RangeOptions::default().read(read))? {
+                r?;
+                n += 1;
+            }
+            n
+        }
+    };
     if a.json {
         writeln!(out, "{}", serde_json::json!({ "rows": n }))?;
     } else {
@@ -412,7 +410,9 @@ pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
     let (start, end) = a.range.bounds(&s, a.reverse)?;
-    let mut opts = RangeOptions::default().read(read_options(&a.columns, a.versions));
+    let mut read = read_options(&a.columns, a.versions);
+    read.filter = a.range.read_filter()?;
+    let mut opts = RangeOptions::default().read(read);
     if a.reverse {
         opts.direction = Direction::Backward;
     }
