@@ -38,18 +38,6 @@ pub fn value_text(v: &Value) -> String {
     format!("{cut}... ({len} bytes)")
 }
 
-/// A value as JSON: `{"type", "value"}`; binaries as hex strings, doubles as numbers.
-pub fn value_json(v: &Value) -> Json {
-    let (t, x) = match v {
-        Value::Integer(i) => ("integer", json!(i)),
-        Value::Double(d) => ("double", json!(d)),
-        Value::Boolean(b) => ("boolean", json!(b)),
-        Value::String(s) => ("string", json!(s)),
-        Value::Binary(b) => ("binary", json!(hex(b))),
-    };
-    json!({"type": t, "value": x})
-}
-
 /// A primary-key value as JSON.
 pub fn pk_value_json(v: &PkValue) -> Json {
     match v {
@@ -98,6 +86,88 @@ pub fn pk_json(pk: &[u8], schema: &[(String, KeyType)]) -> Json {
         ),
         Err(_) => json!({"undecodable": hex(pk)}),
     }
+}
+
+/// An attribute value in strata's row shape: its type told by the JSON type (integers as
+/// integers, doubles with a fraction or exponent, binaries as `{"$binary": hex}`).
+pub fn typed_value_json(v: &Value) -> Json {
+    match v {
+        Value::Integer(i) => json!(i),
+        Value::Double(d) => json!(d),
+        Value::Boolean(b) => json!(b),
+        Value::String(s) => json!(s),
+        Value::Binary(b) => json!({"$binary": hex(b)}),
+    }
+}
+
+/// A primary-key value in strata's row shape, as [`typed_value_json`] writes attribute values.
+pub fn typed_pk_json(v: &PkValue) -> Json {
+    match v {
+        PkValue::Integer(i) => json!(i),
+        PkValue::String(x) => json!(x),
+        PkValue::Binary(b) => json!({"$binary": hex(b)}),
+        PkValue::InfMin => json!("INF_MIN"),
+        PkValue::InfMax => json!("INF_MAX"),
+    }
+}
+
+/// A stored record in strata's row shape (`strata scan --json`): the key columns first, by
+/// name, then each column the record writes with its cells `{"version", "value"}`; a deleted
+/// version is `{"version", "delete": true}` and a deleted column `{"delete": true}`. Fields
+/// that are not columns begin with `$` (never part of a column name): `$kind` (`put-row`,
+/// `update-row`, `delete-row`), `$marker` (a row marker's version). Without a schema that names
+/// every key column (a lone WAL file), the key is `$pk`, a list of values; an undecodable key is
+/// `$pk_hex`. The caller adds where the record is (`$seqno`, `$file`, `$table`).
+pub fn record_json(pk: &[u8], schema: &[(String, KeyType)], rec: &RowRecord) -> serde_json::Map<String, Json> {
+    let mut m = serde_json::Map::new();
+    match decode_pk(pk) {
+        Ok(vals) if vals.len() == schema.len() => {
+            for ((name, _), v) in schema.iter().zip(&vals) {
+                m.insert(name.clone(), typed_pk_json(v));
+            }
+        }
+        Ok(vals) => {
+            m.insert("$pk".into(), Json::Array(vals.iter().map(typed_pk_json).collect()));
+        }
+        Err(_) => {
+            m.insert("$pk_hex".into(), json!(hex(pk)));
+        }
+    }
+    let cell = |m: &mut serde_json::Map<String, Json>, column: &str, c: Json| {
+        if let Some(Json::Array(cells)) = m.get_mut(column) {
+            cells.push(c);
+        } else {
+            m.insert(column.to_string(), Json::Array(vec![c]));
+        }
+    };
+    match rec {
+        RowRecord::Put { marker, columns } => {
+            for c in columns {
+                for x in &c.cells {
+                    cell(&mut m, &c.name, json!({"version": x.version, "value": typed_value_json(&x.value)}));
+                }
+            }
+            if let Some(v) = marker {
+                m.insert("$marker".into(), json!(v));
+            }
+        }
+        RowRecord::Update { ops, .. } => {
+            for op in ops {
+                match op {
+                    CellOp::Put { column, version, value } => {
+                        cell(&mut m, column, json!({"version": version, "value": typed_value_json(value)}));
+                    }
+                    CellOp::DeleteVersion { column, version } => {
+                        cell(&mut m, column, json!({"version": version, "delete": true}));
+                    }
+                    CellOp::DeleteColumn { column } => cell(&mut m, column, json!({"delete": true})),
+                }
+            }
+        }
+        RowRecord::Delete => {}
+    }
+    m.insert("$kind".into(), json!(rec.kind().name()));
+    m
 }
 
 /// One cell-level line of a record: kind, column, version, value.
@@ -172,27 +242,6 @@ pub fn cell_text(c: &CellLine) -> String {
         None => "-".into(),
     };
     format!("{} column={col} version={ver} value={val}", c.kind)
-}
-
-/// A cell line as JSON fields.
-pub fn cell_json(c: &CellLine) -> serde_json::Map<String, Json> {
-    let mut m = serde_json::Map::new();
-    m.insert("kind".into(), json!(c.kind));
-    m.insert("column".into(), c.column.as_ref().map_or(Json::Null, |x| json!(x)));
-    m.insert("version".into(), c.version.map_or(Json::Null, |v| json!(v)));
-    m.insert("time".into(), c.version.map_or(Json::Null, |v| json!(utc(v))));
-    match &c.value {
-        Some(v) => {
-            let j = value_json(v);
-            m.insert("type".into(), j.get("type").cloned().unwrap_or(Json::Null));
-            m.insert("value".into(), j.get("value").cloned().unwrap_or(Json::Null));
-        }
-        None => {
-            m.insert("type".into(), Json::Null);
-            m.insert("value".into(), Json::Null);
-        }
-    }
-    m
 }
 
 #[cfg(test)]

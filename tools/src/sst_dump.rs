@@ -11,7 +11,7 @@ use strata_format::manifest::{FileRecord, ManifestData};
 use strata_format::record::RowRecord;
 use strata_format::sst::{Problem, SstMeta, check_file, read_data_block};
 
-use crate::display::{cell_json, cell_lines, cell_text, pk_json, pk_text, utc};
+use crate::display::{cell_lines, cell_text, pk_text, record_json, utc};
 use crate::keytext::parse_pk;
 use crate::{EXIT_FAIL, EXIT_OK, EXIT_USAGE};
 
@@ -377,21 +377,23 @@ impl Ctx<'_> {
                         return EXIT_FAIL;
                     }
                 };
+                if self.args.json {
+                    if self.args.limit.is_some_and(|l| self.printed >= l) {
+                        return EXIT_OK;
+                    }
+                    self.printed += 1;
+                    let mut obj = record_json(pk, schema, &rec);
+                    obj.insert("$seqno".into(), json!(seq));
+                    obj.insert("$file".into(), json!(name));
+                    let _ = writeln!(self.out, "{}", serde_json::Value::Object(obj));
+                    continue;
+                }
                 for c in cell_lines(&rec) {
                     if self.args.limit.is_some_and(|l| self.printed >= l) {
                         return EXIT_OK;
                     }
                     self.printed += 1;
-                    if self.args.json {
-                        let mut obj = serde_json::Map::new();
-                        obj.insert("file".into(), json!(name));
-                        obj.insert("pk".into(), pk_json(pk, schema));
-                        obj.insert("seqno".into(), json!(seq));
-                        obj.extend(cell_json(&c));
-                        let _ = writeln!(self.out, "{}", serde_json::Value::Object(obj));
-                    } else {
-                        let _ = writeln!(self.out, "{} seq={seq} {}", pk_text(pk, schema), cell_text(&c));
-                    }
+                    let _ = writeln!(self.out, "{} seq={seq} {}", pk_text(pk, schema), cell_text(&c));
                 }
             }
         }

@@ -11,7 +11,7 @@ use strata_format::manifest::ManifestData;
 use strata_format::record::RowRecord;
 use strata_format::wal::{SeqnoChain, WalBatch, WalEnd, decode_continuation, read_records};
 
-use crate::display::{cell_json, cell_lines, pk_json, pk_text, value_text};
+use crate::display::{cell_lines, pk_text, record_json, value_text};
 use crate::{EXIT_FAIL, EXIT_OK, EXIT_USAGE};
 
 /// What to do.
@@ -187,13 +187,24 @@ fn one(
                     .iter()
                     .enumerate()
                     .map(|(i, e)| {
-                        let rec = RowRecord::decode(&e.record);
-                        json!({
-                            "seqno": batch.first_seqno + i as u64, "table_id": e.table_id, "table": names.get(&e.table_id).map(|t| &t.0),
-                            "pk": pk_json(&e.pk, names.get(&e.table_id).map_or(&[][..], |t| t.1.as_slice())), "stamp": (e.stamp > 0).then_some(e.stamp),
-                            "kind": rec.as_ref().map(|r| r.kind().name()).unwrap_or("undecodable"),
-                            "cells": rec.as_ref().map(|r| cell_lines(r).iter().map(|c| serde_json::Value::Object(cell_json(c))).collect::<Vec<_>>()).unwrap_or_default(),
-                        })
+                        let (table, pk_schema) = match names.get(&e.table_id) {
+                            Some((name, pk)) => (json!(name), pk.as_slice()),
+                            None => (serde_json::Value::Null, &[][..]),
+                        };
+                        let mut obj = match RowRecord::decode(&e.record) {
+                            Ok(rec) => record_json(&e.pk, pk_schema, &rec),
+                            Err(err) => {
+                                let mut m = record_json(&e.pk, pk_schema, &RowRecord::Delete);
+                                m.insert("$kind".into(), json!("undecodable"));
+                                m.insert("$error".into(), json!(err.to_string()));
+                                m
+                            }
+                        };
+                        obj.insert("$seqno".into(), json!(batch.first_seqno + i as u64));
+                        obj.insert("$table".into(), table);
+                        obj.insert("$table_id".into(), json!(e.table_id));
+                        obj.insert("$stamp".into(), json!((e.stamp > 0).then_some(e.stamp)));
+                        serde_json::Value::Object(obj)
                     })
                     .collect();
                 let _ = writeln!(

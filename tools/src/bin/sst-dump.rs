@@ -33,7 +33,7 @@ struct Args {
     /// What to print.
     #[arg(long, value_enum, default_value = "scan")]
     command: Cmd,
-    /// One JSON object per line on stdout (scan: exactly one per cell).
+    /// One JSON object per line on stdout (scan: one per record, in strata's row shape).
     #[arg(long)]
     json: bool,
     /// First primary key to print (inclusive; comma-separated columns, a prefix is allowed).

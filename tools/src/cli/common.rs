@@ -444,27 +444,7 @@ pub fn row_json(schema: &TableSchema, row: &Row) -> Json {
     Json::Object(m)
 }
 
-/// An attribute value as JSON, its type told by the JSON type (see [`row_json`]).
-pub fn typed_json(v: &Value) -> Json {
-    match v {
-        Value::Integer(i) => json!(i),
-        Value::Double(d) => json!(d),
-        Value::Boolean(b) => json!(b),
-        Value::String(s) => json!(s),
-        Value::Binary(b) => json!({"$binary": strata_format::key::hex(b)}),
-    }
-}
-
-/// A primary-key value as JSON, as [`typed_json`] writes attribute values.
-pub fn pk_json(v: &PkValue) -> Json {
-    match v {
-        PkValue::Integer(i) => json!(i),
-        PkValue::String(x) => json!(x),
-        PkValue::Binary(b) => json!({"$binary": strata_format::key::hex(b)}),
-        PkValue::InfMin => json!("INF_MIN"),
-        PkValue::InfMax => json!("INF_MAX"),
-    }
-}
+pub use crate::display::{typed_pk_json as pk_json, typed_value_json as typed_json};
 
 /// A text table of rows written chunk by chunk (a scan streams its rows): the header and its
 /// rule are printed once, and again only when a chunk brings attribute columns the header does
