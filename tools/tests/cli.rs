@@ -601,3 +601,69 @@ fn filters_and_conditions_share_one_syntax() {
     ok(&["delete", d, "t", "k=6", "--if", "not s=odd"]);
     assert_eq!(ok(&["count", d, "t"]).trim(), "5 rows");
 }
+
+/// `strata shell DIR < script`: each line is a command with the one-shot output, run on one
+/// open database (one SSTable for a script of 200 writes, where 200 one-shot commands leave one
+/// each); the exit status is the first failure's and `--bail` stops there; beside a writer in
+/// another process the session reads, and refuses writes.
+#[test]
+fn the_shell_runs_a_script_on_one_open_database() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    let shell = |args: &[&str], script: &str| -> (i32, String, String) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .arg("shell")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let mut script = String::from("create-table t --pk k:int\n# a comment\n\n");
+    for k in 0..200 {
+        script.push_str(&format!("put t k={k} note='row {k}'\n"));
+    }
+    script.push_str("get t k=7\n.mode json\nget t k=8\ncount t\n");
+    let (code, out, err) = shell(&[d], &script);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "created table t");
+    assert_eq!(lines[1], "put [0] (seq 1)");
+    assert_eq!(out.matches("put [").count(), 200);
+    // The same output as the one-shot commands.
+    let get7 = ok(&["get", d, "t", "k=7"]);
+    assert!(out.contains(&get7), "{out}");
+    assert!(out.contains(ok(&["get", d, "t", "k=8", "--json"]).trim()), "{out}");
+    assert!(out.trim_end().ends_with(r#"{"rows":200}"#), "{out}");
+    let stats: serde_json::Value = serde_json::from_str(ok(&["stats", d, "--json"]).trim()).unwrap();
+    assert_eq!(stats["tables"][0]["sst_files"], 1, "one flush for the whole script");
+
+    // The first failure's status; the lines after it still run, unless --bail.
+    let (code, out, err) = shell(&[d], "get t k=999\nbogus\nput t k=500 note=x\n");
+    assert_eq!(code, 1, "{err}");
+    assert!(out.contains("put [500]"), "{out}");
+    let (code, out, _) = shell(&[d, "--bail"], "get t k=999\nput t k=501 note=x\n");
+    assert_eq!(code, 1);
+    assert!(!out.contains("put [501]"), "{out}");
+    let (code, _, err) = shell(&[d], "put t k=502 note='unbalanced\n");
+    assert_eq!(code, 2);
+    assert!(err.contains("unbalanced quotes"), "{err}");
+
+    // Beside a writer in another process (this one), the session reads and refuses writes.
+    let writer = strata::Db::open(d, strata::Options::default()).unwrap();
+    let (code, out, err) = shell(&[d], "count t\nput t k=600 note=x\n");
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("201 rows"), "{out}");
+    assert!(err.contains("read-only") || err.contains("ReadOnly") || err.contains("read only"), "{err}");
+    drop(writer);
+}

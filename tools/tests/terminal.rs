@@ -134,3 +134,87 @@ fn drop_asks_on_a_terminal_and_does_what_the_answer_says() {
     assert!(shown.contains("dropped table orders (1 row)"), "{shown}");
     assert!(!ok(&["tables", d]).contains("orders"));
 }
+
+/// Runs `strata shell DIR` on a pseudo-terminal and types each of `lines` once the shell has
+/// prompted for it (a line editor drops what was typed before it took the terminal, as
+/// readline does). Returns the exit code and what the terminal showed.
+fn shell_on_terminal(env: &[(&str, &str)], dir: &str, lines: &[&str]) -> (i32, String) {
+    use std::io::Write;
+    let mut line: String = env.iter().map(|(k, v)| format!("{k}={} ", sh_quote(v))).collect();
+    line.push_str(&format!("{} shell {}", sh_quote(env!("CARGO_BIN_EXE_strata")), sh_quote(dir)));
+    let transcript = tempfile::NamedTempFile::new().unwrap();
+    // -f: the transcript is written as the terminal shows it, so the prompts can be waited for.
+    let mut child = Command::new("script")
+        .args(["-fqec", &line, transcript.path().to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("`script` (util-linux) runs commands on a pseudo-terminal");
+    let mut stdin = child.stdin.take().unwrap();
+    let started = Instant::now();
+    let shown = || std::fs::read_to_string(transcript.path()).unwrap_or_default();
+    // A new prompt: a line ended since the last line was typed, and the last line holds a
+    // prompt (Tab completion redraws the prompt within one line).
+    let prompted = |since: usize| {
+        let t = shown();
+        let tail_from = t.rfind('\n').map_or(0, |i| i + 1);
+        tail_from > since && t.get(tail_from..).is_some_and(|tail| tail.contains("strata> "))
+    };
+    let mut since = 0;
+    for (i, typed) in lines.iter().enumerate() {
+        while !prompted(since) {
+            assert!(started.elapsed() < DEADLINE, "the shell did not prompt for line {i}: {}", shown());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        since = shown().len();
+        stdin.write_all(typed.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("strata shell hung on a terminal: {}", shown());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.code().unwrap_or(-1), shown())
+}
+
+/// `strata shell` on a terminal: the banner, commands typed as lines with their usual output,
+/// Tab completing a command and a table name, `.mode json`, history saved, and one flush for
+/// the whole session (one SSTable, not one per command).
+#[test]
+fn the_shell_edits_completes_and_remembers_on_a_terminal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    let d = path(&db);
+    ok(&["create-table", d, "orders", "--pk", "Customer:string", "--pk", "Order:int"]);
+    let history = tmp.path().join("history");
+    let typed = [
+        "put orders Customer=alice Order=1 Note='two words'\n",
+        "put orders Customer=bob Order=2 Amount:int=12\n",
+        "sc\tor\t\n",
+        ".mode json\n",
+        "get orders alice,1\n",
+        ".quit\n",
+    ];
+    let (code, shown) = shell_on_terminal(&[("STRATA_HISTORY", path(&history))], d, &typed);
+    assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains("strata shell on"), "{shown}");
+    assert!(shown.contains("put [\"alice\", 1]") || shown.contains("put [alice, 1]"), "{shown}");
+    // `sc<Tab>or<Tab>` completed to `scan orders`: the table printed.
+    assert!(shown.contains("scan orders"), "{shown}");
+    assert!(shown.contains("\"two words\""), "{shown}");
+    assert!(shown.contains(r#"{"Customer":"alice","Order":1,"Note":[{"version":"#), "{shown}");
+    let remembered = std::fs::read_to_string(&history).unwrap();
+    assert!(remembered.contains("put orders Customer=bob Order=2 Amount:int=12"), "{remembered}");
+    assert!(remembered.contains("scan orders"), "{remembered}");
+    let files = ok(&["stats", d, "--json"]);
+    let j: serde_json::Value = serde_json::from_str(files.trim()).unwrap();
+    assert_eq!(j["tables"][0]["sst_files"], 1, "one flush for the session: {files}");
+}

@@ -120,9 +120,86 @@ pub fn row_progress(quiet: bool) -> Option<indicatif::ProgressBar> {
 /// Result of a CLI command: the exit status.
 pub type CliResult = Result<i32, CliError>;
 
+/// The database a command works on: one the command opened (and closes), or the one a
+/// `strata shell` session holds open for all its commands (closing it is the session's job).
+pub enum OpenDb {
+    /// Opened by this command.
+    Own(Box<Db>),
+    /// The session's database.
+    Session(std::sync::Arc<Db>),
+}
+
+impl std::ops::Deref for OpenDb {
+    type Target = Db;
+    fn deref(&self) -> &Db {
+        match self {
+            OpenDb::Own(db) => db,
+            OpenDb::Session(db) => db,
+        }
+    }
+}
+
+impl OpenDb {
+    /// Closes a database this command opened (flushing it, as `Db::close` does); the session's
+    /// stays open for the next command.
+    ///
+    /// # Errors
+    /// As `Db::close`.
+    pub fn close(self) -> Result<(), Error> {
+        match self {
+            OpenDb::Own(db) => (*db).close(),
+            OpenDb::Session(_) => Ok(()),
+        }
+    }
+}
+
+/// The database a shell session holds, and its folder: commands naming that folder use it.
+static SESSION: std::sync::Mutex<Option<(std::path::PathBuf, std::sync::Arc<Db>)>> = std::sync::Mutex::new(None);
+
+/// Makes `db` (open on `dir`) the database of every command on `dir` until [`end_session`].
+pub fn begin_session(dir: &Path, db: std::sync::Arc<Db>) {
+    if let Ok(mut s) = SESSION.lock() {
+        *s = Some((dir.to_path_buf(), db));
+    }
+}
+
+/// Ends the session: gives its database back to the caller, to close.
+pub fn end_session() -> Option<std::sync::Arc<Db>> {
+    SESSION.lock().ok().and_then(|mut s| s.take()).map(|(_, db)| db)
+}
+
+/// The session's database, when it is open on `dir`.
+fn session_db(dir: &Path) -> Option<OpenDb> {
+    let s = SESSION.lock().ok()?;
+    let (path, db) = s.as_ref()?;
+    (path == dir).then(|| OpenDb::Session(db.clone()))
+}
+
 /// Opens a database folder. Commands that only read (or change existing tables) pass
 /// `create = false`, so a mistyped folder is reported instead of silently created.
-pub fn open_db(dir: &Path, create: bool) -> Result<Db, CliError> {
+pub fn open_db(dir: &Path, create: bool) -> Result<OpenDb, CliError> {
+    if let Some(db) = session_db(dir) {
+        return Ok(db);
+    }
+    Ok(OpenDb::Own(Box::new(open_db_for_writing(dir, create)?)))
+}
+
+/// Opens the database of a shell session: for writing (created when missing), or read-only
+/// (the `bool`) when another process has it open for writing.
+pub fn open_for_session(dir: &Path) -> Result<(Db, bool), CliError> {
+    let opts = Options { create_if_missing: true, ..Options::default() };
+    match Db::open(dir, opts) {
+        Ok(db) => {
+            note_recovery(&db, true);
+            Ok((db, false))
+        }
+        Err(Error::Locked(_)) => Ok((open_read_only_db(dir)?, true)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Opens a database folder for writing, outside any session (`create` as for [`open_db`]).
+pub fn open_db_for_writing(dir: &Path, create: bool) -> Result<Db, CliError> {
     if !create && !dir.join("MANIFEST").exists() {
         return Err(CliError::new(format!(
             "{} is not a strata database (no MANIFEST); create one with `strata create-table {} <TABLE> --pk ...`",
@@ -189,7 +266,15 @@ pub fn take_recovery_notices() -> Vec<String> {
 /// Opens an existing database read-only for a command that only reads: no lock is taken and
 /// nothing is written, so it works while an application has the database open (it reads the
 /// state as of the command's start).
-pub fn open_db_read_only(dir: &Path) -> Result<Db, CliError> {
+pub fn open_db_read_only(dir: &Path) -> Result<OpenDb, CliError> {
+    if let Some(db) = session_db(dir) {
+        return Ok(db);
+    }
+    Ok(OpenDb::Own(Box::new(open_read_only_db(dir)?)))
+}
+
+/// Opens an existing database read-only, outside any session.
+pub fn open_read_only_db(dir: &Path) -> Result<Db, CliError> {
     if !dir.join("MANIFEST").exists() {
         return Err(CliError::new(format!("{} is not a strata database (no MANIFEST)", dir.display())));
     }

@@ -10,6 +10,7 @@ pub mod keys;
 pub mod manifest;
 pub mod report;
 pub mod rows;
+pub mod shell;
 pub mod tables;
 pub mod transfer;
 
@@ -104,6 +105,9 @@ pub enum Command {
     Backups(backup::BackupsArgs),
     /// Key-design helpers: spliced keys and hash prefixes.
     Key(keys::KeyArgs),
+    /// An interactive session on one open database: every command without `strata DIR`, line
+    /// editing, history, completion, `.mode json`; reads a script from a pipe (docs/CLI.md).
+    Shell(shell::ShellArgs),
     /// db_bench-style workloads on strata (see docs/PERFORMANCE.md for the peers).
     Bench(crate::bench::BenchArgs),
 }
@@ -173,6 +177,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Backups(a) => backup::backups(&a, out),
         Command::Key(a) => keys::run(&a, out),
         Command::Bench(a) => crate::bench::run(&a, out, err),
+        Command::Shell(a) => shell::shell(&a, out, err),
     };
     for notice in common::take_recovery_notices() {
         let _ = writeln!(err, "strata: warning: {notice}");
