@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// Everything that can go wrong in strata.
 ///
 /// Validation errors carry a stable `rule` code (listed in the README) and a message naming the
-/// table, column or value concerned. Only [`Error::Busy`] is worth retrying as is; see
+/// table, column or value concerned. Only [`Error::Busy`] and [`Error::PartitionLocked`] are worth retrying as is; see
 /// [`Error::is_retryable`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -79,6 +79,19 @@ pub enum Error {
     /// Another [`crate::BackupStore`] (in this or another process) has the backup folder.
     #[error("backup folder {} is in use by another backup, restore or purge", .0.display())]
     BackupFolderBusy(PathBuf),
+    /// A local transaction holds the row's partition-key value ([`crate::Transaction`]): the
+    /// write (or the transaction asking for the same value) may be retried once it ends.
+    #[error("partition key {key} of table {table:?} is locked by a transaction; retry when it ends")]
+    PartitionLocked {
+        /// The table.
+        table: String,
+        /// The partition-key value, as text.
+        key: String,
+    },
+    /// The transaction ran past its timeout (or was aborted): its lock is gone and its writes
+    /// were not and will not be applied.
+    #[error("transaction {0} is over: it ran past its timeout or was aborted; nothing it wrote was applied")]
+    TransactionExpired(u64),
     /// The folder is not a strata database.
     #[error("{} is not a strata database: {reason}", path.display())]
     NotADatabase {
@@ -102,9 +115,10 @@ impl Error {
         }
     }
 
-    /// True only where retrying the same call later can succeed (the engine was busy).
+    /// True only where retrying the same call later can succeed (the engine was busy, or a
+    /// transaction held the row's partition-key value).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Busy(_))
+        matches!(self, Error::Busy(_) | Error::PartitionLocked { .. })
     }
 
     /// The rule code of a validation error.

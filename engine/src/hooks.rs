@@ -12,6 +12,9 @@ pub enum PausePoint {
     /// The write leader has taken the version and memtable it prepares its group against, and
     /// holds no lock a flush needs.
     LeaderTookVersion,
+    /// The write leader has prepared its group (conditions, increments and transaction locks
+    /// checked) and logged nothing yet.
+    LeaderPrepared,
     /// A flush has written its files and is about to install them.
     FlushBeforeInstall,
     /// A flush has installed its files and retired its memtable.

@@ -77,6 +77,7 @@ mod sst;
 mod sync;
 #[cfg(test)]
 mod testdata;
+mod txn;
 mod version;
 mod wal;
 mod write;
@@ -102,5 +103,6 @@ pub use options::{LoadSplit, Options, SyncMode, WalRecovery};
 pub use read::rowref::RowRef;
 pub use read::snapshot::Snapshot;
 pub use read::{Examined, RangeIter};
+pub use txn::{Transaction, TransactionOptions, TransactionReceipt};
 pub use version::checkpoint::CheckpointInfo;
 pub use write::putbatch::PutBatch;

@@ -185,3 +185,11 @@ pub fn check_version(opts: &TableOptions, column: &str, version: u64, now_ms: u6
     }
     Ok(())
 }
+
+/// An encoded partition-key value (or key prefix) as text for messages: `[7]`, `["alice"]`.
+pub(crate) fn describe_partition_key(key: &[u8]) -> String {
+    match strata_format::key::decode_pk(key) {
+        Ok(values) => strata_format::key::format_pk(&values),
+        Err(_) => format!("0x{}", strata_format::key::hex(key)),
+    }
+}

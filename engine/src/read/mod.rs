@@ -148,11 +148,6 @@ impl Reader {
             .collect()
     }
 
-    /// The row as reads see it now (`None` when it does not exist).
-    pub(crate) fn visible_state(&self, table: &Table, pk: &[u8], seqno: SeqNo, now: u64) -> Result<Option<RowState>> {
-        Ok(self.stored_state(table, pk, seqno)?.and_then(|st| visible(st, table.max_versions(), table.ttl(), now)))
-    }
-
     /// The row's records at `seqno` folded into one state exactly as they are stored: not
     /// trimmed to the table's current max-versions, expired cells kept (`None` without any
     /// record). What the records mean whatever the table's limits or the clock become: the

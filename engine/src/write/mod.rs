@@ -19,8 +19,11 @@
 //! sync poisons the database, so entries inserted but never published are never flushed.
 
 mod fold;
+mod locks;
 pub mod putbatch;
 mod room;
+
+pub(crate) use locks::{LockRequest, PartitionLocks};
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -59,6 +62,53 @@ pub(crate) enum Pending<'a> {
     Puts(PutBatch),
     /// [`crate::Db::put`], committed by its own writer as leader.
     One(OnePut<'a>),
+    /// A local transaction's commit: its rows, resolved when the transaction wrote them.
+    Txn(TxnCommit),
+}
+
+/// The rows a transaction commits (`txn/`): each already checked, its increments and
+/// conditions resolved against the transaction's view, encoded as the records to log. The
+/// leader logs them as they are, provided the transaction still holds its lock: nobody else
+/// wrote the partition-key value since, so they mean what they meant when resolved.
+pub(crate) struct TxnCommit {
+    /// The transaction.
+    pub txn: u64,
+    /// Its table, and the id it had when the transaction began (a table dropped and created
+    /// again meanwhile is another table).
+    pub table: String,
+    /// The id of that table.
+    pub table_id: TableId,
+    /// The partition-key value it holds, encoded.
+    pub partition_key: Vec<u8>,
+    /// The rows in the order written, one record each (a row written twice has two).
+    pub rows: Vec<ResolvedRow>,
+}
+
+/// One write of a transaction, resolved: the encoded key and record, the engine stamp it used
+/// (0: none) and its receipt.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolvedRow {
+    /// Encoded primary key.
+    pub pk: Vec<u8>,
+    /// Encoded record.
+    pub record: Vec<u8>,
+    /// Engine stamp used (0: none).
+    pub stamp: u64,
+    /// Increments and stamp, as the receipt will say.
+    pub receipt: WriteReceipt,
+}
+
+/// Where preparing a write reads the stored rows its conditions, increments and folds need:
+/// the database ([`Reader`]), or a transaction's view (the database and its own writes).
+pub(crate) trait RowStates {
+    /// The row's records at `seqno` folded exactly as stored (see [`Reader::stored_state`]).
+    fn stored_state(&self, table: &Table, pk: &[u8], seqno: SeqNo) -> Result<Option<RowState>>;
+}
+
+impl RowStates for Reader {
+    fn stored_state(&self, table: &Table, pk: &[u8], seqno: SeqNo) -> Result<Option<RowState>> {
+        Reader::stored_state(self, table, pk, seqno)
+    }
 }
 
 /// A whole-row put borrowed from the caller ([`crate::Db::put`]): the same row as a
@@ -79,7 +129,9 @@ impl Pending<'_> {
     fn reads_rows(&self) -> bool {
         match self {
             Pending::Ops(ops) => ops.iter().any(reads_row),
-            Pending::Puts(_) | Pending::One(_) => false,
+            // A transaction's rows were resolved against its view, which no other write
+            // changed since: they read nothing here.
+            Pending::Puts(_) | Pending::One(_) | Pending::Txn(_) => false,
         }
     }
 }
@@ -157,6 +209,8 @@ enum Folding {
     /// fit the batch limit: no fold.
     #[default]
     Not,
+    /// A transaction's write, resolved outside the leader: no fold and no counting.
+    Never,
 }
 
 /// Capacity of an encoding buffer kept after a group: one huge batch or row should not pin its
@@ -295,6 +349,8 @@ pub(crate) struct Writer {
     next_wal_number: AtomicU64,
     /// Highest sequence number assigned (write leader only).
     last_seqno: AtomicU64,
+    /// The partition-key values local transactions hold.
+    pub(crate) locks: PartitionLocks,
 }
 
 impl Writer {
@@ -317,6 +373,7 @@ impl Writer {
             wal: Mutex::ranked(Rank::Wal, wal),
             next_wal_number: AtomicU64::new(next_wal_number),
             last_seqno: AtomicU64::new(last_seqno.get()),
+            locks: PartitionLocks::default(),
         }
     }
 
@@ -575,6 +632,7 @@ impl Writer {
         if let Some(e) = failed {
             return Self::unacknowledged(results, &e);
         }
+        self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::LeaderPrepared);
         if !wal_buf.is_empty() {
             let mut wal = self.wal.lock();
             let always = self.ctx.opts.sync_mode == SyncMode::Always;
@@ -693,6 +751,7 @@ impl Writer {
             Pending::Ops(ops) => self.prepare_batch(version, ops, now, first_seq, stamps, bufs),
             Pending::Puts(batch) => self.prepare_put_batch(version, batch, now, stamps, bufs),
             Pending::One(one) => Ok(self.prepare_one(version, one, now, stamps, bufs)),
+            Pending::Txn(commit) => self.prepare_txn(version, commit, now, bufs),
         };
         // A broken invariant is a bug, not a refused row: nothing more is written until a
         // reopen, as after a failed sync.
@@ -738,11 +797,71 @@ impl Writer {
         // Every row is checked against the state before the batch.
         // Every row committed before this group; none of the group's own.
         let snapshot = SeqNo(first_seq - 1);
-        let prepared: Vec<Result<PreparedRow>> =
-            ops.iter().map(|op| self.prepare_row(version, op, now, snapshot, stamps, bufs)).collect();
+        let prepared: Vec<Result<PreparedRow>> = ops
+            .iter()
+            .map(|op| self.prepare_row(version, op, now, snapshot, stamps, bufs, self.reader.as_ref()))
+            .collect();
         Ok(all_or_none(prepared))
     }
 
+    /// Refuses a plain write to a partition-key value a live transaction holds.
+    fn check_unlocked(&self, table: &Table, pk: &[u8], now: u64) -> Result<()> {
+        let key = partition_key(pk);
+        self.locks
+            .check(table.id, key, None, now, || Error::PartitionLocked {
+                table: table.schema.name.clone(),
+                key: crate::model::validate::describe_partition_key(key),
+            })
+            .map(drop)
+    }
+
+    /// Prepares a transaction's commit: its resolved rows as they are, provided it still holds
+    /// its lock and its table is the one it began on.
+    fn prepare_txn(
+        &self,
+        version: &LsmVersion,
+        commit: &TxnCommit,
+        now: u64,
+        bufs: &mut RowBufs,
+    ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
+        let table = version
+            .table(&commit.table)
+            .filter(|t| t.id == commit.table_id)
+            .ok_or_else(|| Error::TableNotFound(commit.table.clone()))?;
+        self.locks.check(table.id, &commit.partition_key, Some(commit.txn), now, || Error::Closed)?;
+        let RowBufs { records, keys, heat, .. } = bufs;
+        let mut rows = Vec::with_capacity(commit.rows.len());
+        for r in &commit.rows {
+            let pk = append(keys, &r.pk);
+            let record = append(records, &r.record);
+            // The row was written whole or changed: folds start counting from here.
+            heat.reset(table.id, &r.pk);
+            rows.push(PreparedRow { table_id: table.id, pk, stamp: r.stamp, record, receipt: r.receipt.clone() });
+        }
+        Ok(Ok(rows))
+    }
+
+    /// Resolves one write of a transaction against its view `states` (the database and the
+    /// transaction's earlier writes): the same checks, conditions, increments and record as
+    /// the write alone would get, at `now`, without logging it.
+    ///
+    /// # Errors
+    /// As the write alone: validation, condition, increment and missing-table errors.
+    pub(crate) fn resolve_txn_write(&self, op: &WriteOp, now: u64, states: &dyn RowStates) -> Result<ResolvedRow> {
+        let version = self.versions.current();
+        let stamps = self.versions.stamps.lock().clone();
+        let mut bufs = RowBufs { fold: Folding::Never, ..RowBufs::default() };
+        let snapshot = self.versions.snapshot().seqno;
+        let row = self.prepare_row(&version, op, now, snapshot, &stamps, &mut bufs, states)?;
+        Ok(ResolvedRow {
+            pk: span(&bufs.keys, &row.pk)?.to_vec(),
+            record: span(&bufs.records, &row.record)?.to_vec(),
+            stamp: row.stamp,
+            receipt: row.receipt,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn prepare_row(
         &self,
         version: &LsmVersion,
@@ -751,6 +870,7 @@ impl Writer {
         snapshot: SeqNo,
         stamps: &std::collections::BTreeMap<TableId, u64>,
         bufs: &mut RowBufs,
+        states: &dyn RowStates,
     ) -> Result<PreparedRow> {
         let RowBufs { records, keys, heat, fold, folded } = bufs;
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
@@ -758,6 +878,9 @@ impl Writer {
         encode_row_key_into(&table.schema, op.pk(), keys)?;
         let key_span = key_start..keys.len();
         let pk = span(keys, &key_span)?;
+        if *fold != Folding::Never {
+            self.check_unlocked(table, pk, now)?;
+        }
         let stamp = table_stamp(table, now, stamps);
         let cond = op.condition();
         if let Some(c) = &cond.column {
@@ -802,11 +925,11 @@ impl Writer {
                         ));
                     }
                 }
-                let fold_due = heat.update_due(table.id, pk, self.ctx.opts.fold_updates_after);
+                let fold_due =
+                    *fold != Folding::Never && heat.update_due(table.id, pk, self.ctx.opts.fold_updates_after);
                 // A fold only where every earlier batch of the group is readable (`fold.rs`).
                 let fold_now = fold_due && *fold == Folding::Allowed;
-                let mut stored =
-                    if needs_state || fold_now { self.reader.stored_state(table, pk, snapshot)? } else { None };
+                let mut stored = if needs_state || fold_now { states.stored_state(table, pk, snapshot)? } else { None };
                 // The stored state is kept (a copy) only for a fold; a condition or an increment
                 // alone takes it.
                 let state = if needs_state {
@@ -862,15 +985,19 @@ impl Writer {
                 }
             }
             WriteOp::Delete(_) => {
-                heat.reset(table.id, pk);
+                if *fold != Folding::Never {
+                    heat.reset(table.id, pk);
+                }
                 append(records, &RowRecord::Delete.to_bytes())
             }
         };
-        if matches!(op, WriteOp::Put(_)) {
+        if matches!(op, WriteOp::Put(_)) && *fold != Folding::Never {
             heat.reset(table.id, pk);
         }
         if !matches!(op, WriteOp::Update(_)) && cond.needs_read() {
-            let state = self.reader.visible_state(table, pk, snapshot, now)?;
+            let state = states
+                .stored_state(table, pk, snapshot)?
+                .and_then(|st| visible(st, table.max_versions(), table.ttl(), now));
             check_condition(cond, state.as_ref(), op)?;
         }
         check_record_size(span(records, &record)?, || op.pk().to_string())?;
@@ -932,6 +1059,7 @@ impl Writer {
             .into_iter()
             .enumerate()
             .map(|(i, span)| {
+                self.check_unlocked(table, keys.get(span.clone()).unwrap_or_default(), now)?;
                 batch.row(i, &mut pk, &mut cells);
                 prepare_whole_put(table, &pk, span, cells.iter().copied(), stamp, now, records)
             })
@@ -958,6 +1086,7 @@ impl Writer {
                 for v in one.pk {
                     v.encode(keys);
                 }
+                self.check_unlocked(table, keys.get(start..).unwrap_or_default(), now)?;
                 let cells = one.columns.iter().map(|&(name, value)| (name, value, None));
                 let stamp = table_stamp(table, now, stamps);
                 prepare_whole_put(table, one.pk, start..keys.len(), cells, stamp, now, records)
