@@ -20,6 +20,8 @@ use std::ops::{Deref, DerefMut};
 /// and nothing is taken while one is held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Rank {
+    /// `Writer::auto_reserve`: one auto-increment reservation at a time (it logs an edit).
+    AutoReserve = 1,
     /// `VersionSet::structure`: partition bounds (a flush's routing, a split, a merge).
     Structure = 2,
     /// `WriteQueue::bufs`: the write leader's buffers.

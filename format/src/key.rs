@@ -84,6 +84,10 @@ pub enum PkValue {
     Binary(Vec<u8>),
     /// Sorts above every value of the column (range bounds only).
     InfMax,
+    /// "Assign the next value": the auto-increment column of a put's key. The write path
+    /// replaces it with the value it assigns before the key is encoded; anywhere else (a read,
+    /// a bound, an update) it is refused.
+    AutoIncrement,
 }
 
 impl PkValue {
@@ -93,7 +97,7 @@ impl PkValue {
             PkValue::Integer(_) => Some(KeyType::Integer),
             PkValue::String(_) => Some(KeyType::String),
             PkValue::Binary(_) => Some(KeyType::Binary),
-            PkValue::InfMin | PkValue::InfMax => None,
+            PkValue::InfMin | PkValue::InfMax | PkValue::AutoIncrement => None,
         }
     }
 
@@ -102,13 +106,15 @@ impl PkValue {
         matches!(self, PkValue::InfMin | PkValue::InfMax)
     }
 
-    fn rank(&self) -> u8 {
+    fn rank(&self) -> (u8, u8) {
         match self {
-            PkValue::InfMin => TAG_INF_MIN,
-            PkValue::Integer(_) => TAG_INTEGER,
-            PkValue::String(_) => TAG_STRING,
-            PkValue::Binary(_) => TAG_BINARY,
-            PkValue::InfMax => TAG_INF_MAX,
+            PkValue::InfMin => (TAG_INF_MIN, 0),
+            PkValue::Integer(_) => (TAG_INTEGER, 0),
+            PkValue::String(_) => (TAG_STRING, 0),
+            PkValue::Binary(_) => (TAG_BINARY, 0),
+            PkValue::InfMax => (TAG_INF_MAX, 0),
+            // Never stored: ordered after everything only so that `Ord` is total.
+            PkValue::AutoIncrement => (TAG_INF_MAX, 1),
         }
     }
 }
@@ -137,6 +143,7 @@ impl fmt::Display for PkValue {
         match self {
             PkValue::InfMin => f.write_str("INF_MIN"),
             PkValue::InfMax => f.write_str("INF_MAX"),
+            PkValue::AutoIncrement => f.write_str("AUTO_INCREMENT"),
             PkValue::Integer(i) => write!(f, "{i}"),
             PkValue::String(s) => write!(f, "{s:?}"),
             PkValue::Binary(b) => {
@@ -219,7 +226,7 @@ impl PkValue {
             PkValue::Integer(i) => Some(PkRef::Integer(*i)),
             PkValue::String(s) => Some(PkRef::String(s)),
             PkValue::Binary(b) => Some(PkRef::Binary(b)),
-            PkValue::InfMin | PkValue::InfMax => None,
+            PkValue::InfMin | PkValue::InfMax | PkValue::AutoIncrement => None,
         }
     }
 }
@@ -250,6 +257,8 @@ pub fn encode_pk_value(v: &PkValue, out: &mut Vec<u8>) {
     match v.as_row_value() {
         Some(r) => r.encode(out),
         None if matches!(v, PkValue::InfMin) => out.push(TAG_INF_MIN),
+        // `AutoIncrement` never reaches an encoding (the engine refuses it in bounds and
+        // replaces it in a put's key); as a bound it would mean the end of the column.
         None => out.push(TAG_INF_MAX),
     }
 }
@@ -265,7 +274,7 @@ pub fn encode_pk(values: &[PkValue]) -> Vec<u8> {
 
 fn encoded_len_hint(v: &PkValue) -> usize {
     match v {
-        PkValue::InfMin | PkValue::InfMax => 1,
+        PkValue::InfMin | PkValue::InfMax | PkValue::AutoIncrement => 1,
         PkValue::Integer(_) => 9,
         PkValue::String(s) => s.len() + 3,
         PkValue::Binary(b) => b.len() + 3,

@@ -2,12 +2,15 @@
 //! options, partitions and the SSTables each partition reads — written to a new file and renamed
 //! over the old one on every change. Specified in `docs/FORMAT.md`, section "Manifest".
 
-use crate::codec::{Cursor, frame, put_bytes, put_opt_bytes, put_varint, unframe};
+use crate::codec::{Cursor, frame_versioned, put_bytes, put_opt_bytes, put_varint, unframe_versioned};
 use crate::error::DecodeError;
 use crate::key::KeyType;
 
 /// Magic number at the start of the manifest: ASCII `STRATMAN` as a LE u64.
 pub const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATMAN");
+/// Format version of the manifest: 2 adds each table's auto-increment column and reservation
+/// (a version-1 manifest reads as tables without one).
+pub const MANIFEST_FORMAT_VERSION: u32 = 2;
 /// Size of the manifest header.
 pub const MANIFEST_HEADER_LEN: usize = crate::codec::FRAME_HEADER_LEN;
 
@@ -109,6 +112,11 @@ pub struct TableRecord {
     pub last_stamp_ms: u64,
     /// Creation time, ms since the epoch.
     pub created_ms: u64,
+    /// The auto-increment primary-key column, by position (never the first); `None`: none.
+    pub auto_increment: Option<u32>,
+    /// Auto-increment values below this may have been handed out; none at or above it was
+    /// (the next open starts here, so no value is ever handed out twice).
+    pub auto_reserved: u64,
     /// Partitions in key order, covering the whole key space.
     pub partitions: Vec<PartitionRecord>,
 }
@@ -158,6 +166,8 @@ impl ManifestData {
             put_varint(&mut b, t.merge_threshold_bytes);
             put_varint(&mut b, t.last_stamp_ms);
             put_varint(&mut b, t.created_ms);
+            put_varint(&mut b, t.auto_increment.map_or(0, |i| u64::from(i) + 1));
+            put_varint(&mut b, t.auto_reserved);
             put_varint(&mut b, t.partitions.len() as u64);
             for p in &t.partitions {
                 put_varint(&mut b, p.id);
@@ -179,12 +189,15 @@ impl ManifestData {
                 }
             }
         }
-        frame(MANIFEST_MAGIC, &b)
+        frame_versioned(MANIFEST_MAGIC, MANIFEST_FORMAT_VERSION, &b)
     }
 
     /// Decodes a whole manifest file, verifying magic, version, length and checksum.
     pub fn decode(file: &[u8]) -> Result<ManifestData, DecodeError> {
-        let body = unframe(file, MANIFEST_MAGIC, "manifest header", "manifest body")?;
+        let body =
+            unframe_versioned(file, MANIFEST_MAGIC, 1..=MANIFEST_FORMAT_VERSION, "manifest header", "manifest body")?;
+        // The header was read whole by `unframe_versioned`: the version is bytes 8..12.
+        let version = file.get(8..12).and_then(|v| <[u8; 4]>::try_from(v).ok()).map_or(1, u32::from_le_bytes);
         let mut c = Cursor::new(body, "manifest body", MANIFEST_HEADER_LEN as u64);
         let mut m = ManifestData {
             generation: c.varint()?,
@@ -219,8 +232,24 @@ impl ManifestData {
                 merge_threshold_bytes: c.varint()?,
                 last_stamp_ms: c.varint()?,
                 created_ms: c.varint()?,
+                auto_increment: None,
+                auto_reserved: 0,
                 partitions: Vec::new(),
             };
+            if version >= 2 {
+                let auto = c.varint()?;
+                if auto > 0 {
+                    let i = u32::try_from(auto - 1).map_err(|_| c.invalid("auto-increment column out of range"))?;
+                    if i == 0 || i as usize >= t.pk.len() || t.pk.get(i as usize).map(|p| p.1) != Some(KeyType::Integer)
+                    {
+                        return Err(c.invalid(format!(
+                            "auto-increment column {i} is not an Integer key column after the first"
+                        )));
+                    }
+                    t.auto_increment = Some(i);
+                }
+                t.auto_reserved = c.varint()?;
+            }
             let np = c.count(4, "partition count")?;
             for _ in 0..np {
                 let id = c.varint()?;
@@ -279,6 +308,8 @@ mod tests {
                 merge_threshold_bytes: 1 << 30,
                 last_stamp_ms: 1_700_000_000_000,
                 created_ms: 1_600_000_000_000,
+                auto_increment: None,
+                auto_reserved: 77,
                 partitions: vec![PartitionRecord {
                     id: 2,
                     start: None,

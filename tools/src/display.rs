@@ -46,6 +46,7 @@ pub fn pk_value_json(v: &PkValue) -> Json {
         PkValue::Binary(b) => json!(hex(b)),
         PkValue::InfMin => json!("INF_MIN"),
         PkValue::InfMax => json!("INF_MAX"),
+        PkValue::AutoIncrement => json!("AUTO_INCREMENT"),
     }
 }
 
@@ -108,6 +109,7 @@ pub fn typed_pk_json(v: &PkValue) -> Json {
         PkValue::Binary(b) => json!({"$binary": hex(b)}),
         PkValue::InfMin => json!("INF_MIN"),
         PkValue::InfMax => json!("INF_MAX"),
+        PkValue::AutoIncrement => json!("AUTO_INCREMENT"),
     }
 }
 

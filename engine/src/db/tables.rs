@@ -30,6 +30,8 @@ impl Db {
             id,
             schema,
             created_ms: self.ctx.clock.now_ms(),
+            // Auto-increment values start at 1.
+            auto_reserved: 1,
             partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new()))],
         };
         self.versions.log_and_apply(None, VersionEdit::of(vec![Change::CreateTable(table)])).map(drop)

@@ -9,13 +9,18 @@ use crate::model::types::{
 
 impl Db {
     fn single(&self, op: WriteOp) -> Result<WriteReceipt> {
-        let mut out = self.writer()?.write_ops(crate::write::Pending::Ops(vec![op]))?;
+        let writer = self.writer()?;
+        writer.reserve_autos(std::iter::once(&op))?;
+        let mut out = writer.write_ops(crate::write::Pending::Ops(vec![op]))?;
         out.pop().unwrap_or(Err(Error::NotApplied))
     }
 
     /// PutRow: writes the whole row, replacing any row with that key (its old columns
     /// disappear); cells without a version get the engine's stamp. With a condition, the check
-    /// and the write are one atomic step.
+    /// and the write are one atomic step. A key naming the table's auto-increment column as
+    /// [`PkValue::AutoIncrement`](crate::PkValue::AutoIncrement) gets the next value, larger
+    /// than every value the table assigned before (across reopens and crashes), and the
+    /// receipt's `primary_key` is the whole key.
     ///
     /// # Errors
     /// Validation, condition, missing-table, busy or I/O errors.
@@ -70,7 +75,9 @@ impl Db {
     /// # Errors
     /// Whole-batch errors (a row named twice, poisoned, busy, I/O). Row errors are in the result.
     pub fn batch_write(&self, ops: Vec<WriteOp>) -> Result<BatchWriteResult> {
-        Ok(BatchWriteResult { rows: self.writer()?.write_ops(crate::write::Pending::Ops(ops))? })
+        let writer = self.writer()?;
+        writer.reserve_autos(ops.iter())?;
+        Ok(BatchWriteResult { rows: writer.write_ops(crate::write::Pending::Ops(ops))? })
     }
 
     /// Writes a [`PutBatch`](crate::PutBatch) atomically, exactly as [`Db::batch_write`]

@@ -112,6 +112,10 @@ pub struct PkColumn {
     pub name: String,
     /// Column type.
     pub key_type: KeyType,
+    /// The engine assigns this column's value when a put names it as
+    /// [`PkValue::AutoIncrement`](crate::PkValue::AutoIncrement): an Integer column after the
+    /// first, at most one per table (docs/DATA-MODEL.md, "Auto-increment").
+    pub auto_increment: bool,
 }
 
 /// A table's name, primary key and options.
@@ -133,8 +137,21 @@ impl TableSchema {
 
     /// Adds a primary-key column.
     pub fn pk(mut self, name: impl Into<String>, key_type: KeyType) -> Self {
-        self.primary_key.push(PkColumn { name: name.into(), key_type });
+        self.primary_key.push(PkColumn { name: name.into(), key_type, auto_increment: false });
         self
+    }
+
+    /// Adds an auto-increment Integer primary-key column (not the first; at most one): a put
+    /// that names it as [`PkValue::AutoIncrement`](crate::PkValue::AutoIncrement) gets a value
+    /// larger than every value assigned before, returned in its receipt's key.
+    pub fn pk_auto_increment(mut self, name: impl Into<String>) -> Self {
+        self.primary_key.push(PkColumn { name: name.into(), key_type: KeyType::Integer, auto_increment: true });
+        self
+    }
+
+    /// The position of the auto-increment column, if the table has one.
+    pub fn auto_increment_column(&self) -> Option<usize> {
+        self.primary_key.iter().position(|c| c.auto_increment)
     }
 
     /// Sets `max_versions`.
@@ -188,6 +205,18 @@ impl TableSchema {
                     format!("primary-key column {:?} appears twice", c.name),
                 ));
             }
+            if c.auto_increment && (i == 0 || c.key_type != KeyType::Integer) {
+                return Err(Error::invalid(
+                    "auto-increment-column",
+                    format!(
+                        "auto-increment column {:?} must be an Integer primary-key column after the first (the partition key)",
+                        c.name
+                    ),
+                ));
+            }
+        }
+        if self.primary_key.iter().filter(|c| c.auto_increment).count() > 1 {
+            return Err(Error::invalid("auto-increment-column", "a table has at most one auto-increment column"));
         }
         self.options.validate()
     }

@@ -492,6 +492,9 @@ pub struct WriteReceipt {
     pub stamp_ms: u64,
     /// New values of incremented columns.
     pub increments: Vec<(String, i64)>,
+    /// The row's whole primary key when the engine assigned part of it (a put naming the
+    /// auto-increment column as [`PkValue::AutoIncrement`]); `None` otherwise.
+    pub primary_key: Option<PrimaryKey>,
 }
 
 /// The per-row outcome of a batch write.

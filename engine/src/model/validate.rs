@@ -48,6 +48,15 @@ fn check_key(schema: &TableSchema, pk: &PrimaryKey, sentinels_ok: bool) -> Resul
     for (col, v) in schema.primary_key.iter().zip(&pk.0) {
         match v.as_row_value() {
             Some(r) => check_key_value(col, r)?,
+            None if matches!(v, PkValue::AutoIncrement) => {
+                return Err(Error::invalid(
+                    "auto-increment-put-only",
+                    format!(
+                        "primary-key column {:?} is AUTO_INCREMENT, which only a put's auto-increment column may be",
+                        col.name
+                    ),
+                ));
+            }
             None if sentinels_ok => {}
             None => {
                 return Err(Error::invalid(

@@ -454,7 +454,13 @@ pub(crate) fn load_version(
             partitions.push(Arc::new(Partition::new(PartitionId(p.id), p.start.clone(), p.end.clone(), levels)));
         }
         stamps.insert(TableId(t.id), t.last_stamp_ms);
-        version.put_table(Table { id: TableId(t.id), schema: schema_of(t), created_ms: t.created_ms, partitions });
+        version.put_table(Table {
+            id: TableId(t.id),
+            schema: schema_of(t),
+            created_ms: t.created_ms,
+            auto_reserved: t.auto_reserved,
+            partitions,
+        });
     }
     Ok((version, stamps, live_paths))
 }

@@ -379,9 +379,11 @@ impl Transaction<'_> {
         self.inside(op.table(), op.pk())?;
         let table = self.table_now()?;
         let now = self.db.ctx.clock.now_ms();
+        let writer = self.db.writer()?;
+        writer.reserve_autos(std::iter::once(&op))?;
         let (resolved, st) = {
             let view = View { txn: self, reader: &self.db.reader };
-            let resolved = self.db.writer()?.resolve_txn_write(&op, now, &view)?;
+            let resolved = writer.resolve_txn_write(&op, now, &view)?;
             let record = RowRecord::decode(&resolved.record)
                 .map_err(|e| Error::Internal(format!("a transaction's own record does not decode: {e}")))?;
             let mut st = view.stored_state(&table, &resolved.pk, SeqNo(0))?.unwrap_or_default();

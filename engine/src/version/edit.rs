@@ -33,6 +33,15 @@ pub enum Change {
         /// The options to change.
         update: TableUpdate,
     },
+    /// Auto-increment values below `reserved` may be handed out (the write path reserves them
+    /// in blocks, logged before it hands any out). Never lowers the mark; skipped if the table
+    /// is gone.
+    ReserveAuto {
+        /// Table id.
+        table_id: TableId,
+        /// The new mark.
+        reserved: u64,
+    },
     /// A file added to a level of a partition (a flush adds to level 0, a compaction to its
     /// output level). Skipped if the table is gone (the file is then an orphan to delete).
     AddFile {
@@ -150,6 +159,14 @@ impl VersionEdit {
                     o.validate()?;
                     v.put_table(t);
                 }
+                Change::ReserveAuto { table_id, reserved } => match v.tables.get(table_id) {
+                    Some(t) => {
+                        let mut t = (**t).clone();
+                        t.auto_reserved = t.auto_reserved.max(*reserved);
+                        v.put_table(t);
+                    }
+                    None => skipped += 1,
+                },
                 Change::AddFile { table_id, partition_id, level, file } => {
                     let applied = edit_partition(&mut v, *table_id, *partition_id, |p| {
                         if p.levels.len() <= *level {

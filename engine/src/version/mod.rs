@@ -158,6 +158,9 @@ pub struct Table {
     pub schema: TableSchema,
     /// Creation time.
     pub created_ms: u64,
+    /// Auto-increment values below this may have been handed out (none at or above it):
+    /// where the write path's counter starts after an open.
+    pub auto_reserved: u64,
     /// Partitions in key order, covering the whole key space.
     pub partitions: Vec<Arc<Partition>>,
 }
@@ -257,6 +260,8 @@ impl LsmVersion {
                     merge_threshold_bytes: o.merge_threshold(),
                     last_stamp_ms: stamps.get(&t.id).copied().unwrap_or(0),
                     created_ms: t.created_ms,
+                    auto_increment: t.schema.auto_increment_column().and_then(|i| u32::try_from(i).ok()),
+                    auto_reserved: t.auto_reserved,
                     partitions: t
                         .partitions
                         .iter()
@@ -284,7 +289,16 @@ impl LsmVersion {
 pub fn schema_of(t: &TableRecord) -> TableSchema {
     TableSchema {
         name: t.name.clone(),
-        primary_key: t.pk.iter().map(|(n, kt)| PkColumn { name: n.clone(), key_type: *kt }).collect(),
+        primary_key: t
+            .pk
+            .iter()
+            .enumerate()
+            .map(|(i, (n, kt))| PkColumn {
+                name: n.clone(),
+                key_type: *kt,
+                auto_increment: t.auto_increment.is_some_and(|a| a as usize == i),
+            })
+            .collect(),
         options: TableOptions {
             max_versions: t.max_versions,
             ttl: t.ttl_secs.map_or(Ttl::Forever, Ttl::Seconds),

@@ -69,7 +69,13 @@ pub fn partition(id: u64, (start, end, levels): PartitionSpec) -> Partition {
 /// A table `t` (one Integer key column) of the given partitions, ids 1, 2, ...
 pub fn table(parts: Vec<PartitionSpec>) -> Table {
     let partitions = parts.into_iter().enumerate().map(|(i, p)| Arc::new(partition(i as u64 + 1, p))).collect();
-    Table { id: TableId(1), schema: TableSchema::new("t").pk("k", KeyType::Integer), created_ms: 0, partitions }
+    Table {
+        id: TableId(1),
+        schema: TableSchema::new("t").pk("k", KeyType::Integer),
+        created_ms: 0,
+        auto_reserved: 1,
+        partitions,
+    }
 }
 
 /// A version holding only [`table`]`(parts)`.

@@ -26,7 +26,7 @@ mod room;
 pub(crate) use locks::{LockRequest, PartitionLocks};
 
 use crate::sync::atomic::{AtomicU64, Ordering};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::sync::{Condvar, Mutex, Rank};
@@ -41,11 +41,14 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::ids::{SeqNo, TableId};
 use crate::model::rowstate::{RowState, eval_condition, validate_condition, visible};
-use crate::model::types::{Condition, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt};
+use crate::model::types::{
+    Condition, PkValue, PrimaryKey, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt,
+};
 use crate::model::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
 use crate::observe::loads::PartitionLoads;
 use crate::options::SyncMode;
 use crate::read::Reader;
+use crate::version::edit::{Change, VersionEdit};
 use crate::version::set::VersionSet;
 use crate::version::{LsmVersion, Partition, Table};
 use crate::wal::WalWriter;
@@ -351,7 +354,21 @@ pub(crate) struct Writer {
     last_seqno: AtomicU64,
     /// The partition-key values local transactions hold.
     pub(crate) locks: PartitionLocks,
+    /// Auto-increment counters by table: the next value and the reserved mark.
+    autos: Mutex<HashMap<TableId, AutoRange>>,
+    /// One reservation at a time (`Writer::reserve_autos`).
+    auto_reserve: Mutex<()>,
 }
+
+/// A table's auto-increment counter: values in `next..reserved` may be handed out.
+#[derive(Debug, Clone, Copy)]
+struct AutoRange {
+    next: u64,
+    reserved: u64,
+}
+
+/// Values reserved at a time: each reservation is one manifest write.
+const AUTO_BLOCK: u64 = 1 << 16;
 
 impl Writer {
     /// The write path continuing after `last_seqno`, appending to `wal`.
@@ -374,7 +391,82 @@ impl Writer {
             next_wal_number: AtomicU64::new(next_wal_number),
             last_seqno: AtomicU64::new(last_seqno.get()),
             locks: PartitionLocks::default(),
+            autos: Mutex::default(),
+            auto_reserve: Mutex::ranked(Rank::AutoReserve, ()),
         }
+    }
+
+    /// Makes sure the auto-increment counters of the tables `ops` put with an assigned key
+    /// column have room for them, logging a larger reservation first where they do not: a
+    /// value is handed out only below a mark the manifest holds, so none is handed out twice,
+    /// across crashes too. Called before the writes are queued (never by the leader).
+    ///
+    /// # Errors
+    /// Manifest write errors.
+    pub(crate) fn reserve_autos<'a>(&self, ops: impl Iterator<Item = &'a WriteOp>) -> Result<()> {
+        let mut needed: BTreeMap<&str, u64> = BTreeMap::new();
+        for op in ops {
+            if let WriteOp::Put(p) = op
+                && p.pk.0.iter().any(|v| matches!(v, PkValue::AutoIncrement))
+            {
+                *needed.entry(p.table.as_str()).or_default() += 1;
+            }
+        }
+        for (table, n) in needed {
+            self.reserve_auto(table, n)?;
+        }
+        Ok(())
+    }
+
+    fn reserve_auto(&self, table: &str, needed: u64) -> Result<()> {
+        let version = self.versions.current();
+        // A missing table or one without the column: preparing the write says so.
+        let Some(t) = version.table(table).filter(|t| t.schema.auto_increment_column().is_some()) else {
+            return Ok(());
+        };
+        let room = |autos: &mut HashMap<TableId, AutoRange>| {
+            let start = t.auto_reserved.max(1);
+            let r = autos.entry(t.id).or_insert(AutoRange { next: start, reserved: start });
+            (r.next, r.reserved)
+        };
+        let low = needed.saturating_add(AUTO_BLOCK / 2);
+        if let (next, reserved) = room(&mut self.autos.lock())
+            && reserved.saturating_sub(next) >= low
+        {
+            return Ok(());
+        }
+        let _one = self.auto_reserve.lock();
+        let (next, reserved) = room(&mut self.autos.lock());
+        if reserved.saturating_sub(next) >= low {
+            return Ok(());
+        }
+        let mark = reserved.max(next).saturating_add(needed).saturating_add(AUTO_BLOCK);
+        let edit = VersionEdit::of(vec![Change::ReserveAuto { table_id: t.id, reserved: mark }]);
+        self.versions.log_and_apply(None, edit)?;
+        if let Some(r) = self.autos.lock().get_mut(&t.id) {
+            r.reserved = r.reserved.max(mark);
+        }
+        Ok(())
+    }
+
+    /// The next auto-increment value of `table` (the leader's, or a transaction resolving a
+    /// write): below the reserved mark, or `Busy` until a reservation makes room.
+    fn assign_auto(&self, table: &Table) -> Result<i64> {
+        let mut autos = self.autos.lock();
+        let busy =
+            || Error::Busy(format!("auto-increment values of table {:?} are being reserved; retry", table.schema.name));
+        let r = autos.get_mut(&table.id).ok_or_else(busy)?;
+        if r.next >= r.reserved {
+            return Err(busy());
+        }
+        let v = i64::try_from(r.next).map_err(|_| {
+            Error::invalid(
+                "auto-increment-exhausted",
+                format!("table {:?} has used every auto-increment value", table.schema.name),
+            )
+        })?;
+        r.next += 1;
+        Ok(v)
     }
 
     /// Takes the leader role outside a write group (rotation, sync, close).
@@ -618,6 +710,7 @@ impl Writer {
                                 seqno: SeqNo(first_seqno + i as u64),
                                 stamp_ms: r.receipt.stamp_ms,
                                 increments: std::mem::take(&mut r.receipt.increments),
+                                primary_key: r.receipt.primary_key.take(),
                             })
                         })
                         .collect();
@@ -785,7 +878,8 @@ impl Writer {
         if ops.len() > 1 && !strictly_increasing {
             // xxh3 rather than SipHash: this runs for every row of every batch.
             let mut seen = HashSet::with_capacity_and_hasher(ops.len(), xxhash_rust::xxh3::Xxh3Builder::new());
-            for op in ops {
+            // Puts with an assigned auto-increment value are new rows each, never a repeat.
+            for op in ops.iter().filter(|op| !op.pk().0.iter().any(|v| matches!(v, PkValue::AutoIncrement))) {
                 if !seen.insert((op.table(), op.pk())) {
                     return Err(Error::invalid(
                         "batch-duplicate-row",
@@ -802,6 +896,43 @@ impl Writer {
             .map(|op| self.prepare_row(version, op, now, snapshot, stamps, bufs, self.reader.as_ref()))
             .collect();
         Ok(all_or_none(prepared))
+    }
+
+    /// The key of a put that names its auto-increment column as `AutoIncrement`, with the
+    /// value assigned; `None` for a key the caller gave whole.
+    ///
+    /// # Errors
+    /// `Invalid` for `AutoIncrement` anywhere but a put's auto-increment column, or with a
+    /// condition that needs the row to exist (a new key never does); `Busy` as
+    /// [`Writer::assign_auto`] says.
+    fn assigned_key(&self, table: &Table, op: &WriteOp) -> Result<Option<PrimaryKey>> {
+        let Some(at) = op.pk().0.iter().position(|v| matches!(v, PkValue::AutoIncrement)) else {
+            return Ok(None);
+        };
+        let name = &table.schema.name;
+        if table.schema.auto_increment_column() != Some(at) {
+            return Err(Error::invalid(
+                "auto-increment-column",
+                format!("key column {at} of table {name:?} is not its auto-increment column"),
+            ));
+        }
+        let WriteOp::Put(p) = op else {
+            return Err(Error::invalid(
+                "auto-increment-put-only",
+                format!("only a put assigns an auto-increment value; {} names a row that does not exist yet", op.pk()),
+            ));
+        };
+        if p.condition.row == RowExistence::ExpectExist || p.condition.column.is_some() {
+            return Err(Error::invalid(
+                "auto-increment-condition",
+                "a put with an auto-increment value writes a new row: a condition on the row existing or on its columns cannot hold",
+            ));
+        }
+        let mut key = p.pk.clone();
+        if let Some(v) = key.0.get_mut(at) {
+            *v = PkValue::Integer(self.assign_auto(table)?);
+        }
+        Ok(Some(key))
     }
 
     /// Refuses a plain write to a partition-key value a live transaction holds.
@@ -874,8 +1005,9 @@ impl Writer {
     ) -> Result<PreparedRow> {
         let RowBufs { records, keys, heat, fold, folded } = bufs;
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
+        let assigned = self.assigned_key(table, op)?;
         let key_start = keys.len();
-        encode_row_key_into(&table.schema, op.pk(), keys)?;
+        encode_row_key_into(&table.schema, assigned.as_ref().unwrap_or(op.pk()), keys)?;
         let key_span = key_start..keys.len();
         let pk = span(keys, &key_span)?;
         if *fold != Folding::Never {
@@ -887,7 +1019,7 @@ impl Writer {
             validate_condition(c)?;
         }
         let needs_state = reads_row(op);
-        let mut receipt = WriteReceipt::default();
+        let mut receipt = WriteReceipt { primary_key: assigned, ..WriteReceipt::default() };
         let mut used_stamp = false;
         let opts = &table.schema.options;
         let record = match op {
