@@ -667,3 +667,79 @@ fn the_shell_runs_a_script_on_one_open_database() {
     assert!(err.contains("read-only") || err.contains("ReadOnly") || err.contains("read only"), "{err}");
     drop(writer);
 }
+
+/// Auto-increment keys and transactions from the command line: `--pk Id:int:auto`,
+/// `put ... Id=auto` printing the assigned key (text and the JSON row shape), and
+/// `begin`/`commit`/`abort` in the shell, whose writes are seen inside before the commit and
+/// applied together by it.
+#[test]
+fn auto_increment_keys_and_shell_transactions() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "events", "--pk", "Device:int", "--pk", "Seq:int:auto"]);
+    let described: serde_json::Value = serde_json::from_str(ok(&["describe", d, "events", "--json"]).trim()).unwrap();
+    assert_eq!(described["primary_key"][1]["auto_increment"], true);
+    assert!(ok(&["describe", d, "events"]).contains("Seq integer (auto-increment)"));
+    let first = ok(&["put", d, "events", "Device=7", "Seq=auto", "Kind=boot"]);
+    assert_eq!(first.trim(), "put [7, 1] (seq 1)");
+    let j: serde_json::Value =
+        serde_json::from_str(ok(&["put", d, "events", "Device=7", "Seq=auto", "Kind=run", "--json"]).trim()).unwrap();
+    let second = j["put"]["Seq"].as_i64().unwrap();
+    assert!(second > 1, "{j}");
+    assert_eq!(j["put"]["Device"], 7);
+    assert!(ok(&["get", d, "events", &format!("7,{second}")]).contains("\"run\""));
+    let (code, _, err) = strata(&["create-table", d, "bad", "--pk", "A:int", "--pk", "B:string:auto"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("only an int column"), "{err}");
+    let (code, _, err) = strata(&["update", d, "events", "Device=7", "Seq=auto", "Kind=x"]);
+    assert_eq!(code, 2, "{err}");
+
+    let shell = |script: &str| -> (i32, String, String) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["shell", d])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    ok(&["create-table", d, "acc", "--pk", "Owner:string", "--pk", "Id:int"]);
+    ok(&["put", d, "acc", "Owner=a", "Id=1", "Bal:int=10"]);
+    let (code, out, err) = shell(
+        "begin acc a\n\
+         update acc Owner=a Id=1 --incr Bal=5\n\
+         get acc a,1 --json\n\
+         put acc Owner=a Id=2 Bal:int=1\n\
+         commit\n\
+         begin acc a\n\
+         put acc Owner=a Id=3 Bal:int=3\n\
+         get acc a,3\n\
+         abort\n\
+         get acc a,3\n\
+         begin acc a --timeout 30\n\
+         put acc Owner=a Id=4 Bal:int=4\n",
+    );
+    assert_eq!(code, 1, "the get of the aborted row answers no: {out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("transaction 1 begun"), "{out}");
+    assert_eq!(lines[1], r#"updated ["a", 1] (pending until commit, Bal=15)"#);
+    assert!(lines[2].contains(r#""Bal":[{"version":"#) && lines[2].contains(r#""value":15"#), "{out}");
+    assert_eq!(lines[3], r#"put ["a", 2] (pending until commit)"#);
+    assert!(lines[4].starts_with("committed 2 writes (seq "), "{out}");
+    assert!(out.contains("row [\"a\", 3]"), "the transaction reads its own put: {out}");
+    assert!(out.contains("aborted") && out.contains("no row [\"a\", 3]"), "{out}");
+    assert!(err.contains("aborted: the session ended before commit"), "{err}");
+    assert!(ok(&["get", d, "acc", "a,1"]).contains("integer 15"));
+    assert!(ok(&["get", d, "acc", "a,2"]).contains("integer 1"));
+    let (code, _, _) = strata(&["get", d, "acc", "a,4"]);
+    assert_eq!(code, 1, "the open transaction's put was applied at the end of the session");
+}

@@ -365,9 +365,22 @@ pub(crate) struct Writer {
 struct AutoRange {
     next: u64,
     reserved: u64,
+    /// Reservations made since the open: each reserves twice as many values as the one before
+    /// (from [`AUTO_FIRST_BLOCK`] up to [`AUTO_BLOCK`]), so a process that writes a few rows
+    /// skips few values at its next open, and one that writes many logs few reservations.
+    grants: u32,
 }
 
-/// Values reserved at a time: each reservation is one manifest write.
+impl AutoRange {
+    /// Values the next reservation adds.
+    fn block(&self) -> u64 {
+        (AUTO_FIRST_BLOCK << self.grants.min(16)).min(AUTO_BLOCK)
+    }
+}
+
+/// Values reserved by the first reservation after an open.
+const AUTO_FIRST_BLOCK: u64 = 16;
+/// Most values reserved at a time: each reservation is one manifest write.
 const AUTO_BLOCK: u64 = 1 << 16;
 
 impl Writer {
@@ -424,27 +437,27 @@ impl Writer {
         let Some(t) = version.table(table).filter(|t| t.schema.auto_increment_column().is_some()) else {
             return Ok(());
         };
+        // Room left, and the low-water mark under which a reservation is made now, while
+        // values remain for writers already queued.
         let room = |autos: &mut HashMap<TableId, AutoRange>| {
             let start = t.auto_reserved.max(1);
-            let r = autos.entry(t.id).or_insert(AutoRange { next: start, reserved: start });
-            (r.next, r.reserved)
+            let r = *autos.entry(t.id).or_insert(AutoRange { next: start, reserved: start, grants: 0 });
+            (r, r.reserved.saturating_sub(r.next) >= needed.saturating_add(r.block() / 2) && r.reserved > r.next)
         };
-        let low = needed.saturating_add(AUTO_BLOCK / 2);
-        if let (next, reserved) = room(&mut self.autos.lock())
-            && reserved.saturating_sub(next) >= low
-        {
+        if let (_, true) = room(&mut self.autos.lock()) {
             return Ok(());
         }
         let _one = self.auto_reserve.lock();
-        let (next, reserved) = room(&mut self.autos.lock());
-        if reserved.saturating_sub(next) >= low {
+        let (r, enough) = room(&mut self.autos.lock());
+        if enough {
             return Ok(());
         }
-        let mark = reserved.max(next).saturating_add(needed).saturating_add(AUTO_BLOCK);
+        let mark = r.reserved.max(r.next).saturating_add(needed).saturating_add(r.block());
         let edit = VersionEdit::of(vec![Change::ReserveAuto { table_id: t.id, reserved: mark }]);
         self.versions.log_and_apply(None, edit)?;
         if let Some(r) = self.autos.lock().get_mut(&t.id) {
             r.reserved = r.reserved.max(mark);
+            r.grants = r.grants.saturating_add(1);
         }
         Ok(())
     }

@@ -484,7 +484,12 @@ pub fn key_and_columns(schema: &TableSchema, args: &[String]) -> Result<(Primary
         let (name, ty, raw) = split_assignment(a)?;
         if let Some(i) = schema.pk_index(&name) {
             let kt = schema.primary_key.get(i).map(|c| c.key_type).unwrap_or(KeyType::String);
-            let v = parse_pk_value(&raw, kt).map_err(|e| CliError::new(format!("primary-key column {name}: {e}")))?;
+            let auto = schema.primary_key.get(i).is_some_and(|c| c.auto_increment);
+            let v = if auto && raw == "auto" {
+                PkValue::AutoIncrement
+            } else {
+                parse_pk_value(&raw, kt).map_err(|e| CliError::new(format!("primary-key column {name}: {e}")))?
+            };
             if let Some(slot) = key.get_mut(i) {
                 *slot = Some(v);
             }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use strata::{
     ColumnCondition, Condition, DeleteRow, Direction, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions,
-    RowExistence, TableSchema, UpdateRow,
+    RowExistence, TableSchema, UpdateRow, WriteReceipt,
 };
 
 use super::common::{CliError, CliResult, key_and_columns, open_db, open_db_read_only, row_json, schema};
@@ -251,26 +251,56 @@ fn key_json(s: &TableSchema, pk: &PrimaryKey) -> serde_json::Value {
 pub fn put(a: &PutArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
     let s = schema(&db, &a.table)?;
-    let (pk, cols) = key_and_columns(&s, &a.values)?;
+    let (pk, p) = put_row_of(&s, a)?;
+    let r = db.put_row(p)?;
+    db.close()?;
+    print_put(&s, pk, &r, a.json, out)
+}
+
+/// The row `put` writes, and its key as given.
+pub fn put_row_of(s: &TableSchema, a: &PutArgs) -> Result<(PrimaryKey, PutRow), CliError> {
+    let (pk, cols) = key_and_columns(s, &a.values)?;
     let mut p = PutRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?);
     for (n, v) in cols {
         p.columns.push((n, v, a.version));
     }
-    let r = db.put_row(p)?;
-    db.close()?;
-    if a.json {
-        writeln!(out, "{}", serde_json::json!({"put": key_json(&s, &pk), "seqno": r.seqno.get()}))?;
+    Ok((pk, p))
+}
+
+/// What `put` prints: the key (the assigned one, for an auto-increment value) and the sequence
+/// number (0 inside a transaction, printed as `pending`).
+pub fn print_put(s: &TableSchema, pk: PrimaryKey, r: &WriteReceipt, json: bool, out: &mut dyn Write) -> CliResult {
+    let pk = r.primary_key.clone().unwrap_or(pk);
+    if json {
+        writeln!(out, "{}", serde_json::json!({"put": key_json(s, &pk), "seqno": seqno_json(r)}))?;
     } else {
-        writeln!(out, "put {pk} (seq {})", r.seqno)?;
+        writeln!(out, "put {pk} ({})", seqno_text(r))?;
     }
     Ok(0)
+}
+
+/// A receipt's sequence number as text: `seq N`, or `pending` inside a transaction.
+fn seqno_text(r: &WriteReceipt) -> String {
+    if r.seqno.get() == 0 { "pending until commit".to_string() } else { format!("seq {}", r.seqno) }
+}
+
+fn seqno_json(r: &WriteReceipt) -> serde_json::Value {
+    if r.seqno.get() == 0 { serde_json::Value::Null } else { serde_json::json!(r.seqno.get()) }
 }
 
 /// update.
 pub fn update(a: &UpdateArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
     let s = schema(&db, &a.table)?;
-    let (pk, cols) = key_and_columns(&s, &a.values)?;
+    let (pk, u) = update_row_of(&s, a)?;
+    let r = db.update_row(u)?;
+    db.close()?;
+    print_update(&s, &pk, &r, a.json, out)
+}
+
+/// The update `update` writes, and its key.
+pub fn update_row_of(s: &TableSchema, a: &UpdateArgs) -> Result<(PrimaryKey, UpdateRow), CliError> {
+    let (pk, cols) = key_and_columns(s, &a.values)?;
     let mut u = UpdateRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?);
     for (n, v) in cols {
         u.ops.push(strata::UpdateOp::Put { column: n, value: v, version: a.version });
@@ -289,20 +319,23 @@ pub fn update(a: &UpdateArgs, out: &mut dyn Write) -> CliResult {
         let v: u64 = v.parse().map_err(|_| CliError::new(format!("--delete-version {d:?}: bad version")))?;
         u = u.delete_version(n, v);
     }
-    let r = db.update_row(u)?;
-    db.close()?;
-    if a.json {
+    Ok((pk, u))
+}
+
+/// What `update` prints.
+pub fn print_update(s: &TableSchema, pk: &PrimaryKey, r: &WriteReceipt, json: bool, out: &mut dyn Write) -> CliResult {
+    if json {
         let incs: serde_json::Map<String, serde_json::Value> =
             r.increments.iter().map(|(k, v)| (k.clone(), serde_json::json!(v))).collect();
         writeln!(
             out,
             "{}",
-            serde_json::json!({"updated": key_json(&s, &pk), "seqno": r.seqno.get(), "increments": incs})
+            serde_json::json!({"updated": key_json(s, pk), "seqno": seqno_json(r), "increments": incs})
         )?;
     } else {
         let incs: Vec<String> = r.increments.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let tail = if incs.is_empty() { String::new() } else { format!(", {}", incs.join(", ")) };
-        writeln!(out, "updated {pk} (seq {}{tail})", r.seqno)?;
+        writeln!(out, "updated {pk} ({}{tail})", seqno_text(r))?;
     }
     Ok(0)
 }
@@ -315,19 +348,35 @@ fn read_options(columns: &Option<Vec<String>>, versions: Option<u32>) -> ReadOpt
 pub fn get(a: &GetArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
-    let pk = key_only(&s, &a.key)?;
-    let row = db.get_row(&a.table, &pk, &read_options(&a.columns, a.versions))?;
+    let (pk, opts) = get_of(&s, a)?;
+    let row = db.get_row(&a.table, &pk, &opts)?;
     db.close()?;
+    print_get(&s, &pk, row, a.json, out)
+}
+
+/// The key and read options `get` reads with.
+pub fn get_of(s: &TableSchema, a: &GetArgs) -> Result<(PrimaryKey, ReadOptions), CliError> {
+    Ok((key_only(s, &a.key)?, read_options(&a.columns, a.versions)))
+}
+
+/// What `get` prints; exit 1 for a missing row.
+pub fn print_get(
+    s: &TableSchema,
+    pk: &PrimaryKey,
+    row: Option<strata::Row>,
+    json: bool,
+    out: &mut dyn Write,
+) -> CliResult {
     let Some(row) = row else {
-        if a.json {
+        if json {
             writeln!(out, "null")?;
         } else {
             writeln!(out, "no row {pk}")?;
         }
         return Ok(crate::EXIT_FAIL);
     };
-    if a.json {
-        writeln!(out, "{}", row_json(&s, &row))?;
+    if json {
+        writeln!(out, "{}", row_json(s, &row))?;
     } else {
         writeln!(out, "row {}", row.primary_key)?;
         for c in &row.columns {
@@ -351,11 +400,22 @@ pub fn get(a: &GetArgs, out: &mut dyn Write) -> CliResult {
 pub fn delete(a: &DeleteArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db(&a.dir, false)?;
     let s = schema(&db, &a.table)?;
-    let pk = key_only(&s, &a.key)?;
-    let r = db.delete_row(DeleteRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?))?;
+    let (pk, d) = delete_row_of(&s, a)?;
+    let r = db.delete_row(d)?;
     db.close()?;
-    if a.json {
-        writeln!(out, "{}", serde_json::json!({"deleted": key_json(&s, &pk), "seqno": r.seqno.get()}))?;
+    print_delete(&s, &pk, &r, a.json, out)
+}
+
+/// The delete `delete` writes, and its key.
+pub fn delete_row_of(s: &TableSchema, a: &DeleteArgs) -> Result<(PrimaryKey, DeleteRow), CliError> {
+    let pk = key_only(s, &a.key)?;
+    Ok((pk.clone(), DeleteRow::new(&a.table, pk).condition(condition(&a.cond)?)))
+}
+
+/// What `delete` prints.
+pub fn print_delete(s: &TableSchema, pk: &PrimaryKey, r: &WriteReceipt, json: bool, out: &mut dyn Write) -> CliResult {
+    if json {
+        writeln!(out, "{}", serde_json::json!({"deleted": key_json(s, pk), "seqno": seqno_json(r)}))?;
     } else {
         writeln!(out, "deleted {pk}")?;
     }

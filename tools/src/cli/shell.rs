@@ -16,10 +16,10 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clap::{Args, CommandFactory};
+use clap::{Args, CommandFactory, Parser};
 use rustyline::completion::{Completer, Pair};
 use rustyline::{Context, Helper, Highlighter, Hinter, Validator};
-use strata::{Db, PrimaryKey, RangeOptions};
+use strata::{Db, PrimaryKey, RangeOptions, Transaction, TransactionOptions};
 
 use super::common::{CliError, CliResult, begin_session, end_session, open_for_session};
 
@@ -70,36 +70,63 @@ pub fn shell(a: &ShellArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResu
     let db = Arc::new(db);
     begin_session(&a.dir, db.clone());
     let interactive = std::io::stdin().is_terminal();
-    if interactive {
-        let tables = db.list_tables().len();
-        writeln!(
-            out,
-            "strata shell on {} ({} {}{}); .help for help, .quit to leave",
-            a.dir.display(),
-            tables,
-            if tables == 1 { "table" } else { "tables" },
-            if read_only { ", read-only: another process has it open for writing" } else { "" }
-        )?;
-    }
-    let mut session = Session { dir: a.dir.clone(), mode: Mode::Text, first_failure: 0 };
-    let result = if interactive { session.interactive(db.clone(), out, err) } else { session.script(a.bail, out, err) };
+    let (result, first_failure) = run_session(a, &db, interactive, read_only, out, err);
     drop(db);
     let db = end_session().and_then(|db| Arc::try_unwrap(db).ok());
     if let Some(db) = db {
         db.close()?;
     }
     result?;
-    Ok(session.first_failure)
+    Ok(first_failure)
 }
 
-struct Session {
+/// The session's lines on `db`; returns how it ended and the first failing status.
+fn run_session(
+    a: &ShellArgs,
+    db: &Arc<Db>,
+    interactive: bool,
+    read_only: bool,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> (Result<(), CliError>, i32) {
+    let mut session = Session { db, dir: a.dir.clone(), mode: Mode::Text, first_failure: 0, txn: None };
+    let result = if interactive {
+        banner(db, &a.dir, read_only, out).and_then(|()| session.interactive(db.clone(), out, err))
+    } else {
+        session.script(a.bail, out, err)
+    };
+    if let Some(t) = session.txn.take() {
+        let _ = writeln!(err, "strata: transaction {} aborted: the session ended before commit", t.id());
+        t.abort();
+    }
+    (result, session.first_failure)
+}
+
+/// The first line of an interactive session.
+fn banner(db: &Db, dir: &Path, read_only: bool, out: &mut dyn Write) -> Result<(), CliError> {
+    let tables = db.list_tables().len();
+    writeln!(
+        out,
+        "strata shell on {} ({} {}{}); .help for help, .quit to leave",
+        dir.display(),
+        tables,
+        if tables == 1 { "table" } else { "tables" },
+        if read_only { ", read-only: another process has it open for writing" } else { "" }
+    )?;
+    Ok(())
+}
+
+struct Session<'db> {
+    db: &'db Db,
     dir: PathBuf,
     mode: Mode,
     /// Exit status of the first command that failed (0: none).
     first_failure: i32,
+    /// The open transaction (`begin` .. `commit`/`abort`).
+    txn: Option<Transaction<'db>>,
 }
 
-impl Session {
+impl<'db> Session<'db> {
     fn interactive(&mut self, db: Arc<Db>, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
         let config = rustyline::Config::builder().auto_add_history(true).build();
         let mut editor = rustyline::Editor::<ShellHelper, rustyline::history::DefaultHistory>::with_config(config)
@@ -206,6 +233,9 @@ impl Session {
             writeln!(err, "strata: {name}: {why}")?;
             return Ok(crate::EXIT_USAGE);
         }
+        if matches!(name.as_str(), "begin" | "commit" | "abort") {
+            return self.transaction_command(&name, &words, out, err);
+        }
         let mut args = vec!["strata".to_string(), name.clone()];
         if takes_dir(&name) && !words.iter().skip(1).any(|w| w == "--help" || w == "-h") {
             args.push(self.dir.to_string_lossy().into_owned());
@@ -214,7 +244,143 @@ impl Session {
         if self.mode == Mode::Json && has_flag(&name, "json") && !args.iter().any(|a| a == "--json") {
             args.push("--json".into());
         }
+        if self.txn.is_some() && matches!(name.as_str(), "put" | "update" | "delete" | "get") {
+            return self.in_transaction(args, out, err);
+        }
         Ok(super::run(args, out, err))
+    }
+
+    /// `begin TABLE KEY [--timeout SECONDS]`, `commit`, `abort`.
+    fn transaction_command(
+        &mut self,
+        name: &str,
+        words: &[String],
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Result<i32, CliError> {
+        let json = self.mode == Mode::Json;
+        let result = match (name, self.txn.take()) {
+            ("begin", Some(open)) => {
+                let id = open.id();
+                self.txn = Some(open);
+                Err(CliError::new(format!("transaction {id} is open: commit or abort it first")))
+            }
+            ("begin", None) => self.begin(words).map(|t| {
+                let line = if json {
+                    serde_json::json!({"begun": t.id()}).to_string()
+                } else {
+                    format!("transaction {} begun: put, update, delete and get run in it until commit or abort", t.id())
+                };
+                self.txn = Some(t);
+                line
+            }),
+            (_, None) => Err(CliError::new(format!("{name}: no transaction is open (begin TABLE KEY)"))),
+            ("commit", Some(t)) => t.commit().map_err(CliError::from).map(|r| {
+                let seqnos = r.writes.first().zip(r.writes.last()).map(|(a, b)| (a.seqno.get(), b.seqno.get()));
+                match (json, seqnos) {
+                    (true, _) => serde_json::json!({"committed": r.writes.len(), "first_seqno": seqnos.map(|s| s.0),
+                        "last_seqno": seqnos.map(|s| s.1)})
+                    .to_string(),
+                    (false, Some((a, b))) => format!("committed {} writes (seq {a}..={b})", r.writes.len()),
+                    (false, None) => "committed (nothing was written)".to_string(),
+                }
+            }),
+            (_, Some(t)) => {
+                let id = t.id();
+                t.abort();
+                Ok(if json {
+                    serde_json::json!({"aborted": id}).to_string()
+                } else {
+                    format!("transaction {id} aborted")
+                })
+            }
+        };
+        match result {
+            Ok(line) => {
+                writeln!(out, "{line}")?;
+                Ok(0)
+            }
+            Err(e) => {
+                writeln!(err, "strata: {}", e.message)?;
+                Ok(e.code)
+            }
+        }
+    }
+
+    fn begin(&self, words: &[String]) -> Result<Transaction<'db>, CliError> {
+        let usage = || CliError::new("begin TABLE KEY [--timeout SECONDS]: KEY is the partition-key value");
+        let (table, key) = match words {
+            [_, table, key, ..] => (table, key),
+            _ => return Err(usage()),
+        };
+        let mut opts = TransactionOptions::default();
+        match words.get(3..).unwrap_or_default() {
+            [] => {}
+            [flag, secs] if flag == "--timeout" => {
+                let secs: u64 = secs.parse().map_err(|_| usage())?;
+                opts = opts.timeout_ms(secs.saturating_mul(1000));
+            }
+            _ => return Err(usage()),
+        }
+        let s = super::common::schema(self.db, table)?;
+        let kt = s.primary_key.first().map_or(strata::KeyType::String, |c| c.key_type);
+        let value =
+            crate::keytext::parse_pk_value(key, kt).map_err(|e| CliError::new(format!("begin: key {key:?}: {e}")))?;
+        Ok(self.db.begin_transaction(table, value, opts)?)
+    }
+
+    /// A row command inside the open transaction, with the one-shot command's output.
+    fn in_transaction(&mut self, args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, CliError> {
+        let cli = match super::Cli::try_parse_from(args) {
+            Ok(c) => c,
+            Err(e) => {
+                write!(err, "{}", e.render())?;
+                return Ok(crate::EXIT_USAGE);
+            }
+        };
+        let db = self.db;
+        let Some(txn) = self.txn.as_mut() else { return Ok(crate::EXIT_USAGE) };
+        let mut run = || -> CliResult {
+            use super::{Command, rows};
+            match &cli.command {
+                Command::Put(a) => {
+                    let s = super::common::schema(db, &a.table)?;
+                    let (pk, p) = rows::put_row_of(&s, a)?;
+                    let r = txn.put_row(p)?;
+                    rows::print_put(&s, pk, &r, a.json, out)
+                }
+                Command::Update(a) => {
+                    let s = super::common::schema(db, &a.table)?;
+                    let (pk, u) = rows::update_row_of(&s, a)?;
+                    let r = txn.update_row(u)?;
+                    rows::print_update(&s, &pk, &r, a.json, out)
+                }
+                Command::Delete(a) => {
+                    let s = super::common::schema(db, &a.table)?;
+                    let (pk, d) = rows::delete_row_of(&s, a)?;
+                    let r = txn.delete_row(d)?;
+                    rows::print_delete(&s, &pk, &r, a.json, out)
+                }
+                Command::Get(a) => {
+                    let s = super::common::schema(db, &a.table)?;
+                    let (pk, opts) = rows::get_of(&s, a)?;
+                    let row = txn.get_row(&pk, &opts)?;
+                    rows::print_get(&s, &pk, row, a.json, out)
+                }
+                _ => Ok(crate::EXIT_USAGE),
+            }
+        };
+        match run() {
+            Ok(code) => Ok(code),
+            Err(e) => {
+                if e.message.contains("is over") {
+                    // Past its timeout: the transaction ended, nothing of it applied.
+                    self.txn = None;
+                }
+                writeln!(err, "strata: {}", e.message)?;
+                Ok(e.code)
+            }
+        }
     }
 }
 
@@ -223,6 +389,8 @@ Every strata command, without `strata` and the folder: `put T Key=1 Amount:int=1
 `get T 1`, `scan T --prefix 7 --filter 'Amount:int>10'`, `count T`, `describe T`, `stats`,
 `compact`, `checkpoint DEST`, `backup BACKUPS` ... (`help` lists them, `help put` explains one).
 Words are split as a shell splits them: quote values with spaces (`Note='two words'`).
+  begin T KEY [--timeout S]  a transaction on partition key KEY of table T: put, update,
+                    delete and get run in it; commit applies them at once, abort drops them
   .mode json|text   print every command's --json output, or its text (the default)
   .tables           the tables
   .help             this text

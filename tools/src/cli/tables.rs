@@ -97,7 +97,17 @@ pub fn create(a: &CreateTableArgs, out: &mut dyn Write) -> CliResult {
     let mut s = TableSchema::new(&a.table);
     for p in &a.pk {
         let (n, t) = p.split_once(':').ok_or_else(|| CliError::new(format!("--pk {p:?}: write Name:type")))?;
-        s = s.pk(n, parse_key_type(t)?);
+        s = match t.split_once(':') {
+            // `Id:int:auto`: the engine assigns the column's values (`put ... Id=auto`).
+            Some((t, "auto")) if parse_key_type(t)? == KeyType::Integer => s.pk_auto_increment(n),
+            Some((_, "auto")) => {
+                return Err(CliError::new(format!("--pk {p:?}: only an int column can be auto-increment")));
+            }
+            Some((_, other)) => {
+                return Err(CliError::new(format!("--pk {p:?}: {other:?} after the type; the only flag is auto")));
+            }
+            None => s.pk(n, parse_key_type(t)?),
+        };
     }
     if let Some(m) = a.max_versions {
         s = s.max_versions(m);
@@ -145,8 +155,12 @@ pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
     let d = super::common::describe(&db, &a.table)?;
     let o = &d.schema.options;
     if a.json {
-        let pk: Vec<_> =
-            d.schema.primary_key.iter().map(|c| json!({"name": c.name, "type": c.key_type.name()})).collect();
+        let pk: Vec<_> = d
+            .schema
+            .primary_key
+            .iter()
+            .map(|c| json!({"name": c.name, "type": c.key_type.name(), "auto_increment": c.auto_increment}))
+            .collect();
         writeln!(
             out,
             "{}",
@@ -158,7 +172,11 @@ pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
     } else {
         writeln!(out, "table               {}", d.schema.name)?;
         for (i, c) in d.schema.primary_key.iter().enumerate() {
-            let role = if i == 0 { " (partition key)" } else { "" };
+            let role = match (i, c.auto_increment) {
+                (0, _) => " (partition key)",
+                (_, true) => " (auto-increment)",
+                _ => "",
+            };
             writeln!(out, "primary key {}       {} {}{role}", i + 1, c.name, c.key_type.name())?;
         }
         writeln!(out, "max versions        {}", o.max_versions)?;
