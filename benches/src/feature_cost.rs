@@ -5,7 +5,13 @@
 //! - Backups: a first backup of the loaded database, an incremental one after more writes, and
 //!   foreground puts while a backup runs against the same puts without one.
 //!
+//! - Transactions: a transaction of 1 and of 10 writes against the same writes as one batch;
+//!   plain puts while a transaction holds another partition-key value (the lock check every
+//!   write then makes) against plain puts with none open; auto-increment puts against puts
+//!   with the key given.
+//!
 //! `cargo run --release -p strata-benches --bin feature_cost -- --rows 1000000`
+//! (`--only transactions` runs that part alone)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -28,6 +34,9 @@ struct Args {
     /// Value bytes.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
+    /// Run one part only: `stats`, `backups` or `transactions`.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 fn load(db: &Db, rows: u64, value: &[u8], seed: u64) -> f64 {
@@ -51,8 +60,18 @@ fn main() {
     let value = vec![b'x'; a.value_size];
     println!("feature_cost: {} rows of {} B values", a.rows, a.value_size);
 
+    let part = |name: &str| a.only.as_deref().is_none_or(|o| o == name);
+    if part("transactions") {
+        transactions(a.rows, &value);
+    }
+    if !part("stats") && !part("backups") {
+        return;
+    }
     // STATS persistence, off and on, twice each in alternation.
     for round in 0..2 {
+        if !part("stats") {
+            break;
+        }
         for persist in [false, true] {
             let tmp = tempfile::tempdir().unwrap();
             let db = fresh(tmp.path(), persist);
@@ -62,6 +81,9 @@ fn main() {
         }
     }
 
+    if !part("backups") {
+        return;
+    }
     // Backups.
     let tmp = tempfile::tempdir().unwrap();
     let db = Arc::new(fresh(&tmp.path().join("db"), true));
@@ -109,4 +131,70 @@ fn main() {
         "  puts without a backup running: {quiet:>10.0}/s; with backups running back to back ({n} taken): {busy:>10.0}/s ({:.2}x)",
         busy / quiet
     );
+}
+
+/// Transactions of `per` writes against batches of the same writes, on a table whose rows are
+/// `(owner, id)`: `rows` writes in all, each group on one partition-key value.
+fn transactions(rows: u64, value: &[u8]) {
+    use strata::{TransactionOptions, WriteOp};
+    let schema = || TableSchema::new("t").pk("owner", KeyType::Integer).pk("id", KeyType::Integer);
+    let row = |owner: i64, id: i64| PutRow::new("t", pk![owner, id]).column("v", value.to_vec());
+    for round in 0..2 {
+        for per in [1u64, 10] {
+            let groups = rows / per;
+            for txn in [false, true] {
+                let tmp = tempfile::tempdir().unwrap();
+                let db = Db::open(tmp.path(), Options::default()).unwrap();
+                db.create_table(schema()).unwrap();
+                let t = Instant::now();
+                for g in 0..groups as i64 {
+                    let owner = g % 1000;
+                    if txn {
+                        let mut tx = db.begin_transaction("t", owner, TransactionOptions::default()).unwrap();
+                        for i in 0..per as i64 {
+                            tx.put_row(row(owner, g * 10 + i)).unwrap();
+                        }
+                        tx.commit().unwrap();
+                    } else {
+                        let ops = (0..per as i64).map(|i| WriteOp::Put(row(owner, g * 10 + i))).collect();
+                        for r in db.batch_write(ops).unwrap().rows {
+                            r.unwrap();
+                        }
+                    }
+                }
+                let s = t.elapsed().as_secs_f64();
+                db.close().unwrap();
+                println!(
+                    "  {:<11} of {per:>2} writes, round {round}: {:>9.0} groups/s, {:>9.0} writes/s",
+                    if txn { "transaction" } else { "batch" },
+                    groups as f64 / s,
+                    (groups * per) as f64 / s
+                );
+            }
+        }
+        for mode in ["plain", "beside a transaction", "auto-increment"] {
+            let tmp = tempfile::tempdir().unwrap();
+            let db = Db::open(tmp.path(), Options::default()).unwrap();
+            db.create_table(schema()).unwrap();
+            db.create_table(TableSchema::new("a").pk("owner", KeyType::Integer).pk_auto_increment("id")).unwrap();
+            let held = (mode == "beside a transaction").then(|| {
+                db.begin_transaction("t", -1i64, TransactionOptions::default().timeout_ms(3_600_000)).unwrap()
+            });
+            let t = Instant::now();
+            for i in 0..rows as i64 {
+                if mode == "auto-increment" {
+                    db.put_row(
+                        PutRow::new("a", pk![i % 1000, strata::PkValue::AutoIncrement]).column("v", value.to_vec()),
+                    )
+                    .unwrap();
+                } else {
+                    db.put_row(row(i % 1000, i)).unwrap();
+                }
+            }
+            let ops = rows as f64 / t.elapsed().as_secs_f64();
+            drop(held);
+            db.close().unwrap();
+            println!("  puts, {mode:<21} round {round}: {ops:>10.0}/s");
+        }
+    }
 }

@@ -386,7 +386,11 @@ impl Transaction<'_> {
             let resolved = writer.resolve_txn_write(&op, now, &view)?;
             let record = RowRecord::decode(&resolved.record)
                 .map_err(|e| Error::Internal(format!("a transaction's own record does not decode: {e}")))?;
-            let mut st = view.stored_state(&table, &resolved.pk, SeqNo(0))?.unwrap_or_default();
+            // A whole-row put or a delete decides the row alone; an update applies to it.
+            let mut st = match record {
+                RowRecord::Update { .. } => view.stored_state(&table, &resolved.pk, SeqNo(0))?.unwrap_or_default(),
+                RowRecord::Put { .. } | RowRecord::Delete => RowState::default(),
+            };
             st.apply(record, &mut DropCounts::default());
             (resolved, st)
         };

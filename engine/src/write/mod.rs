@@ -993,10 +993,13 @@ impl Writer {
     /// As the write alone: validation, condition, increment and missing-table errors.
     pub(crate) fn resolve_txn_write(&self, op: &WriteOp, now: u64, states: &dyn RowStates) -> Result<ResolvedRow> {
         let version = self.versions.current();
-        let stamps = self.versions.stamps.lock().clone();
         let mut bufs = RowBufs { fold: Folding::Never, ..RowBufs::default() };
         let snapshot = self.versions.snapshot().seqno;
+        // Held while preparing, as the leader holds it (reads of rows come after it in the
+        // lock order).
+        let stamps = self.versions.stamps.lock();
         let row = self.prepare_row(&version, op, now, snapshot, &stamps, &mut bufs, states)?;
+        drop(stamps);
         Ok(ResolvedRow {
             pk: span(&bufs.keys, &row.pk)?.to_vec(),
             record: span(&bufs.records, &row.record)?.to_vec(),
