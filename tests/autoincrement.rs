@@ -267,3 +267,21 @@ fn a_transaction_killed_during_its_commit_is_all_or_nothing() {
     eprintln!("transactions across 3 kills: {} acknowledged, {} found whole", acknowledged.len(), rows_of.len());
     let _ = Error::Closed;
 }
+
+/// A row written with an explicit value in the auto-increment column is never overwritten by
+/// an assigned key: the value it holds is skipped.
+#[test]
+fn an_assigned_key_skips_a_value_an_explicit_row_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::default()).unwrap();
+    db.create_table(events()).unwrap();
+    db.put_row(PutRow::new("events", pk![0, 2]).column("n", -2)).unwrap();
+    let a = assigned(&db.put_row(PutRow::new("events", pk![0, PkValue::AutoIncrement]).column("n", 1)).unwrap());
+    let b = assigned(&db.put_row(PutRow::new("events", pk![0, PkValue::AutoIncrement]).column("n", 2)).unwrap());
+    assert_eq!((a, b), (1, 3));
+    let row = db.get_row("events", &pk![0, 2], &ReadOptions::default()).unwrap().unwrap();
+    assert_eq!(row.get("n"), Some(&Value::Integer(-2)), "the explicit row was overwritten");
+    // Another partition-key value does not hold 4: it is assigned there.
+    let c = assigned(&db.put_row(PutRow::new("events", pk![1, PkValue::AutoIncrement]).column("n", 3)).unwrap());
+    assert_eq!(c, 4);
+}

@@ -357,3 +357,59 @@ fn a_dropped_table_fails_the_commit_and_a_read_only_database_begins_none() {
         Err(Error::ReadOnly(_))
     ));
 }
+
+/// Once a plain write has found a transaction expired and gone through, setting the clock back
+/// does not revive the transaction: its commit fails and the plain write stays.
+#[test]
+fn an_expired_transaction_stays_expired_when_the_clock_goes_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let db = Db::open(tmp.path(), Options { clock: clock.clone(), ..Options::default() }).unwrap();
+    db.create_table(accounts()).unwrap();
+    db.put_row(PutRow::new("accounts", pk!["alice", 1]).column("bal", 10i64)).unwrap();
+    let mut tx = db.begin_transaction("accounts", "alice", TransactionOptions::default().timeout_ms(1_000)).unwrap();
+    tx.update_row(UpdateRow::new("accounts", pk!["alice", 1]).increment("bal", 5)).unwrap();
+    clock.advance(1_000);
+    db.update_row(UpdateRow::new("accounts", pk!["alice", 1]).increment("bal", 100)).unwrap();
+    clock.set(1_700_000_000_000 - 5_000);
+    let late = tx.commit();
+    assert!(matches!(late, Err(Error::TransactionExpired(_))), "{late:?}");
+    assert_eq!(int(&db, "alice", 1, "bal"), Some(110), "the plain increment was overwritten");
+}
+
+/// A transaction's later write is never stamped behind its earlier one, even when the clock
+/// steps back between them: two increments of one column inside a transaction both count.
+#[test]
+fn a_transactions_writes_keep_their_order_when_the_clock_steps_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let db = Db::open(tmp.path(), Options { clock: clock.clone(), ..Options::default() }).unwrap();
+    db.create_table(accounts()).unwrap();
+    let mut tx = db.begin_transaction("accounts", "alice", TransactionOptions::default()).unwrap();
+    tx.update_row(UpdateRow::new("accounts", pk!["alice", 1]).increment("c", 1)).unwrap();
+    clock.set(1_700_000_000_000 - 1_000);
+    let r = tx.update_row(UpdateRow::new("accounts", pk!["alice", 1]).increment("c", 1)).unwrap();
+    assert_eq!(r.increments, vec![("c".to_string(), 2)]);
+    let seen = tx.get_row(&pk!["alice", 1], &ReadOptions::default()).unwrap().unwrap();
+    assert_eq!(seen.get("c"), Some(&Value::Integer(2)), "inside the transaction");
+    tx.commit().unwrap();
+    assert_eq!(int(&db, "alice", 1, "c"), Some(2), "after the commit");
+}
+
+/// A table altered during a transaction refuses its commit (its writes were checked and
+/// encoded under the old options); a range limit of 0 is refused as outside one.
+#[test]
+fn a_table_altered_during_a_transaction_refuses_its_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::default()).unwrap();
+    db.create_table(accounts()).unwrap();
+    let mut tx = db.begin_transaction("accounts", "alice", TransactionOptions::default()).unwrap();
+    tx.update_row(UpdateRow::new("accounts", pk!["alice", 1]).put("a", 1i64)).unwrap();
+    let (start, end) = whole("alice");
+    let zero = tx.get_range(&start, &end, &RangeOptions { limit: Some(0), ..Default::default() });
+    assert_eq!(zero.unwrap_err().rule(), Some("range-limit"));
+    db.update_table("accounts", strata::TableUpdate { max_versions: Some(3), ..Default::default() }).unwrap();
+    let r = tx.commit();
+    assert_eq!(r.unwrap_err().rule(), Some("transaction-table-altered"));
+    assert!(db.get_row("accounts", &pk!["alice", 1], &ReadOptions::default()).unwrap().is_none());
+}

@@ -249,6 +249,9 @@ impl ManifestData {
                     t.auto_increment = Some(i);
                 }
                 t.auto_reserved = c.varint()?;
+                if t.auto_reserved > i64::MAX as u64 {
+                    return Err(c.invalid("auto-increment mark beyond the largest Integer"));
+                }
             }
             let np = c.count(4, "partition count")?;
             for _ in 0..np {

@@ -742,4 +742,19 @@ fn auto_increment_keys_and_shell_transactions() {
     assert!(ok(&["get", d, "acc", "a,2"]).contains("integer 1"));
     let (code, _, _) = strata(&["get", d, "acc", "a,4"]);
     assert_eq!(code, 1, "the open transaction's put was applied at the end of the session");
+    // A transaction past its timeout keeps the session's row commands: they fail (nothing is
+    // written one by one) until commit reports it or abort ends it.
+    let (code, out, err) = shell(
+        "begin acc z --timeout 0\n\
+         put acc Owner=z Id=1 Bal:int=1\n\
+         put acc Owner=z Id=2 Bal:int=2\n\
+         commit\n\
+         abort\n",
+    );
+    assert_ne!(code, 0, "{out}{err}");
+    assert_eq!(err.matches("is over").count(), 3, "{err}");
+    assert!(err.contains("no transaction is open"), "{err}");
+    for id in ["z,1", "z,2"] {
+        assert_eq!(strata(&["get", d, "acc", id]).0, 1, "{id} was written outside the transaction");
+    }
 }

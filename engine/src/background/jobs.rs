@@ -47,6 +47,6 @@ impl Jobs {
 
     /// Where this database's jobs make their files.
     pub(crate) fn files(&self) -> FileMaker<'_> {
-        FileMaker { ctx: &self.ctx, versions: &self.versions, root: &self.ctx.path }
+        FileMaker { ctx: &self.ctx, versions: &self.versions, root: &self.ctx.path, ids: None }
     }
 }

@@ -27,12 +27,19 @@ pub(crate) struct FileMaker<'a> {
     /// The database folder the files go into: the database's own, or for a copy taken from a
     /// read-only open (which writes nothing into the database), the copy's.
     pub root: &'a Path,
+    /// Where file ids come from instead of the version set: a copy's own counter (a
+    /// read-only open's counters move back to the writer's at `catch_up`, which must not hand a
+    /// copy's files ids they already have).
+    pub ids: Option<&'a crate::sync::atomic::AtomicU64>,
 }
 
 impl FileMaker<'_> {
     /// Creates a writer for a new SSTable of `partition` at `level`.
     pub(crate) fn new_sst(&self, table: &Table, partition: PartitionId, level: u32) -> Result<(FileId, SstFileWriter)> {
-        let id = self.versions.next_file_id();
+        let id = match self.ids {
+            Some(next) => FileId(next.fetch_add(1, crate::sync::atomic::Ordering::Relaxed)),
+            None => self.versions.next_file_id(),
+        };
         let dir = paths::partition_dir(self.root, &table.schema.name, partition);
         self.ctx.ensure_dir(&dir)?;
         let props = SstProperties {

@@ -118,27 +118,23 @@ impl Db {
             self.flush()?;
             return Ok(crate::version::checkpoint::pin_files(&self.versions));
         }
-        let (version, mem) = {
-            let st = self.versions.state.read();
-            (st.version.clone(), st.active.clone())
-        };
+        // The version, its memtable and the counters of its manifest, together.
+        let (version, mem, mut ms) = self.versions.current_with_memtable_and_manifest();
         if mem.is_empty() {
-            let (_, ms) = self.versions.current_with_manifest();
             return Ok(crate::version::checkpoint::pin_version(&self.versions, version, &ms));
         }
-        let files = crate::background::output::FileMaker { ctx: &self.ctx, versions: &self.versions, root: staging };
+        let ids = crate::sync::atomic::AtomicU64::new(ms.next_file_id);
+        let files = crate::background::output::FileMaker {
+            ctx: &self.ctx,
+            versions: &self.versions,
+            root: staging,
+            ids: Some(&ids),
+        };
         let flushed = crate::background::flush::FlushJob { mem: &mem, version: &version }.run(files)?;
-        let written = flushed.edit.changes.iter().filter_map(|c| match c {
-            crate::version::edit::Change::AddFile { file, .. } => Some(file.rec.id),
-            _ => None,
-        });
-        let next_file_id = written.max().map_or(0, |id| id + 1);
         let applied = flushed.edit.apply(&version)?;
-        let (_, mut ms) = self.versions.current_with_manifest();
-        // The copy holds every write the memtable held; a `catch_up` meanwhile may have moved
-        // the counters back to the writer's, so keep them above the files just written.
+        // The copy holds every write the memtable held, in files numbered after the version's.
         ms.flushed_seqno = ms.flushed_seqno.max(mem.max_seqno());
-        ms.next_file_id = ms.next_file_id.max(next_file_id);
+        ms.next_file_id = ids.load(crate::sync::atomic::Ordering::Relaxed);
         Ok(crate::version::checkpoint::pin_version(&self.versions, Arc::new(applied.version), &ms))
     }
 

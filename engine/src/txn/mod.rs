@@ -93,6 +93,8 @@ pub struct Transaction<'db> {
     /// The partition-key value, as given and encoded.
     value: PkValue,
     key: Vec<u8>,
+    /// The table's options at the start: a commit under others is refused.
+    options: crate::model::schema::TableOptions,
     deadline_ms: u64,
     /// The resolved writes, in order.
     writes: Vec<ResolvedRow>,
@@ -171,6 +173,7 @@ impl Db {
             table_id: t.id,
             value,
             key,
+            options: t.schema.options.clone(),
             deadline_ms,
             writes: Vec::new(),
             rows: HashMap::new(),
@@ -249,7 +252,8 @@ impl Transaction<'_> {
 
     /// GetRange inside the transaction: the rows between `start` and `end` (both within the
     /// transaction's partition-key value, as [`Db::get_range`] reads bounds) as of its start,
-    /// with its own writes applied, in the range's direction, up to its limit.
+    /// with its own writes applied, in the range's direction, up to its limit (all of them
+    /// without one: there are no pages, the rows of one partition-key value are read whole).
     ///
     /// # Errors
     /// As [`Transaction::get_row`].
@@ -257,6 +261,9 @@ impl Transaction<'_> {
         self.live()?;
         self.inside(&self.table, start)?;
         self.inside(&self.table, end)?;
+        if opts.limit == Some(0) {
+            return Err(Error::invalid("range-limit", "a range limit must be at least 1"));
+        }
         let table = self.table_now()?;
         // Bounds as the range read takes them: a short one covers its whole prefix.
         let forward = opts.direction == Direction::Forward;
@@ -318,6 +325,7 @@ impl Transaction<'_> {
             table: self.table.clone(),
             table_id: self.table_id,
             partition_key: self.key.clone(),
+            options: self.options.clone(),
             rows: std::mem::take(&mut self.writes),
         };
         let outcomes = self.db.writer()?.write_ops(Pending::Txn(commit))?;

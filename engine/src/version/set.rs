@@ -132,6 +132,14 @@ impl VersionSet {
         (self.state.read().version.clone(), ms.clone())
     }
 
+    /// The version, the active memtable and the manifest counters, taken together (as
+    /// [`VersionSet::current_with_manifest`]): what a read-only open's copy is made of.
+    pub fn current_with_memtable_and_manifest(&self) -> (Arc<LsmVersion>, Arc<Memtable>, ManifestState) {
+        let ms = self.manifest.lock();
+        let st = self.state.read();
+        (st.version.clone(), st.active.clone(), ms.clone())
+    }
+
     /// Reserves a file id (recorded by the next manifest write).
     pub fn next_file_id(&self) -> FileId {
         let mut ms = self.manifest.lock();

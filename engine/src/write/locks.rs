@@ -26,7 +26,7 @@ struct Holder {
 /// The lock table.
 #[derive(Default)]
 pub(crate) struct PartitionLocks {
-    /// Entries held, live or expired (an expired one is removed by the next that finds it).
+    /// Entries held (an expired one is removed by the first check that finds it).
     held: Mutex<HashMap<(TableId, Vec<u8>), Holder>>,
     /// `held.len()`, read without the lock: zero skips every check.
     count: AtomicUsize,
@@ -116,8 +116,17 @@ impl PartitionLocks {
         if txn.is_none() && self.count.load(Ordering::Acquire) == 0 {
             return Ok(Access::Free);
         }
-        let held = self.held.lock();
-        let live = held.get(&(table, key.to_vec())).filter(|h| h.deadline_ms > now_ms);
+        let mut held = self.held.lock();
+        let k = (table, key.to_vec());
+        // An expired entry goes as soon as anyone sees it: its owner's commit then finds it
+        // gone whatever the clock says later (a clock stepped back must not revive it after a
+        // plain write went through).
+        if held.get(&k).is_some_and(|h| h.deadline_ms <= now_ms) {
+            held.remove(&k);
+            self.count.fetch_sub(1, Ordering::Release);
+            self.released.notify_all();
+        }
+        let live = held.get(&k);
         match (live, txn) {
             (Some(h), Some(t)) if h.txn == t => Ok(Access::Owned),
             (_, Some(t)) => Err(Error::TransactionExpired(t)),

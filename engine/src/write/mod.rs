@@ -83,6 +83,8 @@ pub(crate) struct TxnCommit {
     pub table_id: TableId,
     /// The partition-key value it holds, encoded.
     pub partition_key: Vec<u8>,
+    /// The table's options when the transaction began: its records were made under them.
+    pub options: crate::model::schema::TableOptions,
     /// The rows in the order written, one record each (a row written twice has two).
     pub rows: Vec<ResolvedRow>,
 }
@@ -99,6 +101,8 @@ pub(crate) struct ResolvedRow {
     pub stamp: u64,
     /// Increments and stamp, as the receipt will say.
     pub receipt: WriteReceipt,
+    /// A whole-row record (a put or a delete), not an update.
+    pub whole: bool,
 }
 
 /// Where preparing a write reads the stored rows its conditions, increments and folds need:
@@ -382,6 +386,8 @@ impl AutoRange {
 const AUTO_FIRST_BLOCK: u64 = 16;
 /// Most values reserved at a time: each reservation is one manifest write.
 const AUTO_BLOCK: u64 = 1 << 16;
+/// Assigned values one put skips at most because rows written with explicit values hold them.
+const AUTO_SKIPS: usize = 64;
 
 impl Writer {
     /// The write path continuing after `last_seqno`, appending to `wal`.
@@ -453,6 +459,12 @@ impl Writer {
             return Ok(());
         }
         let mark = r.reserved.max(r.next).saturating_add(needed).saturating_add(r.block());
+        if mark > i64::MAX as u64 {
+            return Err(Error::invalid(
+                "auto-increment-exhausted",
+                format!("table {table:?} has used every auto-increment value"),
+            ));
+        }
         let edit = VersionEdit::of(vec![Change::ReserveAuto { table_id: t.id, reserved: mark }]);
         self.versions.log_and_apply(None, edit)?;
         if let Some(r) = self.autos.lock().get_mut(&t.id) {
@@ -918,7 +930,14 @@ impl Writer {
     /// `Invalid` for `AutoIncrement` anywhere but a put's auto-increment column, or with a
     /// condition that needs the row to exist (a new key never does); `Busy` as
     /// [`Writer::assign_auto`] says.
-    fn assigned_key(&self, table: &Table, op: &WriteOp) -> Result<Option<PrimaryKey>> {
+    fn assigned_key(
+        &self,
+        table: &Table,
+        op: &WriteOp,
+        states: &dyn RowStates,
+        snapshot: SeqNo,
+        now: u64,
+    ) -> Result<Option<PrimaryKey>> {
         let Some(at) = op.pk().0.iter().position(|v| matches!(v, PkValue::AutoIncrement)) else {
             return Ok(None);
         };
@@ -941,11 +960,27 @@ impl Writer {
                 "a put with an auto-increment value writes a new row: a condition on the row existing or on its columns cannot hold",
             ));
         }
+        // A row written with an explicit value in the column may hold the next value: such a
+        // value is skipped, so an assigned key always names a new row.
         let mut key = p.pk.clone();
-        if let Some(v) = key.0.get_mut(at) {
-            *v = PkValue::Integer(self.assign_auto(table)?);
+        let mut enc = Vec::new();
+        for _ in 0..AUTO_SKIPS {
+            if let Some(v) = key.0.get_mut(at) {
+                *v = PkValue::Integer(self.assign_auto(table)?);
+            }
+            enc.clear();
+            encode_row_key_into(&table.schema, &key, &mut enc)?;
+            let taken = states
+                .stored_state(table, &enc, snapshot)?
+                .and_then(|st| visible(st, table.max_versions(), table.ttl(), now))
+                .is_some();
+            if !taken {
+                return Ok(Some(key));
+            }
         }
-        Ok(Some(key))
+        Err(Error::Busy(format!(
+            "the next {AUTO_SKIPS} auto-increment values of table {name:?} name existing rows; retry"
+        )))
     }
 
     /// Refuses a plain write to a partition-key value a live transaction holds.
@@ -975,11 +1010,23 @@ impl Writer {
         self.locks.check(table.id, &commit.partition_key, Some(commit.txn), now, || Error::Closed)?;
         let RowBufs { records, keys, heat, .. } = bufs;
         let mut rows = Vec::with_capacity(commit.rows.len());
+        if table.schema.options != commit.options {
+            // The records were made under the options the transaction began with (an update
+            // record carries max-versions; puts were trimmed and versions checked by them).
+            return Err(Error::invalid(
+                "transaction-table-altered",
+                format!("table {:?} was altered during the transaction; nothing was applied", commit.table),
+            ));
+        }
         for r in &commit.rows {
             let pk = append(keys, &r.pk);
             let record = append(records, &r.record);
-            // The row was written whole or changed: folds start counting from here.
-            heat.reset(table.id, &r.pk);
+            // Folds count a transaction's updates as any others.
+            if r.whole {
+                heat.reset(table.id, &r.pk);
+            } else {
+                heat.update_due(table.id, &r.pk, self.ctx.opts.fold_updates_after);
+            }
             rows.push(PreparedRow { table_id: table.id, pk, stamp: r.stamp, record, receipt: r.receipt.clone() });
         }
         Ok(Ok(rows))
@@ -997,14 +1044,21 @@ impl Writer {
         let snapshot = self.versions.snapshot().seqno;
         // Held while preparing, as the leader holds it (reads of rows come after it in the
         // lock order).
-        let stamps = self.versions.stamps.lock();
+        let mut stamps = self.versions.stamps.lock();
         let row = self.prepare_row(&version, op, now, snapshot, &stamps, &mut bufs, states)?;
+        // The stamp counts from now on, as a committed write's does: a later write of the
+        // transaction is never stamped behind it, even with the clock stepped back.
+        if row.stamp > 0 {
+            let s = stamps.entry(row.table_id).or_insert(0);
+            *s = (*s).max(row.stamp);
+        }
         drop(stamps);
         Ok(ResolvedRow {
             pk: span(&bufs.keys, &row.pk)?.to_vec(),
             record: span(&bufs.records, &row.record)?.to_vec(),
             stamp: row.stamp,
             receipt: row.receipt,
+            whole: !matches!(op, WriteOp::Update(_)),
         })
     }
 
@@ -1021,7 +1075,7 @@ impl Writer {
     ) -> Result<PreparedRow> {
         let RowBufs { records, keys, heat, fold, folded } = bufs;
         let table = version.table(op.table()).ok_or_else(|| Error::TableNotFound(op.table().to_owned()))?;
-        let assigned = self.assigned_key(table, op)?;
+        let assigned = self.assigned_key(table, op, states, snapshot, now)?;
         let key_start = keys.len();
         encode_row_key_into(&table.schema, assigned.as_ref().unwrap_or(op.pk()), keys)?;
         let key_span = key_start..keys.len();
@@ -1249,7 +1303,9 @@ impl Writer {
 /// The engine stamp for a write to `table` now: the clock, never behind the table's last stamp.
 /// True when preparing `op` reads its row: a condition to check or an increment to apply.
 fn reads_row(op: &WriteOp) -> bool {
+    // A put assigning an auto-increment value looks whether the key it makes is taken.
     op.condition().needs_read()
+        || op.pk().0.iter().any(|v| matches!(v, PkValue::AutoIncrement))
         || matches!(op, WriteOp::Update(u) if u.ops.iter().any(|o| matches!(o, UpdateOp::Increment { .. })))
 }
 

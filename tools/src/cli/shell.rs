@@ -372,11 +372,10 @@ impl<'db> Session<'db> {
         };
         match run() {
             Ok(code) => Ok(code),
+            // A transaction past its timeout stays the session's until `commit` (which says
+            // it failed) or `abort`: the row commands meant for it fail meanwhile instead of
+            // writing one by one.
             Err(e) => {
-                if e.message.contains("is over") {
-                    // Past its timeout: the transaction ended, nothing of it applied.
-                    self.txn = None;
-                }
                 writeln!(err, "strata: {}", e.message)?;
                 Ok(e.code)
             }
