@@ -767,3 +767,48 @@ fn a_prefix_pages_through_get_range_as_documented() {
     assert_eq!(db.get_range("t", &whole, &whole, &opts).unwrap_err().rule(), Some("range-empty-bounds"));
     assert!(db.get_row("t", &whole, &ReadOptions::default()).unwrap().is_some());
 }
+
+/// Range reads over rows only in the memtable, of every length around the sizes the memtable
+/// source copies at a time (2, 4, 8, ... up to 64 entries), forward and backward, from every
+/// kind of start, with several records per row: every row, once, in order.
+#[test]
+fn memtable_ranges_of_every_length_read_every_row_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::default()).unwrap();
+    db.create_table(TableSchema::new("m").pk("k", KeyType::Integer)).unwrap();
+    for k in 0..300i64 {
+        db.put_row(PutRow::new("m", pk![k]).column("v", k)).unwrap();
+        if k % 3 == 0 {
+            db.update_row(UpdateRow::new("m", pk![k]).put("w", k)).unwrap();
+        }
+    }
+    for start in [0i64, 1, 2, 3, 5, 63, 64, 65, 130] {
+        for len in [1usize, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 63, 64, 65, 126, 127, 128, 200, 400] {
+            for forward in [true, false] {
+                let (s, e) = if forward {
+                    (pk![start], PrimaryKey::inf_max(1))
+                } else {
+                    (pk![299 - start], PrimaryKey::inf_min(1))
+                };
+                let dir = if forward { strata::Direction::Forward } else { strata::Direction::Backward };
+                let opts = RangeOptions { direction: dir, ..Default::default() };
+                let mut it = db.range("m", &s, &e, &opts).unwrap();
+                let mut got = Vec::new();
+                while got.len() < len {
+                    let Some(r) = it.next_ref().unwrap() else { break };
+                    let PkValue::Integer(k) = r.primary_key().unwrap().0[0] else { panic!() };
+                    let v = r.value("v").map(|v| v.to_value());
+                    assert_eq!(v, Some(Value::Integer(k)), "row {k}");
+                    assert_eq!(r.value("w").is_some(), k % 3 == 0, "row {k}");
+                    got.push(k);
+                }
+                let want: Vec<i64> = if forward {
+                    (start..300).take(len).collect()
+                } else {
+                    (0..=299 - start).rev().take(len).collect()
+                };
+                assert_eq!(got, want, "start {start} len {len} forward {forward}");
+            }
+        }
+    }
+}

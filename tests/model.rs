@@ -313,9 +313,9 @@ impl Harness {
             .db()
             .with_row(table, &key, &opts, |r| {
                 (
-                    r.map(|r| r.to_row().unwrap()),
-                    r.map(|r| COLS.map(|c| r.value(c).map(|v| v.to_value()))),
-                    r.map(|r| r.columns().map(|(n, v)| (n.to_owned(), v.to_value())).collect::<Vec<_>>()),
+                    r.as_ref().map(|r| r.to_row().unwrap()),
+                    r.as_ref().map(|r| COLS.map(|c| r.value(c).map(|v| v.to_value()))),
+                    r.as_ref().map(|r| r.columns().map(|(n, v)| (n.to_owned(), v.to_value())).collect::<Vec<_>>()),
                 )
             })
             .unwrap();

@@ -94,7 +94,7 @@ impl BenchEngine for StrataEngine {
         // Borrowed, as RocksDB's `get_pinned` and fjall's `get` hand out the stored value.
         self.db
             .with_row(TABLE, &pk(key), &ReadOptions::default(), |r| {
-                std::hint::black_box(r.map(|r| r.value("v")));
+                std::hint::black_box(r.as_ref().map(|r| r.value("v")));
                 r.is_some()
             })
             .map_err(|e| e.to_string())

@@ -25,7 +25,12 @@ pub fn after_all_versions(pk: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Entries a memtable source copies at a time, at most: the lock is held briefly.
 const MEM_CHUNK: usize = 64;
+/// Entries its first copy takes; each next copy takes twice as many, up to [`MEM_CHUNK`]. A
+/// short scan (YCSB E reads 1 to 100 rows) meets a few of a memtable's entries: copying 64
+/// whole records up front was a fifth of its time.
+const MEM_FIRST_CHUNK: usize = 2;
 
 /// A memtable source: copies a chunk of entries at a time so the memtable lock is held briefly.
 pub struct MemSource {
@@ -37,12 +42,24 @@ pub struct MemSource {
     buf: std::collections::VecDeque<Entry>,
     last: Option<Vec<u8>>,
     exhausted: bool,
+    /// Entries the next copy takes.
+    chunk: usize,
 }
 
 impl MemSource {
     /// A source over `[lo, hi)` of one table.
     pub fn new(mem: Arc<Memtable>, table_id: TableId, forward: bool, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Self {
-        let mut s = MemSource { mem, table_id, forward, lo, hi, buf: Default::default(), last: None, exhausted: false };
+        let mut s = MemSource {
+            mem,
+            table_id,
+            forward,
+            lo,
+            hi,
+            buf: Default::default(),
+            last: None,
+            exhausted: false,
+            chunk: MEM_FIRST_CHUNK,
+        };
         s.refill();
         s
     }
@@ -55,8 +72,10 @@ impl MemSource {
             None => Bound::Unbounded,
             Some(k) => Bound::Excluded(k.as_slice()),
         };
-        let chunk = self.mem.chunk(self.table_id, self.forward, from, &self.lo, self.hi.as_deref(), MEM_CHUNK);
-        if chunk.len() < MEM_CHUNK {
+        let want = self.chunk;
+        self.chunk = (want * 2).min(MEM_CHUNK);
+        let chunk = self.mem.chunk(self.table_id, self.forward, from, &self.lo, self.hi.as_deref(), want);
+        if chunk.len() < want {
             self.exhausted = true;
         }
         if let Some((k, _)) = chunk.last() {

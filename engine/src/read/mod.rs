@@ -245,7 +245,7 @@ impl Reader {
                 .map_err(|(i, e)| Error::corruption(raw.get(i).map_or(self.ctx.path.as_path(), |(_, p)| *p), e))?;
             if let Some(ov) = found {
                 record_load(ov.cell_count);
-                return Ok(f(Some(RowRef::overlay(&enc, &ov, opts, table.max_versions()))));
+                return Ok(f(Some(RowRef::overlay(&enc, ov, opts, table.max_versions()))));
             }
         }
         let recs: Vec<RowRecord> = raw
@@ -632,6 +632,21 @@ impl RangeIter {
         }
     }
 
+    /// The grouper's current row as its base put and the put-only updates over it, read in
+    /// place (`overlay.rs`), when that is how it is stored and the read needs no TTL, filter or
+    /// time range; `None` for the owned path.
+    fn current_overlay(&self) -> Result<Option<overlay::Overlay<'_>>> {
+        let Some(g) = self.grouper.as_ref() else { return Ok(None) };
+        if g.record_count() < 2
+            || self.table.ttl() != crate::model::schema::Ttl::Forever
+            || self.read.filter.is_some()
+            || self.read.time_range.is_some()
+        {
+            return Ok(None);
+        }
+        overlay::overlay(g.records().collect()).map_err(|(_, e)| Error::corruption("<range read>", e))
+    }
+
     /// The next row that exists: the selected row, or only its key when the filter rejected it.
     ///
     /// # Errors
@@ -647,28 +662,43 @@ impl RangeIter {
 
     /// The next selected row, borrowed until the next call: the scan path without allocation.
     /// A row whose only record is a whole-row put (the common case) is read in place from the
-    /// stored bytes; any other row is resolved as by `next` and viewed through the same
-    /// [`RowRef`]. Rows the filter rejects are skipped, as by `next`.
+    /// stored bytes, and so is a base put with put-only updates over it (`overlay.rs`) when the
+    /// read needs no TTL, filter or time range; any other row is resolved as by `next` and
+    /// viewed through the same [`RowRef`]. Rows the filter rejects are skipped, as by `next`.
     ///
     /// # Errors
     /// I/O or corruption errors.
     pub fn next_ref(&mut self) -> Result<Option<RowRef<'_>>> {
         // Finds the row first and borrows it after: a borrow returned from inside the loop
         // would hold `self` across the loop's next step.
-        let in_place = loop {
+        let shape = loop {
             if !self.next_grouped_row()? {
                 return Ok(None);
             }
             if self.current_is_plain_put()? {
-                break true;
+                break Shape::Put;
+            }
+            if self.current_overlay()?.is_some() {
+                break Shape::Overlay;
             }
             if let Some(Examined::Visible(row)) = self.examine_current()? {
                 self.owned = Some(row);
-                break false;
+                break Shape::Owned;
             }
         };
+        if shape == Shape::Overlay {
+            // Built again from the same bytes `current_overlay` accepted (a borrow returned
+            // from inside the loop would hold `self` across its next step).
+            let ov = self.current_overlay()?.ok_or_else(|| Error::Corruption {
+                path: "<range read>".into(),
+                offset: 0,
+                detail: "row records changed kind".into(),
+            })?;
+            let Some(g) = self.grouper.as_ref() else { return Ok(None) };
+            return Ok(Some(RowRef::overlay(g.pk(), ov, &self.read, self.table.max_versions())));
+        }
         let Some(g) = self.grouper.as_ref() else { return Ok(None) };
-        if in_place {
+        if shape == Shape::Put {
             // `current_is_plain_put` checked these very bytes.
             let rec = g.records().next().unwrap_or(&[]);
             let put = PutRef::parse_trusted(rec).ok_or_else(|| Error::Corruption {
@@ -683,6 +713,17 @@ impl RangeIter {
             None => Ok(None),
         }
     }
+}
+
+/// How [`RangeIter::next_ref`] hands out the row it found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// One whole-row put, read in place.
+    Put,
+    /// A base put and put-only updates, read in place.
+    Overlay,
+    /// Resolved by the owned path.
+    Owned,
 }
 
 /// A row a range examined: visible, or rejected by the read's filter (only its key).

@@ -132,7 +132,7 @@ mod tests {
             let st = resolve(decoded, max_versions, &mut Default::default());
             let expected = visible(st, max_versions, Ttl::Forever, 0).and_then(|st| select(&pk, st, &read));
             let expected = expected.ok_or_else(|| TestCaseError::fail("the base describes a row"))?;
-            let view = RowRef::overlay(&enc, &ov, &read, max_versions);
+            let view = RowRef::overlay(&enc, ov, &read, max_versions);
             let got: Vec<(String, Value)> = view.columns().map(|(n, v)| (n.to_owned(), v.to_value())).collect();
             let want: Vec<(String, Value)> =
                 expected.columns.iter().filter_map(|c| c.cells.first().map(|x| (c.name.clone(), x.value.clone()))).collect();

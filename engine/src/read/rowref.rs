@@ -14,19 +14,19 @@ use crate::model::types::{PrimaryKey, ReadOptions, Row, ValueRef};
 use crate::read::overlay::Overlay;
 
 /// A row of a range read, borrowed from the iterator until its next step.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RowRef<'a> {
     pk: &'a [u8],
     body: Body<'a>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Body<'a> {
     /// A single put record, read in place with the read's selection applied on access.
     Put { put: PutRef<'a>, read: &'a ReadOptions, max_versions: usize },
     /// A whole-row put and the put-only updates over it (`overlay.rs`), read in place: each
     /// column's newest cell is the update's when its version is at least the base's.
-    Overlay { overlay: &'a Overlay<'a>, read: &'a ReadOptions, max_versions: usize },
+    Overlay { overlay: std::sync::Arc<Overlay<'a>>, read: &'a ReadOptions, max_versions: usize },
     /// Anything else, resolved and selected by the owned read path.
     Owned(&'a Row),
 }
@@ -39,8 +39,8 @@ impl<'a> RowRef<'a> {
 
     /// A row read as its base put and the updates over it (TTL forever, no filter, no time
     /// range).
-    pub(crate) fn overlay(pk: &'a [u8], overlay: &'a Overlay<'a>, read: &'a ReadOptions, max_versions: usize) -> Self {
-        RowRef { pk, body: Body::Overlay { overlay, read, max_versions } }
+    pub(crate) fn overlay(pk: &'a [u8], overlay: Overlay<'a>, read: &'a ReadOptions, max_versions: usize) -> Self {
+        RowRef { pk, body: Body::Overlay { overlay: std::sync::Arc::new(overlay), read, max_versions } }
     }
 
     /// A row the owned path resolved.
@@ -70,14 +70,14 @@ impl<'a> RowRef<'a> {
     /// The newest selected value of `column`: the first cell within the table's max-versions,
     /// the read's time range and its column list; `None` when there is none.
     pub fn value(&self, column: &str) -> Option<ValueRef<'a>> {
-        match self.body {
+        match &self.body {
             Body::Owned(row) => row.column(column).and_then(|c| c.cells.first()).map(|c| c.value.borrowed()),
             Body::Put { put, read, max_versions } => {
                 if read.columns.as_ref().is_some_and(|cols| !cols.iter().any(|c| c == column)) {
                     return None;
                 }
                 let col = put.columns().find(|c| same_name(c.name, column))?;
-                let mut cells = col.cells().take(max_versions);
+                let mut cells = col.cells().take(*max_versions);
                 match read.time_range {
                     // The newest cell (the scan's common case, without the adapters' loop).
                     None => cells.next().map(|(_, value)| value),
@@ -101,10 +101,10 @@ impl<'a> RowRef<'a> {
     /// walk of its columns, where a `value` call per column walks them from the start each
     /// time. Columns without a selected cell are left out.
     pub fn columns(&self) -> impl Iterator<Item = (&'a str, ValueRef<'a>)> + 'a {
-        let (owned, stored, overlaid) = match self.body {
-            Body::Owned(row) => (Some(row), None, None),
-            Body::Put { put, read, max_versions } => (None, Some((put, read, max_versions)), None),
-            Body::Overlay { overlay, read, .. } => (None, None, Some((overlay, read))),
+        let (owned, stored, overlaid) = match &self.body {
+            Body::Owned(row) => (Some(*row), None, None),
+            Body::Put { put, read, max_versions } => (None, Some((*put, *read, *max_versions)), None),
+            Body::Overlay { overlay, read, .. } => (None, None, Some((overlay.clone(), *read))),
         };
         let owned = owned
             .into_iter()
@@ -124,9 +124,9 @@ impl<'a> RowRef<'a> {
             })
         });
         let overlaid = overlaid.into_iter().flat_map(|(overlay, read)| {
-            OverlayColumns { base: overlay.base.columns().peekable(), updates: overlay.cells.iter().peekable() }.filter(
-                move |(name, _)| read.columns.as_ref().is_none_or(|cols| cols.iter().any(|c| same_name(c, name))),
-            )
+            OverlayColumns { base: overlay.base.columns().peekable(), overlay, at: 0 }.filter(move |(name, _)| {
+                read.columns.as_ref().is_none_or(|cols| cols.iter().any(|c| same_name(c, name)))
+            })
         });
         owned.chain(stored).chain(overlaid)
     }
@@ -136,11 +136,11 @@ impl<'a> RowRef<'a> {
     /// # Errors
     /// `Corruption` when the stored row does not decode.
     pub fn to_row(&self) -> Result<Row> {
-        match self.body {
-            Body::Owned(row) => Ok(row.clone()),
+        match &self.body {
+            Body::Owned(row) => Ok((*row).clone()),
             Body::Put { put, read, max_versions } => {
                 let key = self.primary_key()?;
-                select_single_put(key, put.to_record(), max_versions, read).ok_or_else(no_cell)
+                select_single_put(key, put.to_record(), *max_versions, read).ok_or_else(no_cell)
             }
             Body::Overlay { overlay, read, max_versions } => {
                 let key = self.primary_key()?;
@@ -149,8 +149,8 @@ impl<'a> RowRef<'a> {
                     .iter()
                     .map(|b| RowRecord::decode(b).map_err(|e| Error::corruption("<row read>", e)))
                     .collect::<Result<Vec<_>>>()?;
-                let st = resolve(records, max_versions, &mut DropCounts::default());
-                visible(st, max_versions, Ttl::Forever, 0).and_then(|st| select(&key, st, read)).ok_or_else(no_cell)
+                let st = resolve(records, *max_versions, &mut DropCounts::default());
+                visible(st, *max_versions, Ttl::Forever, 0).and_then(|st| select(&key, st, read)).ok_or_else(no_cell)
             }
         }
     }
@@ -171,18 +171,34 @@ fn newer<'a>(update: Option<(u64, ValueRef<'a>)>, base: Option<(u64, ValueRef<'a
 }
 
 /// The columns of an overlay in name order: the base's and the updates' merged, each column's
-/// newest value.
-struct OverlayColumns<'a, 'o> {
+/// newest value. Holds the overlay (shared with its row): the items borrow only the stored
+/// bytes, so the iterator lives as long as they do.
+struct OverlayColumns<'a> {
     base: std::iter::Peekable<ColumnRefs<'a>>,
-    updates: std::iter::Peekable<std::slice::Iter<'o, PutOpRef<'a>>>,
+    overlay: std::sync::Arc<Overlay<'a>>,
+    /// The next update cell.
+    at: usize,
 }
 
-impl<'a> Iterator for OverlayColumns<'a, '_> {
+impl<'a> OverlayColumns<'a> {
+    fn peek_update(&self) -> Option<PutOpRef<'a>> {
+        self.overlay.cells.get(self.at).copied()
+    }
+
+    fn next_update(&mut self) -> Option<PutOpRef<'a>> {
+        let u = self.peek_update();
+        self.at += 1;
+        u
+    }
+}
+
+impl<'a> Iterator for OverlayColumns<'a> {
     type Item = (&'a str, ValueRef<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let order = match (self.base.peek(), self.updates.peek()) {
+            let update = self.peek_update();
+            let order = match (self.base.peek(), update) {
                 (None, None) => return None,
                 (Some(_), None) => std::cmp::Ordering::Less,
                 (None, Some(_)) => std::cmp::Ordering::Greater,
@@ -194,12 +210,12 @@ impl<'a> Iterator for OverlayColumns<'a, '_> {
                     (b.name, None, b.cells().next())
                 }
                 std::cmp::Ordering::Greater => {
-                    let &(name, v, value) = self.updates.next()?;
+                    let (name, v, value) = self.next_update()?;
                     (name, Some((v, value)), None)
                 }
                 std::cmp::Ordering::Equal => {
                     let b = self.base.next()?;
-                    let &(_, v, value) = self.updates.next()?;
+                    let (_, v, value) = self.next_update()?;
                     (b.name, Some((v, value)), b.cells().next())
                 }
             };
