@@ -812,3 +812,31 @@ fn memtable_ranges_of_every_length_read_every_row_once() {
         }
     }
 }
+
+/// A condition nested deeper than `MAX_CONDITION_DEPTH` levels is refused by name, as a filter
+/// and as a write's condition, instead of exhausting the stack when it is evaluated.
+#[test]
+fn a_condition_nested_too_deep_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::default()).unwrap();
+    db.create_table(TableSchema::new("c").pk("k", KeyType::Integer)).unwrap();
+    db.put_row(PutRow::new("c", pk![1]).column("v", 1i64)).unwrap();
+    let nest = |levels: usize| {
+        let mut c = ColumnCondition::compare("v", CompareOp::Equal, 1i64);
+        for _ in 0..levels {
+            c = ColumnCondition::Not(Box::new(ColumnCondition::Not(Box::new(c))));
+        }
+        c
+    };
+    let ok_depth = nest(MAX_CONDITION_DEPTH / 2);
+    assert!(db.get_row("c", &pk![1], &ReadOptions::default().filter(ok_depth)).unwrap().is_some());
+    let deep = nest(500);
+    let read = db.get_row("c", &pk![1], &ReadOptions::default().filter(deep.clone()));
+    assert_eq!(read.unwrap_err().rule(), Some("condition-too-deep"));
+    let write = db.put_row(
+        PutRow::new("c", pk![1])
+            .column("v", 2i64)
+            .condition(Condition { row: RowExistence::Ignore, column: Some(deep) }),
+    );
+    assert_eq!(write.unwrap_err().rule(), Some("condition-too-deep"));
+}

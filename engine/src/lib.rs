@@ -88,7 +88,7 @@ pub use db::info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use db::{Db, TableDescription};
 pub use error::{Error, Result};
 pub use ids::{FileId, PartitionId, SeqNo, TableId};
-pub use model::rowstate::DropCounts;
+pub use model::rowstate::{DropCounts, MAX_CONDITION_DEPTH};
 pub use model::schema::{PkColumn, TableOptions, TableSchema, Ttl};
 pub use model::types::{
     BatchWriteResult, Cell, Column, ColumnCondition, ColumnType, CompareOp, Condition, DeleteRow, Direction,

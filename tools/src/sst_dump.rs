@@ -168,7 +168,7 @@ impl Ctx<'_> {
         match self.args.command {
             SstCommand::Props => self.props(&name, &file, &meta, t),
             SstCommand::Raw => self.raw(&name, &file, &meta),
-            SstCommand::Scan => self.scan(&name, &file, &meta),
+            SstCommand::Scan => self.scan(&name, &file, &meta, t),
             SstCommand::Check => EXIT_OK,
         }
     }
@@ -327,7 +327,16 @@ impl Ctx<'_> {
         }
     }
 
-    fn scan(&mut self, name: &str, file: &[u8], m: &SstMeta) -> i32 {
+    /// Prints the records of a file; in a database folder only those its partition reads (a
+    /// file shared by two partitions since a split holds rows of both: each is printed once,
+    /// under the partition that reads it).
+    fn scan(&mut self, name: &str, file: &[u8], m: &SstMeta, t: &Target) -> i32 {
+        let clip = t.expect.as_ref().map(|(rec, _)| (rec.clip_start.clone(), rec.clip_end.clone()));
+        let outside = |pk: &[u8]| {
+            let Some((lo, hi)) = &clip else { return false };
+            let p = strata_format::key::partition_key(pk);
+            lo.as_deref().is_some_and(|l| p < l) || hi.as_deref().is_some_and(|h| p >= h)
+        };
         let schema = &m.props.pk_schema;
         let types: Vec<KeyType> = schema.iter().map(|(_, t)| *t).collect();
         let (from, to) = match (
@@ -364,7 +373,7 @@ impl Ctx<'_> {
                     let _ = writeln!(self.err, "sst-dump: {name}: data block {i}: key too short");
                     return EXIT_FAIL;
                 };
-                if from.as_deref().is_some_and(|f| pk < f) {
+                if from.as_deref().is_some_and(|f| pk < f) || outside(pk) {
                     continue;
                 }
                 if to.as_deref().is_some_and(|t| pk >= t) {
@@ -385,6 +394,9 @@ impl Ctx<'_> {
                     let mut obj = record_json(pk, schema, &rec);
                     obj.insert("$seqno".into(), json!(seq));
                     obj.insert("$file".into(), json!(name));
+                    if let Some(p) = t.partition {
+                        obj.insert("$partition".into(), json!(p));
+                    }
                     let _ = writeln!(self.out, "{}", serde_json::Value::Object(obj));
                     continue;
                 }

@@ -758,3 +758,95 @@ fn auto_increment_keys_and_shell_transactions() {
         assert_eq!(strata(&["get", d, "acc", id]).0, 1, "{id} was written outside the transaction");
     }
 }
+
+/// What a hostile user found in the shell, filters, backups and sst-dump, each now refused or
+/// right: an import from standard input inside a piped shell (it waited for the script for
+/// ever), a read of another table inside a transaction (it read the transaction's table), a
+/// script ending with its transaction open (exit 0), a filter nested thousands deep (a stack
+/// overflow) or on a key column (silently nothing), `backups verify` of a misspelt folder
+/// (created and called sound), a backup into the database's own folder, and sst-dump printing
+/// a file shared since a split once per partition.
+#[test]
+fn what_a_hostile_user_found_is_refused_or_right() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    let shell = |script: &str| -> (i32, String, String) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["shell", d])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(60), "the shell hung on {script:?}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    ok(&["create-table", d, "x", "--pk", "P:int", "--pk", "N:int"]);
+    ok(&["create-table", d, "y", "--pk", "P:int", "--pk", "N:int"]);
+    ok(&["put", d, "x", "P=7", "N=1", "Secret=from_x"]);
+    ok(&["put", d, "y", "P=7", "N=1", "Val=from_y"]);
+    let (code, _, err) = shell("import x - --format csv\nP:int,N:int\n1,1\n");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("import from a file"), "{err}");
+    let (code, out, err) = shell("begin x 7\nget y 7,1\ncommit\n");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("from_y") && !out.contains("from_x"), "{out}");
+    let (code, _, err) = shell("begin x 7\nput x P=7 N=2 A=b\n");
+    assert_eq!(code, 1, "a script whose transaction was never committed: {err}");
+    let deep = format!("{}Secret=from_x{}", "(".repeat(2000), ")".repeat(2000));
+    let (code, _, err) = strata(&["count", d, "x", "--filter", &deep]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("levels deep"), "{err}");
+    let (code, _, err) = strata(&["scan", d, "x", "--filter", "N:int>0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("primary-key column"), "{err}");
+    let (code, _, err) = strata(&["put", d, "x", "P=7", "N=1", "A=b", "--if", "P:int=7"]);
+    assert_eq!(code, 2, "{err}");
+    let typo = tmp.path().join("typo_bk");
+    let (code, _, err) = strata(&["backups", "verify", typo.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!typo.exists(), "verify created the misspelt folder");
+    let inside = tmp.path().join("db").join("bk");
+    let (code, _, err) = strata(&["backup", d, inside.to_str().unwrap()]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("outside the database"), "{err}");
+    let (code, _, _) = strata(&["backup", d, d]);
+    assert_ne!(code, 0);
+
+    // A table that splits: its files are shared by the partitions a split makes.
+    let s = tmp.path().join("split");
+    let s = s.to_str().unwrap();
+    ok(&["create-table", s, "t", "--pk", "P:int", "--pk", "N:int", "--split-threshold", "64KiB"]);
+    let csv = tmp.path().join("rows.csv");
+    let mut text = String::from("P:int,N:int,V:string\n");
+    for i in 0..20_000 {
+        text.push_str(&format!("{},{i},{}\n", i % 200, "v".repeat(20)));
+    }
+    std::fs::write(&csv, text).unwrap();
+    ok(&["import", s, "t", csv.to_str().unwrap()]);
+    ok(&["compact", s]);
+    let partitions = ok(&["partitions", s, "t", "--json"]).lines().count();
+    let out = Command::new(env!("CARGO_BIN_EXE_sst-dump")).args([s, "--json"]).output().unwrap();
+    let dumped = String::from_utf8(out.stdout).unwrap();
+    let rows: std::collections::BTreeSet<(i64, i64)> = dumped
+        .lines()
+        .map(|l| {
+            let j: serde_json::Value = serde_json::from_str(l).unwrap();
+            (j["P"].as_i64().unwrap(), j["N"].as_i64().unwrap())
+        })
+        .collect();
+    assert_eq!(rows.len(), 20_000, "{partitions} partitions");
+    assert_eq!(dumped.lines().count(), 20_000, "a row dumped twice ({partitions} partitions)");
+}

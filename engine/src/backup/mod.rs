@@ -174,6 +174,18 @@ impl BackupStore {
     /// # Errors
     /// As [`BackupStore::create`].
     pub fn create_with_progress(&self, db: &Db, progress: &mut dyn FnMut(&BackupProgress)) -> Result<BackupCreated> {
+        if crate::version::checkpoint::nested(&db.ctx.path, &self.dir) {
+            // Inside the database its files would be the database's orphans (and around it the
+            // database would be inside the backups).
+            return Err(Error::invalid(
+                "backup-destination",
+                format!(
+                    "{} and the database {} contain one another; a backup folder goes outside the database",
+                    self.dir.display(),
+                    db.ctx.path.display()
+                ),
+            ));
+        }
         self.remove_leftovers()?;
         let staging = self.dir.join(STAGING);
         let created = self.create_pinned(db, &staging, progress);

@@ -307,6 +307,20 @@ pub fn eval_condition(c: &ColumnCondition, row: Option<&BTreeMap<String, Vec<Cel
 /// # Errors
 /// `Invalid` naming the rule.
 pub fn validate_condition(c: &ColumnCondition) -> Result<()> {
+    validate_nested(c, 0)
+}
+
+/// Most levels of AND, OR and NOT one condition may nest: evaluation recurses once per level,
+/// so a deeper tree from a caller could exhaust the thread's stack.
+pub const MAX_CONDITION_DEPTH: usize = 64;
+
+fn validate_nested(c: &ColumnCondition, depth: usize) -> Result<()> {
+    if depth > MAX_CONDITION_DEPTH {
+        return Err(Error::invalid(
+            "condition-too-deep",
+            format!("a condition nests AND, OR and NOT more than {MAX_CONDITION_DEPTH} levels deep"),
+        ));
+    }
     match c {
         ColumnCondition::Single(s) => {
             crate::model::schema::validate_name("condition column", &s.column)?;
@@ -327,9 +341,9 @@ pub fn validate_condition(c: &ColumnCondition) -> Result<()> {
                     "an AND or OR condition needs at least one child",
                 ));
             }
-            v.iter().try_for_each(validate_condition)
+            v.iter().try_for_each(|x| validate_nested(x, depth + 1))
         }
-        ColumnCondition::Not(x) => validate_condition(x),
+        ColumnCondition::Not(x) => validate_nested(x, depth + 1),
     }
 }
 

@@ -206,6 +206,16 @@ impl Transaction<'_> {
         self.id
     }
 
+    /// The table the transaction holds a partition-key value of.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The partition-key value it holds.
+    pub fn partition_key(&self) -> &PkValue {
+        &self.value
+    }
+
     /// PutRow inside the transaction (see [`Db::put_row`]); the row's partition key must be
     /// the transaction's. The receipt's sequence number is 0: the commit assigns it.
     ///

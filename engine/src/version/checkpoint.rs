@@ -123,8 +123,7 @@ pub(crate) fn check_destination(ctx: &Context, dest: &Path) -> Result<()> {
             format!("{} is not empty; a checkpoint goes into a new or empty folder", dest.display()),
         ));
     }
-    let (from, to) = (resolved(&ctx.path), resolved(dest));
-    if to.starts_with(&from) || from.starts_with(&to) {
+    if nested(&ctx.path, dest) {
         // Inside the source, the copy's files would be the source's orphans (its next
         // open deletes them); around it, the source would be inside the copy.
         return Err(Error::invalid(
@@ -181,6 +180,12 @@ pub(crate) fn write_checkpoint(ctx: &Context, dest: &Path, pinned: &PinnedFiles)
 /// `path` made absolute, with symbolic links and `..` resolved as far as it exists: its
 /// deepest existing ancestor canonicalized, the rest appended. Only for comparing folders
 /// (on a file system that is not the real one, the path as given, made absolute).
+/// Whether `a` and `b` (symbolic links and `..` resolved) are one folder or one holds the other.
+pub(crate) fn nested(a: &Path, b: &Path) -> bool {
+    let (a, b) = (resolved(a), resolved(b));
+    a.starts_with(&b) || b.starts_with(&a)
+}
+
 fn resolved(path: &Path) -> PathBuf {
     for ancestor in path.ancestors() {
         if let Ok(real) = std::fs::canonicalize(ancestor)

@@ -113,7 +113,7 @@ impl FileBar {
 /// backup.
 pub fn backup(a: &BackupArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
-    let store = BackupStore::open(&a.backups)?;
+    let store = open_store(&a.backups, false)?;
     let t0 = Instant::now();
     let mut bar = FileBar::new(a.json);
     let created = store.create_with_progress(&db, &mut |p| bar.show(p))?;
@@ -157,7 +157,7 @@ pub fn backup(a: &BackupArgs, out: &mut dyn Write) -> CliResult {
 
 /// restore.
 pub fn restore(a: &RestoreArgs, out: &mut dyn Write) -> CliResult {
-    let store = BackupStore::open(&a.backups)?;
+    let store = open_store(&a.backups, true)?;
     let t0 = Instant::now();
     let mut bar = FileBar::new(a.json);
     let r = store.restore_with_progress(a.id, &a.dest, &mut |p| bar.show(p))?;
@@ -187,7 +187,7 @@ pub fn restore(a: &RestoreArgs, out: &mut dyn Write) -> CliResult {
 pub fn backups(a: &BackupsArgs, out: &mut dyn Write) -> CliResult {
     match &a.action {
         BackupsAction::List { backups, json } => {
-            let store = BackupStore::open(backups)?;
+            let store = open_store(backups, true)?;
             for b in store.list()? {
                 if *json {
                     writeln!(out, "{}", info_json(&b))?;
@@ -208,7 +208,7 @@ pub fn backups(a: &BackupsArgs, out: &mut dyn Write) -> CliResult {
             Ok(0)
         }
         BackupsAction::Verify { backups, id, json } => {
-            let store = BackupStore::open(backups)?;
+            let store = open_store(backups, true)?;
             let ids: Vec<u64> = match id {
                 Some(id) => vec![*id],
                 None => store.list()?.iter().map(|b| b.id).collect(),
@@ -244,7 +244,7 @@ pub fn backups(a: &BackupsArgs, out: &mut dyn Write) -> CliResult {
             Ok(if sound { 0 } else { crate::EXIT_FAIL })
         }
         BackupsAction::Purge { backups, keep, json } => {
-            let store = BackupStore::open(backups)?;
+            let store = open_store(backups, true)?;
             let p = store.purge(*keep)?;
             if *json {
                 writeln!(
@@ -267,4 +267,17 @@ pub fn backups(a: &BackupsArgs, out: &mut dyn Write) -> CliResult {
 fn info_json(b: &BackupInfo) -> serde_json::Value {
     json!({"id": b.id, "created_ms": b.created_ms, "created": utc(b.created_ms), "seqno": b.seqno.get(),
            "files": b.files, "bytes": b.bytes, "damage": b.damage})
+}
+
+/// Opens a backup folder; one that must already exist (restore, list, verify, purge) and does
+/// not is reported, never created: a misspelt folder is not an empty, sound set of backups.
+fn open_store(dir: &std::path::Path, existing: bool) -> Result<BackupStore, super::common::CliError> {
+    if existing && !dir.join("meta").is_dir() {
+        return Err(super::common::CliError::new(format!(
+            "{} is not a backup folder (no meta/); `strata backup DIR {}` makes one",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    Ok(BackupStore::open(dir)?)
 }

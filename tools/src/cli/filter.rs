@@ -20,13 +20,30 @@ use strata::{ColumnCondition, CompareOp, Value};
 
 use super::common::{CliError, ambiguous_as, parse_type, parse_typed};
 
+/// Refuses a condition on a primary-key column: conditions compare attribute columns, so one
+/// on a key column would quietly never hold (bounds and prefixes select keys).
+///
+/// # Errors
+/// A message naming the column and what selects keys instead.
+pub fn refuse_key_columns(s: &strata::TableSchema, c: &ColumnCondition) -> Result<(), CliError> {
+    let mut names = Vec::new();
+    c.columns(&mut names);
+    match names.iter().find(|n| s.pk_index(n).is_some()) {
+        Some(n) => Err(CliError::new(format!(
+            "{n} is a primary-key column of table {:?}: conditions and filters compare attribute columns; select keys with --from/--to/--prefix",
+            s.name
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Parses a condition written as the module documentation says.
 ///
 /// # Errors
 /// A message naming what is wrong and where, for text that is not such a condition.
 pub fn parse_condition(text: &str) -> Result<ColumnCondition, CliError> {
     let tokens = tokenize(text)?;
-    let mut p = Parser { tokens, at: 0, text };
+    let mut p = Parser { tokens, at: 0, text, depth: 0 };
     let c = p.or()?;
     match p.tokens.get(p.at) {
         None => Ok(c),
@@ -110,8 +127,8 @@ fn word(text: &str, chars: &[char], start: usize) -> Result<(Token, usize), CliE
         i += 1;
     }
     let column: String = chars.get(start..i).unwrap_or_default().iter().collect();
-    let rest: String = chars.get(i..).unwrap_or_default().iter().collect();
-    let Some((op_text, op)) = OPS.iter().find(|(t, _)| rest.starts_with(t)) else {
+    let rest = chars.get(i..).unwrap_or_default();
+    let Some((op_text, op)) = OPS.iter().find(|(t, _)| starts_with(rest, t)) else {
         return match column.to_ascii_lowercase().as_str() {
             "and" => Ok((Token::And, i)),
             "or" => Ok((Token::Or, i)),
@@ -151,10 +168,18 @@ fn word(text: &str, chars: &[char], start: usize) -> Result<(Token, usize), CliE
     Ok((Token::Compare { column, op: *op, value, quoted: false }, i))
 }
 
+/// Whether `chars` begins with `prefix` (no copy of the rest: a long filter stays linear).
+fn starts_with(chars: &[char], prefix: &str) -> bool {
+    let mut it = chars.iter();
+    prefix.chars().all(|p| it.next() == Some(&p))
+}
+
 struct Parser<'a> {
     tokens: Vec<Token>,
     at: usize,
     text: &'a str,
+    /// Levels of `not` and parentheses around the token being parsed.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -192,13 +217,28 @@ impl Parser<'_> {
             return Err(self.error("a comparison is missing at the end"));
         };
         self.at += 1;
+        if matches!(t, Token::Not | Token::Open) {
+            // The engine refuses deeper conditions; the parser recurses once per level.
+            self.depth += 1;
+            if self.depth > strata::MAX_CONDITION_DEPTH {
+                return Err(self.error(&format!(
+                    "`not` and parentheses nest more than {} levels deep",
+                    strata::MAX_CONDITION_DEPTH
+                )));
+            }
+        }
         match t {
-            Token::Not => Ok(ColumnCondition::Not(Box::new(self.unary()?))),
+            Token::Not => {
+                let inner = self.unary()?;
+                self.depth -= 1;
+                Ok(ColumnCondition::Not(Box::new(inner)))
+            }
             Token::Open => {
                 let inner = self.or()?;
                 if !self.eat(&Token::Close) {
                     return Err(self.error("`(` without its `)`"));
                 }
+                self.depth -= 1;
                 Ok(inner)
             }
             Token::Compare { column, op, value, quoted } => {
@@ -252,7 +292,21 @@ mod tests {
     }
 
     #[test]
+    fn a_long_flat_filter_parses_in_linear_time() {
+        let text = vec!["Status=done"; 50_000].join(" or ");
+        let t = std::time::Instant::now();
+        let ColumnCondition::Or(parts) = parse_condition(&text).unwrap() else { panic!("not an or") };
+        assert_eq!(parts.len(), 50_000);
+        // Quadratic, this took minutes; linear, well under a second even in a debug build.
+        assert!(t.elapsed() < std::time::Duration::from_secs(20), "{:?}", t.elapsed());
+        let nested = format!("{}a=x{}", "(".repeat(64), ")".repeat(64));
+        assert!(parse_condition(&nested).is_ok());
+    }
+
+    #[test]
     fn mistakes_are_named() {
+        let deep_parens = format!("{}a=x{}", "(".repeat(65), ")".repeat(65));
+        let deep_nots = format!("{}a=x", "not ".repeat(100_000));
         for (text, says) in [
             ("", "missing"),
             ("a=1x and", "missing at the end"),
@@ -264,6 +318,8 @@ mod tests {
             ("=x", "without a column"),
             ("a=\"open", "does not end"),
             ("and a=x", "not `and`"),
+            (deep_parens.as_str(), "levels deep"),
+            (deep_nots.as_str(), "levels deep"),
         ] {
             let e = parse_condition(text).unwrap_err().message;
             assert!(e.contains(says), "{text:?}: {e}");

@@ -24,7 +24,7 @@ pub struct CondArgs {
     pub if_: Option<String>,
 }
 
-fn condition(c: &CondArgs) -> Result<Condition, CliError> {
+fn condition(s: &TableSchema, c: &CondArgs) -> Result<Condition, CliError> {
     let row = match c.expect.as_deref() {
         None => RowExistence::Ignore,
         Some("exist") => RowExistence::ExpectExist,
@@ -32,6 +32,9 @@ fn condition(c: &CondArgs) -> Result<Condition, CliError> {
         Some(x) => return Err(CliError::new(format!("--expect {x:?}: use exist or not-exist"))),
     };
     let column = c.if_.as_deref().map(super::filter::parse_condition).transpose()?;
+    if let Some(cond) = &column {
+        super::filter::refuse_key_columns(s, cond)?;
+    }
     Ok(Condition { row, column })
 }
 
@@ -148,8 +151,12 @@ pub struct RangeArgs {
 
 impl RangeArgs {
     /// The read filter `--filter` names, if any.
-    pub fn read_filter(&self) -> Result<Option<ColumnCondition>, CliError> {
-        self.filter.as_deref().map(super::filter::parse_condition).transpose()
+    pub fn read_filter(&self, s: &TableSchema) -> Result<Option<ColumnCondition>, CliError> {
+        let f = self.filter.as_deref().map(super::filter::parse_condition).transpose()?;
+        if let Some(f) = &f {
+            super::filter::refuse_key_columns(s, f)?;
+        }
+        Ok(f)
     }
 
     /// The bounds for a read in the given direction ([`scan_bounds`]).
@@ -205,7 +212,7 @@ pub fn count(a: &CountArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
     let s = schema(&db, &a.table)?;
     let (start, end) = a.range.bounds(&s, false)?;
-    let n = match a.range.read_filter()? {
+    let n = match a.range.read_filter(&s)? {
         None => db.count_range(&a.table, &start, &end)?,
         Some(f) => {
             // Only the filter's columns are read: the rows are counted, not printed.
@@ -260,7 +267,7 @@ pub fn put(a: &PutArgs, out: &mut dyn Write) -> CliResult {
 /// The row `put` writes, and its key as given.
 pub fn put_row_of(s: &TableSchema, a: &PutArgs) -> Result<(PrimaryKey, PutRow), CliError> {
     let (pk, cols) = key_and_columns(s, &a.values)?;
-    let mut p = PutRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?);
+    let mut p = PutRow::new(&a.table, pk.clone()).condition(condition(s, &a.cond)?);
     for (n, v) in cols {
         p.columns.push((n, v, a.version));
     }
@@ -301,7 +308,7 @@ pub fn update(a: &UpdateArgs, out: &mut dyn Write) -> CliResult {
 /// The update `update` writes, and its key.
 pub fn update_row_of(s: &TableSchema, a: &UpdateArgs) -> Result<(PrimaryKey, UpdateRow), CliError> {
     let (pk, cols) = key_and_columns(s, &a.values)?;
-    let mut u = UpdateRow::new(&a.table, pk.clone()).condition(condition(&a.cond)?);
+    let mut u = UpdateRow::new(&a.table, pk.clone()).condition(condition(s, &a.cond)?);
     for (n, v) in cols {
         u.ops.push(strata::UpdateOp::Put { column: n, value: v, version: a.version });
     }
@@ -409,7 +416,7 @@ pub fn delete(a: &DeleteArgs, out: &mut dyn Write) -> CliResult {
 /// The delete `delete` writes, and its key.
 pub fn delete_row_of(s: &TableSchema, a: &DeleteArgs) -> Result<(PrimaryKey, DeleteRow), CliError> {
     let pk = key_only(s, &a.key)?;
-    Ok((pk.clone(), DeleteRow::new(&a.table, pk).condition(condition(&a.cond)?)))
+    Ok((pk.clone(), DeleteRow::new(&a.table, pk).condition(condition(s, &a.cond)?)))
 }
 
 /// What `delete` prints.
@@ -471,7 +478,7 @@ pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult
     let s = schema(&db, &a.table)?;
     let (start, end) = a.range.bounds(&s, a.reverse)?;
     let mut read = read_options(&a.columns, a.versions);
-    read.filter = a.range.read_filter()?;
+    read.filter = a.range.read_filter(&s)?;
     let mut opts = RangeOptions::default().read(read);
     if a.reverse {
         opts.direction = Direction::Backward;

@@ -89,7 +89,21 @@ fn run_session(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> (Result<(), CliError>, i32) {
-    let mut session = Session { db, dir: a.dir.clone(), mode: Mode::Text, first_failure: 0, txn: None };
+    let mut session = Session {
+        db,
+        dir: a.dir.clone(),
+        mode: Mode::Text,
+        first_failure: 0,
+        txn: None,
+        script_on_stdin: !interactive,
+    };
+    if read_only && !interactive {
+        let _ = writeln!(
+            err,
+            "strata: another process has {} open for writing: this session reads it, read-only",
+            a.dir.display()
+        );
+    }
     let result = if interactive {
         banner(db, &a.dir, read_only, out).and_then(|()| session.interactive(db.clone(), out, err))
     } else {
@@ -98,6 +112,10 @@ fn run_session(
     if let Some(t) = session.txn.take() {
         let _ = writeln!(err, "strata: transaction {} aborted: the session ended before commit", t.id());
         t.abort();
+        // Writes the script asked for were dropped: the session did not do what it said.
+        if session.first_failure == 0 {
+            session.first_failure = crate::EXIT_FAIL;
+        }
     }
     (result, session.first_failure)
 }
@@ -124,6 +142,8 @@ struct Session<'db> {
     first_failure: i32,
     /// The open transaction (`begin` .. `commit`/`abort`).
     txn: Option<Transaction<'db>>,
+    /// The script comes from standard input (not a terminal): no command may read it.
+    script_on_stdin: bool,
 }
 
 impl<'db> Session<'db> {
@@ -235,6 +255,11 @@ impl<'db> Session<'db> {
         }
         if matches!(name.as_str(), "begin" | "commit" | "abort") {
             return self.transaction_command(&name, &words, out, err);
+        }
+        if name == "import" && self.script_on_stdin && words.iter().skip(1).any(|w| w == "-") {
+            // The script is standard input: an import reading it would wait for the script.
+            writeln!(err, "strata: import: in a shell reading its script from standard input, import from a file")?;
+            return Ok(crate::EXIT_USAGE);
         }
         let mut args = vec!["strata".to_string(), name.clone()];
         if takes_dir(&name) && !words.iter().skip(1).any(|w| w == "--help" || w == "-h") {
@@ -361,6 +386,8 @@ impl<'db> Session<'db> {
                     let r = txn.delete_row(d)?;
                     rows::print_delete(&s, &pk, &r, a.json, out)
                 }
+                // A read of another table is not part of the transaction: read it as outside.
+                Command::Get(a) if a.table != txn.table() => rows::get(a, out),
                 Command::Get(a) => {
                     let s = super::common::schema(db, &a.table)?;
                     let (pk, opts) = rows::get_of(&s, a)?;

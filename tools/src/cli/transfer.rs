@@ -977,7 +977,7 @@ pub fn export(a: &ExportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
         Format::Jsonl => Some(s.options.max_versions),
         Format::Csv => Some(1),
     };
-    let read = ReadOptions { time_range, max_versions, filter: a.range.read_filter()?, ..Default::default() };
+    let read = ReadOptions { time_range, max_versions, filter: a.range.read_filter(&s)?, ..Default::default() };
     let opts = RangeOptions::default().read(read);
     let t0 = Instant::now();
     let mut sink: Box<dyn Write> = match &a.output {
