@@ -850,3 +850,33 @@ fn what_a_hostile_user_found_is_refused_or_right() {
     assert_eq!(rows.len(), 20_000, "{partitions} partitions");
     assert_eq!(dumped.lines().count(), 20_000, "a row dumped twice ({partitions} partitions)");
 }
+
+/// `strata check` on a database whose WAL is damaged before its end (so it does not open)
+/// reports the damage as a finding, as docs/CLI.md says: the file and the problem,
+/// `CORRUPT: 1 file with problems`, the next step, exit 1 (it was a bare error, exit 3).
+#[test]
+fn check_reports_a_damaged_wal_that_keeps_the_database_from_opening() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    // A writer holds the rows in its WAL (not flushed) while the file is damaged under it.
+    let db = strata::Db::open(&dir, strata::Options::default()).unwrap();
+    db.create_table(strata::TableSchema::new("t").pk("k", strata::KeyType::Integer)).unwrap();
+    for k in 0..50i64 {
+        db.put_row(strata::PutRow::new("t", strata::pk![k]).column("v", "x".repeat(100))).unwrap();
+    }
+    let wal = std::fs::read_dir(dir.join("wal")).unwrap().map(|e| e.unwrap().path()).max().unwrap();
+    let mut bytes = std::fs::read(&wal).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(&wal, &bytes).unwrap();
+    let (code, out, err) = strata(&["check", dir.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("CORRUPT: 1 file with problems") && out.contains("next:"), "{out}");
+    assert!(out.contains(wal.file_name().unwrap().to_str().unwrap()), "{out}");
+    let (code, out, _) = strata(&["check", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("\"sound\":false"), "{out}");
+    // Put the byte back: the writer's close must not fail on a file it no longer trusts.
+    bytes[100] ^= 0xff;
+    std::fs::write(&wal, &bytes).unwrap();
+    drop(db);
+}

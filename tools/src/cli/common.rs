@@ -273,6 +273,21 @@ pub fn open_db_read_only(dir: &Path) -> Result<OpenDb, CliError> {
     Ok(OpenDb::Own(Box::new(open_read_only_db(dir)?)))
 }
 
+/// [`open_db_read_only`], handing back the engine's error of a database that does not open
+/// (`strata check` reports corruption as a finding, not a failure).
+pub fn open_db_read_only_or_error(dir: &Path) -> Result<Result<OpenDb, Error>, CliError> {
+    if let Some(db) = session_db(dir) {
+        return Ok(Ok(db));
+    }
+    if !dir.join("MANIFEST").exists() {
+        return Err(CliError::new(format!("{} is not a strata database (no MANIFEST)", dir.display())));
+    }
+    Ok(Db::open_read_only(dir, Options::default()).map(|db| {
+        note_recovery(&db, false);
+        OpenDb::Own(Box::new(db))
+    }))
+}
+
 /// Opens an existing database read-only, outside any session.
 pub fn open_read_only_db(dir: &Path) -> Result<Db, CliError> {
     if !dir.join("MANIFEST").exists() {

@@ -537,18 +537,28 @@ pub fn compact(a: &CompactArgs, out: &mut dyn Write) -> CliResult {
 
 /// check.
 pub fn check(a: &DirJson, out: &mut dyn Write) -> CliResult {
-    let db = open_db_read_only(&a.dir)?;
-    let spinner = row_progress(a.json);
-    if let Some(pb) = &spinner {
-        pb.set_message("verifying every checksum of every live file");
-        pb.enable_steady_tick(std::time::Duration::from_millis(120));
-    }
-    let problems = db.check()?;
-    if let Some(pb) = &spinner {
-        pb.finish_and_clear();
-    }
-    let files = db.stats().tables.iter().map(|t| t.sst_files).sum::<usize>();
-    db.close()?;
+    // Damage that keeps the database from opening (a corrupt WAL record before its end, a
+    // damaged SSTable the open reads) is what check exists to report: a problem, not an error.
+    let (problems, files) = match super::common::open_db_read_only_or_error(&a.dir)? {
+        Ok(db) => {
+            let spinner = row_progress(a.json);
+            if let Some(pb) = &spinner {
+                pb.set_message("verifying every checksum of every live file");
+                pb.enable_steady_tick(std::time::Duration::from_millis(120));
+            }
+            let problems = db.check()?;
+            if let Some(pb) = &spinner {
+                pb.finish_and_clear();
+            }
+            let files = db.stats().tables.iter().map(|t| t.sst_files).sum::<usize>();
+            db.close()?;
+            (problems, files)
+        }
+        Err(strata::Error::Corruption { path, offset, detail }) => {
+            (vec![(path, vec![format!("at offset {offset}: {detail} (the database does not open)")])], 0)
+        }
+        Err(e) => return Err(e.into()),
+    };
     if a.json {
         let damaged: Vec<_> = problems.iter().map(|(p, msgs)| json!({"file": p, "problems": msgs})).collect();
         writeln!(out, "{}", json!({"sound": problems.is_empty(), "sst_files": files, "damaged_files": damaged}))?;
