@@ -880,3 +880,31 @@ fn check_reports_a_damaged_wal_that_keeps_the_database_from_opening() {
     std::fs::write(&wal, &bytes).unwrap();
     drop(db);
 }
+
+/// A key column written with another type is refused (it was stored as the schema's type
+/// without a word), and a script line that is not UTF-8 fails alone: the lines after it run.
+#[test]
+fn a_mistyped_key_column_is_refused_and_a_bad_script_line_fails_alone() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "t", "--pk", "C:string", "--pk", "O:int"]);
+    let (code, _, err) = strata(&["put", d, "t", "C:int=5", "O=1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("C is string"), "{err}");
+    ok(&["put", d, "t", "C:string=5", "O:int=1", "v=x"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["shell", d])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"put t C=a O=2 v=\xff\xfe\nput t C=b O=3 v=ok\ncount t\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(stderr.contains("line 1 is not UTF-8"), "{stderr}");
+    assert!(stdout.contains("put [\"b\", 3]") && stdout.contains("2 rows"), "{stdout}");
+}

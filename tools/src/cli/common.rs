@@ -499,6 +499,16 @@ pub fn key_and_columns(schema: &TableSchema, args: &[String]) -> Result<(Primary
         let (name, ty, raw) = split_assignment(a)?;
         if let Some(i) = schema.pk_index(&name) {
             let kt = schema.primary_key.get(i).map(|c| c.key_type).unwrap_or(KeyType::String);
+            // A key column's type is the schema's: a different one written is a mistake to
+            // report, not a type to quietly replace.
+            if let Some(t) = &ty
+                && parse_key_type_name(t) != Some(kt)
+            {
+                return Err(CliError::new(format!(
+                    "primary-key column {name} is {}; {name}:{t}=... names another type",
+                    kt.name()
+                )));
+            }
             let auto = schema.primary_key.get(i).is_some_and(|c| c.auto_increment);
             let v = if auto && raw == "auto" {
                 PkValue::AutoIncrement
@@ -523,6 +533,17 @@ pub fn key_and_columns(schema: &TableSchema, args: &[String]) -> Result<(Primary
         })?);
     }
     Ok((PrimaryKey(pk), cols))
+}
+
+/// A key type as `--pk` and `Name:type=value` spell it (`int`, `string`, `binary` and their long
+/// names).
+fn parse_key_type_name(t: &str) -> Option<KeyType> {
+    match t {
+        "int" | "integer" => Some(KeyType::Integer),
+        "str" | "string" => Some(KeyType::String),
+        "bin" | "binary" => Some(KeyType::Binary),
+        _ => None,
+    }
 }
 
 /// `DeviceID, SellerID, ...`

@@ -177,9 +177,28 @@ impl<'db> Session<'db> {
     }
 
     fn script(&mut self, bail: bool, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), CliError> {
-        for line in std::io::stdin().lock().lines() {
-            let line = line.map_err(|e| CliError::data(format!("reading standard input: {e}")))?;
-            match self.line(&line, out, err)? {
+        let mut input = std::io::stdin().lock();
+        let mut raw = Vec::new();
+        for number in 1.. {
+            raw.clear();
+            if input.read_until(b'\n', &mut raw).map_err(|e| CliError::data(format!("reading standard input: {e}")))?
+                == 0
+            {
+                break;
+            }
+            // A line that is not UTF-8 is one failed command, never a reason to drop the rest
+            // of the script (nor read with replacement characters, which would change values).
+            let Ok(line) = std::str::from_utf8(&raw) else {
+                writeln!(err, "strata: line {number} is not UTF-8; it was not run")?;
+                if self.first_failure == 0 {
+                    self.first_failure = crate::EXIT_USAGE;
+                }
+                if bail {
+                    break;
+                }
+                continue;
+            };
+            match self.line(line, out, err)? {
                 Next::Quit => break,
                 Next::Continue(code) if code != 0 && bail => break,
                 Next::Continue(_) => {}
