@@ -759,15 +759,15 @@ fn auto_increment_keys_and_shell_transactions() {
     }
 }
 
-/// What a hostile user found in the shell, filters, backups and sst-dump, each now refused or
-/// right: an import from standard input inside a piped shell (it waited for the script for
-/// ever), a read of another table inside a transaction (it read the transaction's table), a
-/// script ending with its transaction open (exit 0), a filter nested thousands deep (a stack
-/// overflow) or on a key column (silently nothing), `backups verify` of a misspelt folder
-/// (created and called sound), a backup into the database's own folder, and sst-dump printing
-/// a file shared since a split once per partition.
+/// Misuses of the shell, filters, backups and sst-dump, each refused or answered right: an
+/// import from standard input inside a piped shell (refused: it would wait for the script), a
+/// read of another table inside a transaction (reads that table), a script ending with its
+/// transaction open (exit 1), a filter nested thousands deep (refused, no stack overflow) or on
+/// a key column (refused, not silently nothing), `backups verify` of a misspelt folder (refused,
+/// not created), a backup into the database's own folder (refused), and sst-dump of a file
+/// shared since a split (each record once).
 #[test]
-fn what_a_hostile_user_found_is_refused_or_right() {
+fn misuses_of_the_shell_filters_backups_and_dumps_are_refused_or_right() {
     use std::io::Write;
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("db");
@@ -853,7 +853,7 @@ fn what_a_hostile_user_found_is_refused_or_right() {
 
 /// `strata check` on a database whose WAL is damaged before its end (so it does not open)
 /// reports the damage as a finding, as docs/CLI.md says: the file and the problem,
-/// `CORRUPT: 1 file with problems`, the next step, exit 1 (it was a bare error, exit 3).
+/// `CORRUPT: 1 file with problems`, the next step, exit 1 (not a bare error with exit 3).
 #[test]
 fn check_reports_a_damaged_wal_that_keeps_the_database_from_opening() {
     let tmp = tempfile::tempdir().unwrap();
@@ -881,8 +881,8 @@ fn check_reports_a_damaged_wal_that_keeps_the_database_from_opening() {
     drop(db);
 }
 
-/// A key column written with another type is refused (it was stored as the schema's type
-/// without a word), and a script line that is not UTF-8 fails alone: the lines after it run.
+/// A key column written with another type is refused (never quietly stored as the schema's
+/// type), and a script line that is not UTF-8 fails alone: the lines after it run.
 #[test]
 fn a_mistyped_key_column_is_refused_and_a_bad_script_line_fails_alone() {
     use std::io::Write;
