@@ -18,6 +18,33 @@ fn ok(args: &[&str]) -> String {
     out
 }
 
+/// Runs `strata shell ARGS` with `script` as its standard input (a pipe, as a script runs it),
+/// failing the test if the shell has not ended within a minute; its exit code, stdout, stderr.
+fn shell_script(args: &[&str], script: &[u8]) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .arg("shell")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(script).unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        let shown = String::from_utf8_lossy(script);
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the shell hung on {shown:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn create(dir: &str) {
     ok(&[
         "create-table",
@@ -608,27 +635,10 @@ fn filters_and_conditions_share_one_syntax() {
 /// another process the session reads, and refuses writes.
 #[test]
 fn the_shell_runs_a_script_on_one_open_database() {
-    use std::io::Write;
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("db");
     let d = d.to_str().unwrap();
-    let shell = |args: &[&str], script: &str| -> (i32, String, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .arg("shell")
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    };
+    let shell = |args: &[&str], script: &str| shell_script(args, script.as_bytes());
     let mut script = String::from("create-table t --pk k:int\n# a comment\n\n");
     for k in 0..200 {
         script.push_str(&format!("put t k={k} note='row {k}'\n"));
@@ -674,7 +684,6 @@ fn the_shell_runs_a_script_on_one_open_database() {
 /// applied together by it.
 #[test]
 fn auto_increment_keys_and_shell_transactions() {
-    use std::io::Write;
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("db");
     let d = d.to_str().unwrap();
@@ -696,22 +705,7 @@ fn auto_increment_keys_and_shell_transactions() {
     let (code, _, err) = strata(&["update", d, "events", "Device=7", "Seq=auto", "Kind=x"]);
     assert_eq!(code, 2, "{err}");
 
-    let shell = |script: &str| -> (i32, String, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .args(["shell", d])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    };
+    let shell = |script: &str| shell_script(&[d], script.as_bytes());
     ok(&["create-table", d, "acc", "--pk", "Owner:string", "--pk", "Id:int"]);
     ok(&["put", d, "acc", "Owner=a", "Id=1", "Bal:int=10"]);
     let (code, out, err) = shell(
@@ -768,31 +762,10 @@ fn auto_increment_keys_and_shell_transactions() {
 /// shared since a split (each record once).
 #[test]
 fn misuses_of_the_shell_filters_backups_and_dumps_are_refused_or_right() {
-    use std::io::Write;
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("db");
     let d = d.to_str().unwrap();
-    let shell = |script: &str| -> (i32, String, String) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .args(["shell", d])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-        let started = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            assert!(started.elapsed() < std::time::Duration::from_secs(60), "the shell hung on {script:?}");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let out = child.wait_with_output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8(out.stdout).unwrap(),
-            String::from_utf8(out.stderr).unwrap(),
-        )
-    };
+    let shell = |script: &str| shell_script(&[d], script.as_bytes());
     ok(&["create-table", d, "x", "--pk", "P:int", "--pk", "N:int"]);
     ok(&["create-table", d, "y", "--pk", "P:int", "--pk", "N:int"]);
     ok(&["put", d, "x", "P=7", "N=1", "Secret=from_x"]);
@@ -885,7 +858,6 @@ fn check_reports_a_damaged_wal_that_keeps_the_database_from_opening() {
 /// type), and a script line that is not UTF-8 fails alone: the lines after it run.
 #[test]
 fn a_mistyped_key_column_is_refused_and_a_bad_script_line_fails_alone() {
-    use std::io::Write;
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().join("db");
     let d = d.to_str().unwrap();
@@ -894,17 +866,8 @@ fn a_mistyped_key_column_is_refused_and_a_bad_script_line_fails_alone() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("C is string"), "{err}");
     ok(&["put", d, "t", "C:string=5", "O:int=1", "v=x"]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["shell", d])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"put t C=a O=2 v=\xff\xfe\nput t C=b O=3 v=ok\ncount t\n").unwrap();
-    let out = child.wait_with_output().unwrap();
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    let (code, stdout, stderr) = shell_script(&[d], b"put t C=a O=2 v=\xff\xfe\nput t C=b O=3 v=ok\ncount t\n");
+    assert_eq!(code, 2, "{stdout}{stderr}");
     assert!(stderr.contains("line 1 is not UTF-8"), "{stderr}");
     assert!(stdout.contains("put [\"b\", 3]") && stdout.contains("2 rows"), "{stdout}");
 }
