@@ -4,7 +4,12 @@
 
 use strata_format::key::{KeyType, PkValue};
 
-fn split_items(s: &str) -> Result<Vec<String>, String> {
+/// Splits a comma-separated key into its items as typed (quoted strings keep their quotes and
+/// may hold commas).
+///
+/// # Errors
+/// An unterminated quote.
+pub fn split_items(s: &str) -> Result<Vec<String>, String> {
     let mut items = Vec::new();
     let mut cur = String::new();
     let mut chars = s.chars().peekable();

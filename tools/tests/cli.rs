@@ -699,6 +699,9 @@ fn auto_increment_keys_and_shell_transactions() {
     assert!(second > 1, "{j}");
     assert_eq!(j["put"]["Device"], 7);
     assert!(ok(&["get", d, "events", &format!("7,{second}")]).contains("\"run\""));
+    // The positional key form names the column as `auto` too.
+    let third = ok(&["put", d, "events", "7,auto", "Kind=stop"]);
+    assert!(third.starts_with("put [7, ") && !third.contains("[7, 0]"), "{third}");
     let (code, _, err) = strata(&["create-table", d, "bad", "--pk", "A:int", "--pk", "B:string:auto"]);
     assert_eq!(code, 2);
     assert!(err.contains("only an int column"), "{err}");

@@ -489,9 +489,26 @@ pub fn key_and_columns(schema: &TableSchema, args: &[String]) -> Result<(Primary
         && !first.contains('=')
     {
         let types: Vec<KeyType> = schema.primary_key.iter().map(|c| c.key_type).collect();
-        let values = crate::keytext::parse_pk(first, &types, None).map_err(|e| {
+        let bad = |e: String| {
             CliError::new(format!("key {first:?}: {e} (the key is {}, comma-separated)", key_names(schema)))
-        })?;
+        };
+        // `7,auto`: the auto-increment column named as `auto`, as `Seq=auto` names it.
+        let auto = schema.auto_increment_column().filter(|&i| {
+            crate::keytext::split_items(first).is_ok_and(|items| items.get(i).is_some_and(|x| x.trim() == "auto"))
+        });
+        let text = match (auto, crate::keytext::split_items(first)) {
+            (Some(i), Ok(mut items)) => {
+                if let Some(x) = items.get_mut(i) {
+                    *x = "0".into();
+                }
+                items.join(",")
+            }
+            _ => first.clone(),
+        };
+        let mut values = crate::keytext::parse_pk(&text, &types, None).map_err(bad)?;
+        if let Some(v) = auto.and_then(|i| values.get_mut(i)) {
+            *v = PkValue::AutoIncrement;
+        }
         key = values.into_iter().map(Some).collect();
         args = rest;
     }
