@@ -19,6 +19,7 @@ use strata_tools::bench::{
 };
 
 mod peers;
+mod probes;
 
 /// Same-run comparison of strata with its peers.
 #[derive(Parser)]
@@ -114,6 +115,12 @@ fn main() {
         workloads.retain(|w| w != "fillsync");
     }
     for round in 0..a.rounds.max(1) {
+        // What the machine costs this round, beside its results (`probes.rs`), on stderr: the
+        // JSON lines on stdout stay the results alone.
+        match probes::Probes::run(&root.join("probe")) {
+            Ok(m) => eprintln!("round {}: {}", round + 1, m.line()),
+            Err(e) => eprintln!("round {}: machine probes failed: {e}", round + 1),
+        }
         let mut print = |r: &WorkloadResult| {
             let mut j = r.json();
             if let Some(o) = j.as_object_mut() {

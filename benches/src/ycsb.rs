@@ -17,6 +17,8 @@
 //! printing one line per phase: ops/s, p50 and p99 per operation kind, and the process's peak
 //! resident memory. `--workloads a --operations N` runs a single workload (the decay series).
 
+mod probes;
+
 use std::path::Path;
 use std::time::Instant;
 
@@ -383,6 +385,13 @@ fn main() -> R<()> {
         "fjall" => Box::new(Fjall::open(&dir)?),
         other => return Err(format!("unknown or not compiled in engine {other:?}")),
     };
+    // What the machine costs now, beside the results (`probes.rs`).
+    let machine = probes::Probes::run(&dir.join("probe")).map_err(|e| e.to_string())?;
+    if args.json {
+        println!("{}", serde_json::json!({"engine": args.engine, "phase": "machine", "machine": machine.json()}));
+    } else {
+        println!("{:<7} {}", args.engine, machine.line());
+    }
     let mut rng = StdRng::seed_from_u64(0x5EED);
     let report = |phase: &str, ops: u64, secs: f64, lat: &mut Latencies, json: bool| {
         let rate = ops as f64 / secs;
