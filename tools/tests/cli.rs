@@ -874,3 +874,20 @@ fn a_mistyped_key_column_is_refused_and_a_bad_script_line_fails_alone() {
     assert!(stderr.contains("line 1 is not UTF-8"), "{stderr}");
     assert!(stdout.contains("put [\"b\", 3]") && stdout.contains("2 rows"), "{stdout}");
 }
+
+/// Counts of SSTables read as English: `1 SSTable`, `2 SSTables`.
+#[test]
+fn one_sstable_is_one_sstable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&["create-table", d, "t", "--pk", "k:int"]);
+    ok(&["put", d, "t", "k=1", "v=x"]);
+    let cp = tmp.path().join("cp");
+    let out = ok(&["checkpoint", d, cp.to_str().unwrap()]);
+    assert!(out.contains(": 1 SSTable, "), "{out}");
+    ok(&["put", d, "t", "k=2", "v=y"]);
+    let bk = tmp.path().join("bk");
+    let out = ok(&["backup", d, bk.to_str().unwrap()]);
+    assert!(out.contains(": 2 SSTables ("), "{out}");
+}

@@ -133,11 +133,11 @@ pub fn backup(a: &BackupArgs, out: &mut dyn Write) -> CliResult {
     } else {
         writeln!(
             out,
-            "backup {} of {} in {}: {} SSTables ({} bytes), {} copied ({} bytes), {} shared with earlier backups, through sequence number {} ({seconds:.2} s)",
+            "backup {} of {} in {}: {} ({} bytes), {} copied ({} bytes), {} shared with earlier backups, through sequence number {} ({seconds:.2} s)",
             i.id,
             a.dir.display(),
             a.backups.display(),
-            i.files,
+            super::common::sstables(i.files),
             i.bytes,
             created.copied_files,
             created.copied_bytes,
@@ -172,10 +172,10 @@ pub fn restore(a: &RestoreArgs, out: &mut dyn Write) -> CliResult {
     } else {
         writeln!(
             out,
-            "restored backup {} into {}: {} SSTables, {} bytes, each checked against its checksum, through sequence number {} ({seconds:.2} s)",
+            "restored backup {} into {}: {}, {} bytes, each checked against its checksum, through sequence number {} ({seconds:.2} s)",
             r.id,
             a.dest.display(),
-            r.files,
+            super::common::sstables(r.files),
             r.bytes,
             r.seqno
         )?;

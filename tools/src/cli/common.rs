@@ -563,6 +563,11 @@ fn parse_key_type_name(t: &str) -> Option<KeyType> {
     }
 }
 
+/// `1 SSTable`, `3 SSTables`.
+pub fn sstables(n: usize) -> String {
+    format!("{n} {}", if n == 1 { "SSTable" } else { "SSTables" })
+}
+
 /// `DeviceID, SellerID, ...`
 pub fn key_names(schema: &TableSchema) -> String {
     schema.primary_key.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")

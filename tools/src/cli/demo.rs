@@ -288,9 +288,9 @@ pub fn run(a: &DemoArgs, out: &mut dyn Write, _err: &mut dyn Write) -> CliResult
     let d = db.describe_table(TABLE)?;
     writeln!(
         out,
-        "[6/8] flushed in {:.2} s: {} SSTables, {} on disk (inspect with: {} {})",
+        "[6/8] flushed in {:.2} s: {}, {} on disk (inspect with: {} {})",
         t.elapsed().as_secs_f64(),
-        d.sst_files,
+        super::common::sstables(d.sst_files),
         human_bytes(d.sst_bytes),
         sibling_tool("sst-dump"),
         std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone()).display()
@@ -304,9 +304,9 @@ pub fn run(a: &DemoArgs, out: &mut dyn Write, _err: &mut dyn Write) -> CliResult
     let splits = db.events().iter().filter(|e| e.kind == "split").count();
     writeln!(
         out,
-        "[7/8] compacted in {:.2} s: {} SSTables, {}; write amplification {:.2}; {} partitions after {splits} splits:",
+        "[7/8] compacted in {:.2} s: {}, {}; write amplification {:.2}; {} partitions after {splits} splits:",
         t.elapsed().as_secs_f64(),
-        ts.map_or(0, |t| t.sst_files),
+        super::common::sstables(ts.map_or(0, |t| t.sst_files)),
         human_bytes(ts.map_or(0, |t| t.sst_bytes)),
         st.write_amplification,
         ts.map_or(0, |t| t.partitions.len())

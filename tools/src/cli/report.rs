@@ -613,10 +613,10 @@ pub fn checkpoint(a: &CheckpointArgs, out: &mut dyn Write) -> CliResult {
     } else {
         writeln!(
             out,
-            "checkpoint of {} in {}: {} SSTables, {} bytes, through sequence number {} ({:.2} s); open it like any database",
+            "checkpoint of {} in {}: {}, {} bytes, through sequence number {} ({:.2} s); open it like any database",
             a.dir.display(),
             a.dest.display(),
-            info.files,
+            super::common::sstables(info.files),
             info.bytes,
             info.seqno,
             t0.elapsed().as_secs_f64()

@@ -323,10 +323,10 @@ pub fn drop_table(a: &DropArgs, out: &mut dyn Write) -> CliResult {
     let end = strata::PrimaryKey::new(vec![strata::PkValue::InfMax]);
     let rows = db.count_range(&a.table, &all, &end)?;
     let what = format!(
-        "this deletes table {} with its {rows} {} and {} SSTables ({} bytes), for good",
+        "this deletes table {} with its {rows} {} and {} ({} bytes), for good",
         a.table,
         if rows == 1 { "row" } else { "rows" },
-        d.sst_files,
+        super::common::sstables(d.sst_files),
         d.sst_bytes
     );
     if !confirmed(&what, a.yes)? {
