@@ -18,6 +18,21 @@ fn all(db: &Db, table: &str) -> u64 {
     db.count_range(table, &PrimaryKey(vec![PkValue::InfMin]), &PrimaryKey(vec![PkValue::InfMax])).unwrap()
 }
 
+/// Starts the crash workload (flushes, compactions, splits, merges) with `seed` in another
+/// process on the database at `dir`, once it has opened it; its progress lines are drained.
+fn writer_process(dir: &Path, seed: u64) -> std::process::Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crash-child"))
+        .args([dir.to_str().unwrap(), &seed.to_string(), "200000", "buffered"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "open");
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    child
+}
+
 fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     for e in std::fs::read_dir(dir).unwrap() {
@@ -111,15 +126,7 @@ fn a_reader_process_beside_a_writer_process() {
     let db = Db::open(tmp.path(), Options::small_for_tests()).unwrap();
     db.create_table(schema()).unwrap();
     db.close().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crash-child"))
-        .args([tmp.path().to_str().unwrap(), "7", "200000", "buffered"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "open");
-    std::thread::spawn(move || for _ in lines.by_ref() {});
+    let mut child = writer_process(tmp.path(), 7);
     let started = Instant::now();
     let (mut opens, mut catch_ups, mut rows) = (0, 0, 0u64);
     // 1.5 s of opens, longer (up to 30 s) on a machine too loaded for five in that time.
@@ -213,15 +220,7 @@ fn copies_from_read_only_opens_beside_a_writer_process() {
     let db = Db::open(&dir, Options::small_for_tests()).unwrap();
     db.create_table(schema()).unwrap();
     db.close().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crash-child"))
-        .args([dir.to_str().unwrap(), "11", "200000", "buffered"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    assert_eq!(lines.next().unwrap().unwrap(), "open");
-    std::thread::spawn(move || for _ in lines.by_ref() {});
+    let mut child = writer_process(&dir, 11);
     let store = strata::BackupStore::open(tmp.path().join("backups")).unwrap();
     let started = Instant::now();
     let (mut copies, mut rows) = (0, 0);

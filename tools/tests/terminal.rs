@@ -44,20 +44,31 @@ fn on_terminal_typing(args: &[&str], typed: &str) -> (i32, String) {
         // The terminal holds the answer until the command reads it.
         stdin.write_all(typed.as_bytes()).unwrap();
     }
-    let started = Instant::now();
-    let status = loop {
+    let status = exit_within_deadline(&mut child, Instant::now(), || {
+        format!("strata {args:?} hung on a terminal: no exit after {DEADLINE:?}")
+    });
+    let shown = std::fs::read_to_string(transcript.path()).unwrap_or_default();
+    (status.code().unwrap_or(-1), shown)
+}
+
+/// Waits for `child` to exit, failing the test with `hung()` once [`DEADLINE`] has passed
+/// since `started` (the child is killed first).
+fn exit_within_deadline(
+    child: &mut std::process::Child,
+    started: Instant,
+    hung: impl Fn() -> String,
+) -> std::process::ExitStatus {
+    loop {
         if let Some(status) = child.try_wait().unwrap() {
-            break status;
+            return status;
         }
         if started.elapsed() > DEADLINE {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("strata {args:?} hung on a terminal: no exit after {DEADLINE:?}");
+            panic!("{}", hung());
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    let shown = std::fs::read_to_string(transcript.path()).unwrap_or_default();
-    (status.code().unwrap_or(-1), shown)
+    }
 }
 
 fn ok(args: &[&str]) -> String {
@@ -171,17 +182,7 @@ fn shell_on_terminal(env: &[(&str, &str)], dir: &str, lines: &[&str]) -> (i32, S
         stdin.write_all(typed.as_bytes()).unwrap();
         stdin.flush().unwrap();
     }
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("strata shell hung on a terminal: {}", shown());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exit_within_deadline(&mut child, started, || format!("strata shell hung on a terminal: {}", shown()));
     (status.code().unwrap_or(-1), shown())
 }
 

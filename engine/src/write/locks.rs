@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 use crate::ids::TableId;
-use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{Condvar, Mutex};
 
 /// Who holds a lock and until when (the engine clock, ms).
@@ -33,7 +33,7 @@ pub(crate) struct PartitionLocks {
     /// Woken when a lock is released.
     released: Condvar,
     /// The last transaction id handed out.
-    last_txn: AtomicUsize,
+    last_txn: AtomicU64,
 }
 
 /// A transaction's request for a lock ([`PartitionLocks::acquire`]).
@@ -50,19 +50,10 @@ pub(crate) struct LockRequest<'a> {
     pub give_up_ms: u64,
 }
 
-/// What [`PartitionLocks::check`] found for a row.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// No live transaction holds the value: any write may go.
-    Free,
-    /// The asking transaction holds it.
-    Owned,
-}
-
 impl PartitionLocks {
     /// A new transaction id (never 0).
     pub(crate) fn next_txn_id(&self) -> u64 {
-        self.last_txn.fetch_add(1, Ordering::Relaxed) as u64 + 1
+        self.last_txn.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Takes the lock `req` asks for, waiting while a live transaction holds it, until
@@ -100,7 +91,7 @@ impl PartitionLocks {
         }
     }
 
-    /// Whether a row of `(table, key)` may be written now by `txn` (`None`: a plain write).
+    /// Refuses a write of a row of `(table, key)` by `txn` (`None`: a plain write) that may not go now.
     ///
     /// # Errors
     /// `PartitionLocked` when another live transaction holds it; `TransactionExpired` when
@@ -112,9 +103,9 @@ impl PartitionLocks {
         txn: Option<u64>,
         now_ms: u64,
         describe: impl FnOnce() -> Error,
-    ) -> Result<Access> {
+    ) -> Result<()> {
         if txn.is_none() && self.count.load(Ordering::Acquire) == 0 {
-            return Ok(Access::Free);
+            return Ok(());
         }
         let mut held = self.held.lock();
         let k = (table, key.to_vec());
@@ -128,10 +119,10 @@ impl PartitionLocks {
         }
         let live = held.get(&k);
         match (live, txn) {
-            (Some(h), Some(t)) if h.txn == t => Ok(Access::Owned),
+            (Some(h), Some(t)) if h.txn == t => Ok(()),
             (_, Some(t)) => Err(Error::TransactionExpired(t)),
             (Some(_), None) => Err(describe()),
-            (None, None) => Ok(Access::Free),
+            (None, None) => Ok(()),
         }
     }
 

@@ -986,12 +986,10 @@ impl Writer {
     /// Refuses a plain write to a partition-key value a live transaction holds.
     fn check_unlocked(&self, table: &Table, pk: &[u8], now: u64) -> Result<()> {
         let key = partition_key(pk);
-        self.locks
-            .check(table.id, key, None, now, || Error::PartitionLocked {
-                table: table.schema.name.clone(),
-                key: crate::model::validate::describe_partition_key(key),
-            })
-            .map(drop)
+        self.locks.check(table.id, key, None, now, || Error::PartitionLocked {
+            table: table.schema.name.clone(),
+            key: crate::model::validate::describe_partition_key(key),
+        })
     }
 
     /// Prepares a transaction's commit: its resolved rows as they are, provided it still holds
@@ -1007,7 +1005,10 @@ impl Writer {
             .table(&commit.table)
             .filter(|t| t.id == commit.table_id)
             .ok_or_else(|| Error::TableNotFound(commit.table.clone()))?;
-        self.locks.check(table.id, &commit.partition_key, Some(commit.txn), now, || Error::Closed)?;
+        // For its owner the lock answers held (go) or gone (`TransactionExpired`); the
+        // description of another holder is never asked for.
+        self.locks
+            .check(table.id, &commit.partition_key, Some(commit.txn), now, || Error::TransactionExpired(commit.txn))?;
         let RowBufs { records, keys, heat, .. } = bufs;
         let mut rows = Vec::with_capacity(commit.rows.len());
         if table.schema.options != commit.options {
