@@ -12,6 +12,7 @@
 //! ```sh
 //! cargo run --release -p strata-benches --features fjall --bin ycsb -- --engine strata
 //! cargo run --release -p strata-benches --features fjall --bin ycsb -- --engine fjall
+//! cargo run --release -p strata-benches --features rocksdb --bin ycsb -- --engine rocksdb
 //! ```
 //! Each run loads, then runs A, B, C, F, D, E in that order (YCSB's recommended sequence),
 //! printing one line per phase: ops/s, p50 and p99 per operation kind, and the process's peak
@@ -111,7 +112,7 @@ impl Store for Strata {
 
 /// The record as one value, the fields framed one after another (a u32 length each), as the
 /// YCSB bindings of key-value stores serialise it.
-#[cfg(feature = "fjall")]
+#[cfg(any(feature = "fjall", feature = "rocksdb"))]
 fn encode_record(fields: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(fields.iter().map(|f| f.len() + 4).sum());
     for f in fields {
@@ -121,7 +122,7 @@ fn encode_record(fields: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-#[cfg(feature = "fjall")]
+#[cfg(any(feature = "fjall", feature = "rocksdb"))]
 fn decode_record(mut b: &[u8]) -> R<Vec<&[u8]>> {
     let mut out = Vec::with_capacity(FIELDS);
     while !b.is_empty() {
@@ -176,6 +177,68 @@ impl Store for Fjall {
             std::hint::black_box(decode_record(&v)?);
             count += 1;
         }
+        Ok(count)
+    }
+}
+
+/// RocksDB as YCSB's `rocksdb` binding drives it: one value per record, an update reads,
+/// changes and rewrites it, a scan iterates from the key. Options as db_bench's peer: LZ4, a
+/// 10 bits/key bloom filter and a 64 MiB block cache, as strata and fjall have.
+#[cfg(feature = "rocksdb")]
+struct Rocks {
+    db: rocksdb::DB,
+}
+
+#[cfg(feature = "rocksdb")]
+impl Rocks {
+    fn open(dir: &Path) -> R<Rocks> {
+        let mut o = rocksdb::Options::default();
+        o.create_if_missing(true);
+        o.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        let mut t = rocksdb::BlockBasedOptions::default();
+        t.set_bloom_filter(10.0, false);
+        t.set_block_cache(&rocksdb::Cache::new_lru_cache(64 << 20));
+        o.set_block_based_table_factory(&t);
+        let db = rocksdb::DB::open(&o, dir).map_err(|e| e.to_string())?;
+        Ok(Rocks { db })
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+impl Store for Rocks {
+    fn insert(&self, key: &[u8], fields: &[Vec<u8>]) -> R<()> {
+        let refs: Vec<&[u8]> = fields.iter().map(|f| f.as_slice()).collect();
+        self.db.put(key, encode_record(&refs)).map_err(|e| e.to_string())
+    }
+    fn read(&self, key: &[u8]) -> R<bool> {
+        match self.db.get_pinned(key).map_err(|e| e.to_string())? {
+            Some(v) => Ok(std::hint::black_box(decode_record(&v)?).len() == FIELDS),
+            None => Ok(false),
+        }
+    }
+    fn update(&self, key: &[u8], field: usize, value: &[u8]) -> R<()> {
+        let old = self.db.get_pinned(key).map_err(|e| e.to_string())?.ok_or("update of a missing record")?;
+        let mut fields = decode_record(&old)?;
+        if let Some(f) = fields.get_mut(field) {
+            *f = value;
+        }
+        let record = encode_record(&fields);
+        drop(fields);
+        drop(old);
+        self.db.put(key, record).map_err(|e| e.to_string())
+    }
+    fn scan(&self, start: &[u8], n: usize) -> R<usize> {
+        let mut it = self.db.raw_iterator();
+        it.seek(start);
+        let mut count = 0;
+        while count < n && it.valid() {
+            if let Some(v) = it.value() {
+                std::hint::black_box(decode_record(v)?);
+            }
+            count += 1;
+            it.next();
+        }
+        it.status().map_err(|e| e.to_string())?;
         Ok(count)
     }
 }
@@ -352,7 +415,7 @@ fn anon_mib() -> f64 {
 #[derive(Parser)]
 #[command(about = "YCSB core workloads on strata or a peer, one engine per process")]
 struct Args {
-    /// strata or fjall (with the `fjall` feature).
+    /// strata, fjall or rocksdb (with the `fjall` and `rocksdb` features).
     #[arg(long, default_value = "strata")]
     engine: String,
     /// Records loaded.
@@ -383,6 +446,8 @@ fn main() -> R<()> {
         "strata" => Box::new(Strata::open(&dir, args.fold_after)?),
         #[cfg(feature = "fjall")]
         "fjall" => Box::new(Fjall::open(&dir)?),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => Box::new(Rocks::open(&dir)?),
         other => return Err(format!("unknown or not compiled in engine {other:?}")),
     };
     // What the machine costs now, beside the results (`probes.rs`).

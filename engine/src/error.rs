@@ -92,6 +92,18 @@ pub enum Error {
     /// were not and will not be applied.
     #[error("transaction {0} is over: it ran past its timeout or was aborted; nothing it wrote was applied")]
     TransactionExpired(u64),
+    /// A change stream reader's position lies before the records the stream still holds:
+    /// records after it were trimmed by the stream's retention. Nothing was skipped silently;
+    /// `oldest` is the position that reads on from the oldest record kept.
+    #[error(
+        "the stream of table {table:?} no longer holds the records after this position (its retention trimmed them); the oldest position is {oldest}"
+    )]
+    StreamTrimmed {
+        /// The table.
+        table: String,
+        /// The position of the oldest record kept.
+        oldest: String,
+    },
     /// The folder is not a strata database.
     #[error("{} is not a strata database: {reason}", path.display())]
     NotADatabase {

@@ -74,6 +74,7 @@ mod source;
 pub mod sst;
 #[cfg(not(feature = "internals"))]
 mod sst;
+pub mod stream;
 mod sync;
 #[cfg(test)]
 mod testdata;
@@ -93,7 +94,8 @@ pub use model::schema::{PkColumn, TableOptions, TableSchema, Ttl};
 pub use model::types::{
     BatchWriteResult, Cell, Column, ColumnCondition, ColumnType, CompareOp, Condition, DeleteRow, Direction,
     IntoPkValue, KeyType, PkRef, PkValue, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row, RowExistence,
-    RowOutcome, SingleCondition, TableUpdate, UpdateOp, UpdateRow, Value, ValueRef, WriteOp, WriteReceipt,
+    RowOutcome, SingleCondition, StreamSetting, TableUpdate, UpdateOp, UpdateRow, Value, ValueRef, WriteOp,
+    WriteReceipt,
 };
 pub use model::{keydesign, schema};
 pub use observe::events::{Event, LOG_KEEP_OLD};

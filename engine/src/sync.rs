@@ -24,20 +24,24 @@ pub(crate) enum Rank {
     AutoReserve = 1,
     /// `VersionSet::structure`: partition bounds (a flush's routing, a split, a merge).
     Structure = 2,
+    /// `VersionSet::commit_fence`: held by the write leader from the version it prepares
+    /// against to the sequence number it publishes, and by a split or merge while it closes
+    /// stream shards.
+    CommitFence = 3,
     /// `WriteQueue::bufs`: the write leader's buffers.
-    LeaderBufs = 3,
+    LeaderBufs = 4,
     /// `Writer::wal`: the log taking writes.
-    Wal = 4,
+    Wal = 5,
     /// `Jobs::stats_save`: one writer of the statistics file.
-    StatsSave = 5,
+    StatsSave = 6,
     /// `VersionSet::manifest`: the manifest counters, held across `log_and_apply`.
-    Manifest = 6,
+    Manifest = 7,
     /// `VersionSet::stamps`: engine-stamped versions per table.
-    Stamps = 7,
+    Stamps = 8,
     /// `VersionSet::state`: the read view.
-    State = 8,
+    State = 9,
     /// A memtable's `writer`: the one inserter (it takes memory from the chunk pool, a leaf).
-    MemtableWriter = 9,
+    MemtableWriter = 10,
     /// Any other lock: taken and released without taking another inside.
     Leaf = 255,
 }

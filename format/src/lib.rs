@@ -17,6 +17,7 @@ pub mod manifest;
 pub mod record;
 pub mod sst;
 pub mod stats;
+pub mod stream;
 pub mod value;
 pub mod wal;
 

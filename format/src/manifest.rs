@@ -9,8 +9,9 @@ use crate::key::KeyType;
 /// Magic number at the start of the manifest: ASCII `STRATMAN` as a LE u64.
 pub const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATMAN");
 /// Format version of the manifest: 2 adds each table's auto-increment column and reservation
-/// (a version-1 manifest reads as tables without one).
-pub const MANIFEST_FORMAT_VERSION: u32 = 2;
+/// (a version-1 manifest reads as tables without one); 3 adds each table's change stream (a
+/// version-2 manifest reads as tables without one).
+pub const MANIFEST_FORMAT_VERSION: u32 = 3;
 /// Size of the manifest header.
 pub const MANIFEST_HEADER_LEN: usize = crate::codec::FRAME_HEADER_LEN;
 
@@ -117,8 +118,44 @@ pub struct TableRecord {
     /// Auto-increment values below this may have been handed out; none at or above it was
     /// (the next open starts here, so no value is ever handed out twice).
     pub auto_reserved: u64,
+    /// The table's change stream, if it has one on.
+    pub stream: Option<StreamRecord>,
     /// Partitions in key order, covering the whole key space.
     pub partitions: Vec<PartitionRecord>,
+}
+
+/// A table's change stream: where its records are kept and its shards (the table's partitions
+/// since the stream began, closed ones included, so a consumer can follow splits and merges).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamRecord {
+    /// The internal table holding the stream's records; its id is the stream's id.
+    pub log_table: u64,
+    /// Hours a record is kept.
+    pub retention_hours: u32,
+    /// When the stream was turned on, ms since the epoch.
+    pub created_ms: u64,
+    /// The sequence number of the newest record flushed to an SSTable of the log table (0:
+    /// none); with the WAL's records, where the chain of records continues after an open.
+    pub head: u64,
+    /// Shards in the order they were opened.
+    pub shards: Vec<ShardRecord>,
+}
+
+/// One shard of a stream: a partition of the table over a span of sequence numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardRecord {
+    /// The partition's id.
+    pub id: u64,
+    /// Inclusive lower bound (encoded partition key); `None` is unbounded.
+    pub start: Option<Vec<u8>>,
+    /// Exclusive upper bound; `None` is unbounded.
+    pub end: Option<Vec<u8>>,
+    /// The shards it was split or merged from.
+    pub parents: Vec<u64>,
+    /// It holds records with sequence numbers above this.
+    pub opened_after: u64,
+    /// Closed by a split or merge: it holds no record with a sequence number above this.
+    pub closed_at: Option<u64>,
 }
 
 /// The whole manifest.
@@ -168,6 +205,28 @@ impl ManifestData {
             put_varint(&mut b, t.created_ms);
             put_varint(&mut b, t.auto_increment.map_or(0, |i| u64::from(i) + 1));
             put_varint(&mut b, t.auto_reserved);
+            match &t.stream {
+                None => b.push(0),
+                Some(st) => {
+                    b.push(1);
+                    put_varint(&mut b, st.log_table);
+                    put_varint(&mut b, u64::from(st.retention_hours));
+                    put_varint(&mut b, st.created_ms);
+                    put_varint(&mut b, st.head);
+                    put_varint(&mut b, st.shards.len() as u64);
+                    for sh in &st.shards {
+                        put_varint(&mut b, sh.id);
+                        put_opt_bytes(&mut b, sh.start.as_deref());
+                        put_opt_bytes(&mut b, sh.end.as_deref());
+                        put_varint(&mut b, sh.parents.len() as u64);
+                        for p in &sh.parents {
+                            put_varint(&mut b, *p);
+                        }
+                        put_varint(&mut b, sh.opened_after);
+                        put_varint(&mut b, sh.closed_at.map_or(0, |c| c + 1));
+                    }
+                }
+            }
             put_varint(&mut b, t.partitions.len() as u64);
             for p in &t.partitions {
                 put_varint(&mut b, p.id);
@@ -234,6 +293,7 @@ impl ManifestData {
                 created_ms: c.varint()?,
                 auto_increment: None,
                 auto_reserved: 0,
+                stream: None,
                 partitions: Vec::new(),
             };
             if version >= 2 {
@@ -252,6 +312,36 @@ impl ManifestData {
                 if t.auto_reserved > i64::MAX as u64 {
                     return Err(c.invalid("auto-increment mark beyond the largest Integer"));
                 }
+            }
+            if version >= 3 && c.u8()? == 1 {
+                let log_table = c.varint()?;
+                let retention_hours =
+                    u32::try_from(c.varint()?).map_err(|_| c.invalid("stream retention out of range"))?;
+                let created_ms = c.varint()?;
+                let head = c.varint()?;
+                let ns = c.count(5, "shard count")?;
+                let mut shards = Vec::with_capacity(ns);
+                for _ in 0..ns {
+                    let id = c.varint()?;
+                    let start = c.opt_bytes()?.map(<[u8]>::to_vec);
+                    let end = c.opt_bytes()?.map(<[u8]>::to_vec);
+                    let npar = c.count(1, "shard parent count")?;
+                    let mut parents = Vec::with_capacity(npar);
+                    for _ in 0..npar {
+                        parents.push(c.varint()?);
+                    }
+                    let opened_after = c.varint()?;
+                    let closed = c.varint()?;
+                    shards.push(ShardRecord {
+                        id,
+                        start,
+                        end,
+                        parents,
+                        opened_after,
+                        closed_at: closed.checked_sub(1),
+                    });
+                }
+                t.stream = Some(StreamRecord { log_table, retention_hours, created_ms, head, shards });
             }
             let np = c.count(4, "partition count")?;
             for _ in 0..np {
@@ -313,6 +403,30 @@ mod tests {
                 created_ms: 1_600_000_000_000,
                 auto_increment: None,
                 auto_reserved: 77,
+                stream: Some(StreamRecord {
+                    log_table: 5,
+                    retention_hours: 24,
+                    created_ms: 1_650_000_000_000,
+                    head: 98,
+                    shards: vec![
+                        ShardRecord {
+                            id: 1,
+                            start: None,
+                            end: None,
+                            parents: vec![],
+                            opened_after: 0,
+                            closed_at: Some(60),
+                        },
+                        ShardRecord {
+                            id: 2,
+                            start: None,
+                            end: Some(vec![2, 1]),
+                            parents: vec![1],
+                            opened_after: 60,
+                            closed_at: None,
+                        },
+                    ],
+                }),
                 partitions: vec![PartitionRecord {
                     id: 2,
                     start: None,

@@ -90,6 +90,10 @@ impl FlushJob<'_> {
                 finished.push((p, id, w.finish()?));
             }
             let mut table_bytes = 0u64;
+            // A stream's log table: the newest record flushed is where the stream's chain
+            // continues after an open, even once compaction drops it as expired.
+            let mut stream_head = None;
+            let is_log = self.version.stream_owner(table_id).is_some();
             for (pi, id, w) in finished {
                 let pid = partition_id(table, pi)?;
                 table_bytes += w.size;
@@ -102,12 +106,21 @@ impl FlushJob<'_> {
                         table.schema.name, pid, id, entry.rec.size, entry.rec.entries
                     ),
                 );
+                if is_log
+                    && let Ok(key) = strata_format::key::decode_pk(user_key(&entry.rec.largest))
+                    && let Some(strata_format::key::PkValue::Integer(seq)) = key.first()
+                {
+                    stream_head = stream_head.max(u64::try_from(*seq).ok());
+                }
                 changes.push(Change::AddFile { table_id, partition_id: pid, level: 0, file: entry });
+            }
+            if let Some(seq) = stream_head {
+                changes.push(Change::StreamHead { log: table_id, seq });
             }
             per_table.push((table_id, table_bytes));
             bytes += table_bytes;
         }
-        let files = changes.len();
+        let files = changes.iter().filter(|c| matches!(c, Change::AddFile { .. })).count();
         let edit = VersionEdit { changes, flushed_seqno: Some(mem.max_seqno()), min_wal_number: None };
         Ok(Flushed { edit, bytes, files, table_bytes: per_table })
     }

@@ -15,6 +15,7 @@
 pub(crate) mod info;
 mod maintenance;
 mod reads;
+mod streams;
 mod tables;
 mod writes;
 

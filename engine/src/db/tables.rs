@@ -9,9 +9,10 @@ use super::Db;
 use crate::error::{Error, Result};
 use crate::ids::FileId;
 use crate::model::schema::TableSchema;
-use crate::model::types::TableUpdate;
+use crate::model::types::{StreamSetting, TableUpdate};
 use crate::paths;
-use crate::version::edit::{Change, VersionEdit};
+use crate::version::edit::{Change, StreamChange, VersionEdit};
+use crate::version::stream::{self, StreamMeta};
 use crate::version::{LsmVersion, Partition, Table};
 
 impl Db {
@@ -26,15 +27,28 @@ impl Db {
             return Err(Error::TableExists(schema.name.clone()));
         }
         let (id, pid) = (self.versions.next_table_id(), self.versions.next_partition_id());
-        let table = Table {
+        let now = self.ctx.clock.now_ms();
+        let hours = schema.options.stream_hours;
+        let mut table = Table {
             id,
             schema,
-            created_ms: self.ctx.clock.now_ms(),
+            created_ms: now,
             // Auto-increment values start at 1.
             auto_reserved: 1,
+            stream: None,
             partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new()))],
         };
-        self.versions.log_and_apply(None, VersionEdit::of(vec![Change::CreateTable(table)])).map(drop)
+        let mut changes = Vec::new();
+        if let Some(h) = hours {
+            let log = stream::log_table(id, self.versions.next_table_id(), self.versions.next_partition_id(), h, now);
+            let seq = self.versions.visible_seqno.load(crate::sync::atomic::Ordering::Acquire);
+            table.stream = Some(Arc::new(StreamMeta::new(log.id, now, &table.partitions, seq)));
+            changes.push(Change::CreateTable(table));
+            changes.push(Change::CreateTable(log));
+        } else {
+            changes.push(Change::CreateTable(table));
+        }
+        self.versions.log_and_apply(None, VersionEdit::of(changes)).map(drop)
     }
 
     /// Drops a table and deletes its files.
@@ -88,9 +102,38 @@ impl Db {
     /// `TableNotFound`, `Invalid`.
     pub fn update_table(&self, name: &str, update: TableUpdate) -> Result<()> {
         self.ctx.check_writable()?;
-        self.versions
-            .log_and_apply(None, VersionEdit::of(vec![Change::AlterTable { name: name.to_owned(), update }]))
-            .map(drop)
+        let mut changes = Vec::new();
+        let TableUpdate { max_versions, ttl, max_version_offset_secs, stream: setting } = update;
+        if max_versions.is_some() || ttl.is_some() || max_version_offset_secs.is_some() || setting.is_none() {
+            changes.push(Change::AlterTable { name: name.to_owned(), update });
+        }
+        match setting {
+            None => {}
+            Some(StreamSetting::Off) => {
+                changes.push(Change::SetStream { name: name.to_owned(), change: StreamChange::Off });
+            }
+            Some(StreamSetting::Hours(h)) => {
+                crate::model::schema::check_stream_hours(h)?;
+                let id = self
+                    .versions
+                    .current()
+                    .table(name)
+                    .map(|t| t.id)
+                    .ok_or_else(|| Error::TableNotFound(name.into()))?;
+                let now = self.ctx.clock.now_ms();
+                let log =
+                    stream::log_table(id, self.versions.next_table_id(), self.versions.next_partition_id(), h, now);
+                let seq = self.versions.visible_seqno.load(crate::sync::atomic::Ordering::Acquire);
+                changes.push(Change::SetStream {
+                    name: name.to_owned(),
+                    change: StreamChange::On { hours: h, log: Box::new(log), seq },
+                });
+            }
+        }
+        if self.versions.current().table(name).is_none() {
+            return Err(Error::TableNotFound(name.to_owned()));
+        }
+        self.versions.log_and_apply(None, VersionEdit::of(changes)).map(drop)
     }
 
     /// The last recorded partition layout of a table (ids and bounds).

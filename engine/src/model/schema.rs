@@ -58,6 +58,9 @@ pub struct TableOptions {
     pub split_threshold_bytes: u64,
     /// Adjacent partitions both smaller than this are merged (default: split threshold / 8).
     pub merge_threshold_bytes: Option<u64>,
+    /// The table's change stream: `Some(hours)` keeps every row change for that many hours
+    /// (1 to ten years' worth), readable with `Db::stream_reader`; `None` (the default): off.
+    pub stream_hours: Option<u32>,
 }
 
 impl Default for TableOptions {
@@ -68,6 +71,7 @@ impl Default for TableOptions {
             max_version_offset_secs: DEFAULT_MAX_VERSION_OFFSET_SECS,
             split_threshold_bytes: DEFAULT_SPLIT_THRESHOLD_BYTES,
             merge_threshold_bytes: None,
+            stream_hours: None,
         }
     }
 }
@@ -95,6 +99,9 @@ impl TableOptions {
         if self.split_threshold_bytes == 0 {
             return Err(Error::invalid("split-threshold", "split threshold must be at least 1 byte"));
         }
+        if let Some(h) = self.stream_hours {
+            check_stream_hours(h)?;
+        }
         if self.merge_threshold() > self.split_threshold_bytes / 2 {
             return Err(Error::invalid(
                 "merge-threshold",
@@ -103,6 +110,21 @@ impl TableOptions {
         }
         Ok(())
     }
+}
+
+/// Checks a stream retention: 1 hour to ten years.
+///
+/// # Errors
+/// `Invalid` with rule `stream-retention`.
+pub fn check_stream_hours(hours: u32) -> Result<()> {
+    const MAX: u32 = 24 * 365 * 10;
+    if hours == 0 || hours > MAX {
+        return Err(Error::invalid(
+            "stream-retention",
+            format!("a stream keeps its records 1 to {MAX} hours; {hours} asked (turn a stream off instead of 0)"),
+        ));
+    }
+    Ok(())
 }
 
 /// One primary-key column.
@@ -181,6 +203,12 @@ impl TableSchema {
     /// Sets the merge threshold.
     pub fn merge_threshold_bytes(mut self, b: u64) -> Self {
         self.options.merge_threshold_bytes = Some(b);
+        self
+    }
+
+    /// Turns the table's change stream on, keeping records `hours`.
+    pub fn stream_hours(mut self, hours: u32) -> Self {
+        self.options.stream_hours = Some(hours);
         self
     }
 

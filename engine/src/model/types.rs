@@ -656,4 +656,16 @@ pub struct TableUpdate {
     /// New max version offset (seconds): how far a written version may lie from now. Raising
     /// it admits older versions, as a restore of exported cells needs.
     pub max_version_offset_secs: Option<u64>,
+    /// Turn the table's change stream on (or change its retention) or off.
+    pub stream: Option<StreamSetting>,
+}
+
+/// A change of a table's change stream ([`TableUpdate::stream`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamSetting {
+    /// Keep row changes this many hours: turns the stream on (a new stream, with a new id,
+    /// when it was off) or changes the retention of the stream on.
+    Hours(u32),
+    /// Turns the stream off and drops its records.
+    Off,
 }

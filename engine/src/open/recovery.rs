@@ -459,6 +459,7 @@ pub(crate) fn load_version(
             schema: schema_of(t),
             created_ms: t.created_ms,
             auto_reserved: t.auto_reserved,
+            stream: t.stream.as_ref().map(|st| Arc::new(crate::version::stream::StreamMeta::from_record(st))),
             partitions,
         });
     }

@@ -345,6 +345,51 @@ impl Reader {
         Ok(RangeIter::new(snap, table, forward, lo, hi, opts.read.clone(), self.ctx.clock.now_ms()))
     }
 
+    /// The rows of `table` (reached by id, as internal tables are; a caller may hand a copy
+    /// with other options) whose keys lie in `[start, end)` (encoded keys of whole rows), on
+    /// the state `snap` holds, in the direction asked.
+    pub(crate) fn table_iter_at(
+        &self,
+        snap: ReadPoint,
+        table: Arc<Table>,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        forward: bool,
+    ) -> RangeIter {
+        // As `range_iter_at` bounds a backward range: the low end excluded, the high one in.
+        let (lo, hi) = if forward { (start, end) } else { (after_all_versions(&start), after_all_versions(&end)) };
+        RangeIter::new(snap, table, forward, lo, hi, ReadOptions::default(), self.ctx.clock.now_ms())
+    }
+
+    /// The largest key of a table whose one key column is an Integer, counting rows whose
+    /// cells have expired (read as if the table kept them forever): where a stream's chain of
+    /// records continues.
+    ///
+    /// # Errors
+    /// Read errors; `Corruption` for a key that is not one Integer.
+    pub(crate) fn last_integer_key(&self, table: &Table) -> Result<Option<i64>> {
+        self.last_integer_key_at(self.snapshot(), table)
+    }
+
+    /// [`Reader::last_integer_key`] on the state `snap` holds.
+    ///
+    /// # Errors
+    /// As [`Reader::last_integer_key`].
+    pub(crate) fn last_integer_key_at(&self, snap: ReadPoint, table: &Table) -> Result<Option<i64>> {
+        let mut forever = table.clone();
+        forever.schema.options.ttl = crate::model::schema::Ttl::Forever;
+        let lo = strata_format::key::encode_pk(&[crate::model::types::PkValue::Integer(i64::MIN)]);
+        let hi = strata_format::key::encode_pk(&[crate::model::types::PkValue::Integer(i64::MAX)]);
+        let mut it = self.table_iter_at(snap, Arc::new(forever), lo, hi, false);
+        match it.next_examined()? {
+            None => Ok(None),
+            Some(e) => match e.key().0.first() {
+                Some(crate::model::types::PkValue::Integer(k)) => Ok(Some(*k)),
+                _ => Err(Error::Internal(format!("table {:?} has a key that is not one Integer", table.schema.name))),
+            },
+        }
+    }
+
     /// Counts the rows of a range on the state `snap` holds (rows a filter rejects count too:
     /// they exist).
     pub(crate) fn count_range_at(

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::ids::{FileId, PartitionId, SeqNo, TableId};
 use crate::model::types::TableUpdate;
 use crate::version::layout::{merged_partition, split_children};
+use crate::version::stream::StreamMeta;
 use crate::version::{FileEntry, LsmVersion, Partition, Table};
 
 /// One change of a [`VersionEdit`].
@@ -78,6 +79,9 @@ pub enum Change {
         split_key: Vec<u8>,
         /// Ids of the left and right child.
         ids: (PartitionId, PartitionId),
+        /// A stream of the table closes the partition's shard here (the visible sequence
+        /// number, read under the commit fence) and opens the children's after it.
+        stream_seq: u64,
     },
     /// Two adjacent partitions merged into one with id `id`, computed from the partitions as
     /// the version applied to holds them. Skipped if the table is gone.
@@ -90,7 +94,43 @@ pub enum Change {
         right: PartitionId,
         /// The merged partition's id.
         id: PartitionId,
+        /// As for a split: where a stream closes the two shards and opens the merged one.
+        stream_seq: u64,
     },
+    /// A table's change stream turned on (with its new log table), its retention changed, or
+    /// turned off (its log table dropped). Skipped if the table is gone.
+    SetStream {
+        /// The table's name.
+        name: String,
+        /// What changes.
+        change: StreamChange,
+    },
+    /// The newest record flushed to a stream's log table (a flush); never lowers the mark.
+    /// Skipped if the stream is gone.
+    StreamHead {
+        /// The log table.
+        log: TableId,
+        /// The sequence number of the newest record flushed.
+        seq: u64,
+    },
+}
+
+/// What a [`Change::SetStream`] does.
+#[derive(Debug, Clone)]
+pub enum StreamChange {
+    /// Keep records `hours`: a table without a stream gets one, whose records go to `log`
+    /// (a new table, empty) and whose shards open after `seq`; a table with one changes its
+    /// retention (and `log` is not used).
+    On {
+        /// Retention in hours.
+        hours: u32,
+        /// The new log table.
+        log: Box<Table>,
+        /// The visible sequence number when the stream was turned on.
+        seq: u64,
+    },
+    /// The stream is turned off and its log table dropped.
+    Off,
 }
 
 /// A change to the structure: [`Change`]s applied in order, and counters.
@@ -141,9 +181,54 @@ impl VersionEdit {
                     v.put_table(t.clone());
                 }
                 Change::DropTable { name } => {
-                    let id = v.table(name).map(|t| t.id).ok_or_else(|| Error::TableNotFound(name.clone()))?;
-                    v.remove_table(id);
+                    let t = v.table(name).cloned().ok_or_else(|| Error::TableNotFound(name.clone()))?;
+                    v.remove_table(t.id);
+                    if let Some(st) = &t.stream {
+                        v.remove_table(st.log);
+                    }
                 }
+                Change::SetStream { name, change } => {
+                    let Some(t) = v.table(name) else {
+                        skipped += 1;
+                        continue;
+                    };
+                    let mut t = (**t).clone();
+                    match (change, &t.stream) {
+                        (StreamChange::On { hours, .. }, Some(st)) => {
+                            if let Some(lt) = v.tables.get(&st.log) {
+                                let mut lt = (**lt).clone();
+                                lt.schema.options.ttl = crate::model::schema::Ttl::Seconds(u64::from(*hours) * 3600);
+                                v.put_table(lt);
+                            }
+                            t.schema.options.stream_hours = Some(*hours);
+                        }
+                        (StreamChange::On { hours, log, seq }, None) => {
+                            t.stream = Some(Arc::new(StreamMeta::new(log.id, log.created_ms, &t.partitions, *seq)));
+                            t.schema.options.stream_hours = Some(*hours);
+                            v.put_table((**log).clone());
+                        }
+                        (StreamChange::Off, Some(st)) => {
+                            v.remove_table(st.log);
+                            t.stream = None;
+                            t.schema.options.stream_hours = None;
+                        }
+                        (StreamChange::Off, None) => {}
+                    }
+                    t.schema.options.validate()?;
+                    v.put_table(t);
+                }
+                Change::StreamHead { log, seq } => match v.stream_owner(*log).cloned() {
+                    Some(t) => {
+                        let mut t = (*t).clone();
+                        if let Some(st) = &t.stream {
+                            let mut st = (**st).clone();
+                            st.head = st.head.max(*seq);
+                            t.stream = Some(Arc::new(st));
+                        }
+                        v.put_table(t);
+                    }
+                    None => skipped += 1,
+                },
                 Change::AlterTable { name, update } => {
                     let mut t = (**v.table(name).ok_or_else(|| Error::TableNotFound(name.clone()))?).clone();
                     let o = &mut t.schema.options;
@@ -193,7 +278,7 @@ impl VersionEdit {
                         Ok(())
                     })?);
                 }
-                Change::Split { table_id, partition_id, split_key, ids } => {
+                Change::Split { table_id, partition_id, split_key, ids, stream_seq } => {
                     let applied = replace_partitions(&mut v, *table_id, &[*partition_id], |old| {
                         let [p] = old else { return Err(missing("partition", *partition_id)) };
                         if !p.contains(split_key) || p.start.as_deref() == Some(split_key.as_slice()) {
@@ -203,19 +288,38 @@ impl VersionEdit {
                         }
                         Ok(split_children(p, *ids, split_key).to_vec())
                     })?;
+                    if applied {
+                        follow_in_stream(&mut v, *table_id, &[*partition_id], &[ids.0, ids.1], *stream_seq);
+                    }
                     skipped += usize::from(!applied);
                 }
-                Change::Merge { table_id, left, right, id } => {
+                Change::Merge { table_id, left, right, id, stream_seq } => {
                     let applied = replace_partitions(&mut v, *table_id, &[*left, *right], |old| {
                         let [a, b] = old else { return Err(missing("partition", *left)) };
                         Ok(vec![Arc::new(merged_partition(a, b, *id))])
                     })?;
+                    if applied {
+                        follow_in_stream(&mut v, *table_id, &[*left, *right], &[*id], *stream_seq);
+                    }
                     skipped += usize::from(!applied);
                 }
             }
         }
         Ok(Applied { version: v, orphans, skipped })
     }
+}
+
+/// A split or merge of a table with a stream: the shards of the partitions `old` close at
+/// `seq` and those of `new` (partitions of the table now) open after it.
+fn follow_in_stream(v: &mut LsmVersion, table_id: TableId, old: &[PartitionId], new: &[PartitionId], seq: u64) {
+    let Some(t) = v.tables.get(&table_id) else { return };
+    let Some(st) = &t.stream else { return };
+    let mut t = (**t).clone();
+    let mut st = (**st).clone();
+    let parts: Vec<Arc<Partition>> = t.partitions.iter().filter(|p| new.contains(&p.id)).cloned().collect();
+    st.replace(old, &parts, seq);
+    t.stream = Some(Arc::new(st));
+    v.put_table(t);
 }
 
 fn missing(what: &str, id: impl std::fmt::Display) -> Error {
@@ -354,6 +458,7 @@ mod tests {
             partition_id: PartitionId(1),
             split_key: pk(10),
             ids: (PartitionId(5), PartitionId(6)),
+            stream_seq: 0,
         }]);
         let after = split.apply(&flushed)?.version;
         assert_eq!(after.check(), Ok(()));
@@ -363,6 +468,7 @@ mod tests {
             left: PartitionId(5),
             right: PartitionId(6),
             id: PartitionId(7),
+            stream_seq: 0,
         }])
         .apply(&after)?
         .version;
@@ -376,6 +482,7 @@ mod tests {
             partition_id: PartitionId(5),
             split_key: pk(10),
             ids: (PartitionId(8), PartitionId(9)),
+            stream_seq: 0,
         }]);
         assert!(matches!(outside.apply(&after), Err(Error::Internal(_))));
         Ok(())

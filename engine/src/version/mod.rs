@@ -13,6 +13,7 @@ pub(crate) mod edit;
 pub(crate) mod layout;
 pub(crate) mod set;
 pub(crate) mod sizes;
+pub(crate) mod stream;
 #[cfg(test)]
 pub(crate) mod testing;
 pub(crate) mod view;
@@ -161,6 +162,8 @@ pub struct Table {
     /// Auto-increment values below this may have been handed out (none at or above it):
     /// where the write path's counter starts after an open.
     pub auto_reserved: u64,
+    /// The table's change stream, when it has one on (`version/stream.rs`).
+    pub stream: Option<Arc<stream::StreamMeta>>,
     /// Partitions in key order, covering the whole key space.
     pub partitions: Vec<Arc<Partition>>,
 }
@@ -214,17 +217,27 @@ impl LsmVersion {
             .unwrap_or(0)
     }
 
-    /// Inserts or replaces a table.
+    /// Inserts or replaces a table. Internal tables (a stream's log) are reached by id only:
+    /// no call that takes a table's name finds them.
     pub fn put_table(&mut self, t: Table) {
-        self.by_name.insert(t.schema.name.clone(), t.id);
+        if !stream::is_internal(&t.schema.name) {
+            self.by_name.insert(t.schema.name.clone(), t.id);
+        }
         self.tables.insert(t.id, Arc::new(t));
     }
 
     /// Removes a table.
     pub fn remove_table(&mut self, id: TableId) {
-        if let Some(t) = self.tables.remove(&id) {
+        if let Some(t) = self.tables.remove(&id)
+            && self.by_name.get(&t.schema.name) == Some(&id)
+        {
             self.by_name.remove(&t.schema.name);
         }
+    }
+
+    /// The table whose stream keeps its records in log table `log`.
+    pub fn stream_owner(&self, log: TableId) -> Option<&Arc<Table>> {
+        self.tables.values().find(|t| t.stream.as_ref().is_some_and(|s| s.log == log))
     }
 
     /// Ids of every file referenced.
@@ -262,6 +275,7 @@ impl LsmVersion {
                     created_ms: t.created_ms,
                     auto_increment: t.schema.auto_increment_column().and_then(|i| u32::try_from(i).ok()),
                     auto_reserved: t.auto_reserved,
+                    stream: t.stream.as_ref().map(|st| st.record(o.stream_hours.unwrap_or(0))),
                     partitions: t
                         .partitions
                         .iter()
@@ -305,6 +319,7 @@ pub fn schema_of(t: &TableRecord) -> TableSchema {
             max_version_offset_secs: t.max_version_offset_secs,
             split_threshold_bytes: t.split_threshold_bytes,
             merge_threshold_bytes: Some(t.merge_threshold_bytes),
+            stream_hours: t.stream.as_ref().map(|s| s.retention_hours),
         },
     }
 }

@@ -54,6 +54,11 @@ pub(crate) struct VersionSet {
     /// Serialises flush routing against splits and merges (held across a whole job, before
     /// `manifest`).
     pub structure: Mutex<()>,
+    /// Held by the write leader from reading the version it prepares a group against until
+    /// it publishes the group's sequence numbers, and by a split or merge while it reads the
+    /// visible sequence number and applies its edit: a stream shard the edit closes at that
+    /// number holds every record written to it (`version/stream.rs`).
+    pub commit_fence: Mutex<()>,
     /// The manifest's counters; held while an edit is applied and written.
     manifest: Mutex<ManifestState>,
     /// Highest engine-stamped version per table id.
@@ -83,6 +88,7 @@ impl VersionSet {
         VersionSet {
             ctx,
             structure: Mutex::ranked(Rank::Structure, ()),
+            commit_fence: Mutex::ranked(Rank::CommitFence, ()),
             manifest: Mutex::ranked(Rank::Manifest, found.manifest),
             stamps: Mutex::ranked(Rank::Stamps, found.stamps),
             state: RwLock::ranked(Rank::State, ReadState::new(Arc::new(found.version), Arc::new(found.active))),

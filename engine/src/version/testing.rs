@@ -74,6 +74,7 @@ pub fn table(parts: Vec<PartitionSpec>) -> Table {
         schema: TableSchema::new("t").pk("k", KeyType::Integer),
         created_ms: 0,
         auto_reserved: 1,
+        stream: None,
         partitions,
     }
 }

@@ -22,6 +22,7 @@ mod fold;
 mod locks;
 pub mod putbatch;
 mod room;
+mod stream;
 
 pub(crate) use locks::{LockRequest, PartitionLocks};
 
@@ -189,6 +190,8 @@ struct LeaderBufs {
     rows: RowBufs,
     /// Prepared batches waiting for their memtable insert (see `Writer::insert_rows`).
     deferred: Vec<(u64, Vec<PreparedRow>)>,
+    /// Each change stream's newest record (`stream.rs`).
+    heads: stream::StreamHeads,
 }
 
 /// The buffers rows are prepared in.
@@ -337,6 +340,9 @@ struct PreparedRow {
     stamp: u64,
     /// The encoded record, in the leader's record buffer (`RowBufs::records`).
     record: std::ops::Range<usize>,
+    /// When `record` is an update written as the whole row (`fold.rs`) of a table with a
+    /// stream: the update itself, which the stream's record carries.
+    unfolded: Option<std::ops::Range<usize>>,
     receipt: WriteReceipt,
 }
 
@@ -613,9 +619,12 @@ impl Writer {
             return group.map(|(t, _)| (t, Err(e.same_refusal()))).collect();
         }
         let now = self.ctx.clock.now_ms();
+        // Held until the group is published: a split or merge closing a stream's shards waits
+        // for it (`version/stream.rs`).
+        let fence = self.versions.commit_fence.lock();
         let mut next_seq = self.last_seqno.load(Ordering::Acquire) + 1;
         let mut bufs_guard = self.queue.bufs.lock();
-        let LeaderBufs { wal: wal_buf, rows: row_bufs, deferred } = &mut *bufs_guard;
+        let LeaderBufs { wal: wal_buf, rows: row_bufs, deferred, heads } = &mut *bufs_guard;
         wal_buf.clear();
         row_bufs.keys.clear();
         row_bufs.records.clear();
@@ -671,11 +680,28 @@ impl Writer {
                 row_bufs.fold = Folding::Not;
                 prepared = self.prepare_pending(&version, &pending, now, next_seq, &stamps, row_bufs);
             }
-            let (keys, records) = (&row_bufs.keys, &row_bufs.records);
             match prepared {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
                 Ok(Ok(mut rows)) => {
+                    let users = rows.len();
+                    let advanced = match stream::derive(
+                        &version,
+                        &self.reader,
+                        heads,
+                        &mut rows,
+                        next_seq,
+                        now,
+                        &stamps,
+                        row_bufs,
+                    ) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            results.push((ticket, Err(e)));
+                            continue;
+                        }
+                    };
+                    let (keys, records) = (&row_bufs.keys, &row_bufs.records);
                     let payload = payload_of(&rows);
                     if payload > limit {
                         // Refused before anything is logged: recovery refuses records over the
@@ -727,8 +753,10 @@ impl Writer {
                     // they were built in a temporary and copied with wide loads of the narrow
                     // stores just made, a load that waits for every earlier store (perf
                     // annotate: two fifths of the commit loop's own time in fillbatch).
+                    stream::advance(heads, advanced);
                     let receipts: Vec<RowOutcome> = rows
                         .iter_mut()
+                        .take(users)
                         .enumerate()
                         .map(|(i, r)| {
                             Ok(WriteReceipt {
@@ -739,8 +767,8 @@ impl Writer {
                             })
                         })
                         .collect();
+                    next_seq += rows.len() as u64;
                     deferred.push((first_seqno, rows));
-                    next_seq += receipts.len() as u64;
                     results.push((ticket, Ok(receipts)));
                 }
             }
@@ -788,9 +816,10 @@ impl Writer {
                 *b = Vec::new();
             }
         }
-        drop(bufs_guard);
         self.last_seqno.store(next_seq - 1, Ordering::Release);
         self.versions.visible_seqno.store(next_seq - 1, Ordering::Release);
+        drop(bufs_guard);
+        drop(fence);
         self.bg.last_write_ms.store(now, Ordering::Relaxed);
         if active.size() >= self.ctx.opts.write_buffer_bytes
             && let Err(e) = self.rotate_memtable()
@@ -1028,7 +1057,14 @@ impl Writer {
             } else {
                 heat.update_due(table.id, &r.pk, self.ctx.opts.fold_updates_after);
             }
-            rows.push(PreparedRow { table_id: table.id, pk, stamp: r.stamp, record, receipt: r.receipt.clone() });
+            rows.push(PreparedRow {
+                table_id: table.id,
+                pk,
+                stamp: r.stamp,
+                record,
+                unfolded: None,
+                receipt: r.receipt.clone(),
+            });
         }
         Ok(Ok(rows))
     }
@@ -1092,6 +1128,7 @@ impl Writer {
         let needs_state = reads_row(op);
         let mut receipt = WriteReceipt { primary_key: assigned, ..WriteReceipt::default() };
         let mut used_stamp = false;
+        let mut unfolded = None;
         let opts = &table.schema.options;
         let record = match op {
             WriteOp::Put(p) => {
@@ -1182,6 +1219,9 @@ impl Writer {
                     Some(w) => {
                         heat.reset(table.id, pk);
                         *folded += 1;
+                        if table.stream.is_some() {
+                            unfolded = Some(append(records, &update.to_bytes()));
+                        }
                         append(records, &w)
                     }
                     None => append(records, &update.to_bytes()),
@@ -1207,7 +1247,14 @@ impl Writer {
         if used_stamp {
             receipt.stamp_ms = stamp;
         }
-        Ok(PreparedRow { table_id: table.id, pk: key_span, stamp: if used_stamp { stamp } else { 0 }, record, receipt })
+        Ok(PreparedRow {
+            table_id: table.id,
+            pk: key_span,
+            stamp: if used_stamp { stamp } else { 0 },
+            record,
+            unfolded,
+            receipt,
+        })
     }
 
     /// Prepares a [`PutBatch`] as [`Writer::prepare_batch`] prepares the same rows given as
@@ -1365,7 +1412,7 @@ fn prepare_whole_put<'c>(
     check_record_size(span(records, &record)?, || format_pk_ref(pk))?;
     let stamp = if used_stamp { stamp } else { 0 };
     let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
-    Ok(PreparedRow { table_id: table.id, pk: key, stamp, record, receipt })
+    Ok(PreparedRow { table_id: table.id, pk: key, stamp, record, unfolded: None, receipt })
 }
 
 /// A batch applies whole or not at all: its rows when every one was prepared, else an

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde_json::json;
-use strata::{KeyType, TableSchema, TableUpdate, Ttl};
+use strata::{KeyType, StreamSetting, TableSchema, TableUpdate, Ttl};
 
 use super::common::{CliError, CliResult, human_bytes, open_db, open_db_read_only, parse_size};
 use super::{DirJson, TableJson};
@@ -33,6 +33,9 @@ pub struct CreateTableArgs {
     /// Split a partition above this size (e.g. 10GiB, 64MiB).
     #[arg(long)]
     pub split_threshold: Option<String>,
+    /// Turn on the table's change stream, keeping each row change HOURS (`strata stream`).
+    #[arg(long, value_name = "HOURS")]
+    pub stream: Option<u32>,
 }
 
 /// Arguments of alter.
@@ -51,6 +54,10 @@ pub struct AlterArgs {
     /// New max version offset in seconds (how far a written version may lie from now).
     #[arg(long)]
     pub max_version_offset: Option<u64>,
+    /// The change stream: HOURS turns it on (or changes its retention); `off` turns it off and
+    /// drops its records (turned on again, it is a new stream: saved positions are refused).
+    #[arg(long, value_name = "HOURS|off")]
+    pub stream: Option<String>,
     /// Do not ask: a change that shrinks retention (fewer versions, a shorter TTL) makes data
     /// invisible at once and drops it for good at the next compaction; on a terminal alter
     /// counts what it would hide and asks, elsewhere it refuses without --yes.
@@ -121,6 +128,9 @@ pub fn create(a: &CreateTableArgs, out: &mut dyn Write) -> CliResult {
     if let Some(t) = &a.split_threshold {
         s = s.split_threshold_bytes(parse_size(t)?);
     }
+    if let Some(h) = a.stream {
+        s = s.stream_hours(h);
+    }
     let db = open_db(&a.dir, true)?;
     db.create_table(s)?;
     db.close()?;
@@ -167,7 +177,7 @@ pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
             json!({"table": d.schema.name, "primary_key": pk, "max_versions": o.max_versions,
                 "ttl_seconds": o.ttl.as_ms().map(|m| m / 1000), "max_version_offset_seconds": o.max_version_offset_secs,
                 "split_threshold_bytes": o.split_threshold_bytes, "merge_threshold_bytes": o.merge_threshold(),
-                "created_ms": d.created_ms, "partitions": d.partitions, "sst_files": d.sst_files, "sst_bytes": d.sst_bytes})
+                "stream_hours": o.stream_hours, "created_ms": d.created_ms, "partitions": d.partitions, "sst_files": d.sst_files, "sst_bytes": d.sst_bytes})
         )?;
     } else {
         writeln!(out, "table               {}", d.schema.name)?;
@@ -184,6 +194,7 @@ pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
         writeln!(out, "max version offset  {} s", o.max_version_offset_secs)?;
         writeln!(out, "split threshold     {}", human_bytes(o.split_threshold_bytes))?;
         writeln!(out, "merge threshold     {}", human_bytes(o.merge_threshold()))?;
+        writeln!(out, "stream              {}", o.stream_hours.map_or("off".to_owned(), |h| format!("{h} h")))?;
         writeln!(out, "created             {}", utc(d.created_ms))?;
         writeln!(out, "partitions          {}", d.partitions)?;
         writeln!(out, "sstables            {} ({})", d.sst_files, human_bytes(d.sst_bytes))?;
@@ -194,10 +205,20 @@ pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
 
 /// alter.
 pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
-    if a.max_versions.is_none() && a.ttl.is_none() && a.max_version_offset.is_none() {
-        return Err(CliError::new("nothing to change: give --max-versions, --ttl and/or --max-version-offset"));
+    if a.max_versions.is_none() && a.ttl.is_none() && a.max_version_offset.is_none() && a.stream.is_none() {
+        return Err(CliError::new(
+            "nothing to change: give --max-versions, --ttl, --max-version-offset and/or --stream",
+        ));
     }
     let ttl = a.ttl.as_deref().map(parse_ttl).transpose()?;
+    let stream = match a.stream.as_deref() {
+        None => None,
+        Some("off") => Some(StreamSetting::Off),
+        Some(h) => Some(StreamSetting::Hours(
+            h.parse()
+                .map_err(|_| CliError::new(format!("--stream {h:?}: give the hours to keep row changes, or off")))?,
+        )),
+    };
     let db = open_db(&a.dir, false)?;
     let old = super::common::describe(&db, &a.table)?.schema.options;
     let new_max = a.max_versions.unwrap_or(old.max_versions);
@@ -215,7 +236,14 @@ pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
         }
         hidden = Some(h);
     }
-    let update = TableUpdate { max_versions: a.max_versions, ttl, max_version_offset_secs: a.max_version_offset };
+    if stream == Some(StreamSetting::Off)
+        && old.stream_hours.is_some()
+        && !confirmed(&format!("this drops every record of table {}'s change stream", a.table), a.yes)?
+    {
+        return Ok(crate::EXIT_FAIL);
+    }
+    let update =
+        TableUpdate { max_versions: a.max_versions, ttl, max_version_offset_secs: a.max_version_offset, stream };
     db.update_table(&a.table, update)?;
     let o = super::common::describe(&db, &a.table)?.schema.options;
     db.close()?;
@@ -224,17 +252,18 @@ pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
             out,
             "{}",
             json!({"table": a.table, "max_versions": o.max_versions, "ttl_secs": o.ttl.as_ms().map(|ms| ms / 1000),
-                   "max_version_offset_secs": o.max_version_offset_secs,
+                   "max_version_offset_secs": o.max_version_offset_secs, "stream_hours": o.stream_hours,
                    "hidden_rows": hidden.as_ref().map(|h| h.rows), "hidden_cells": hidden.as_ref().map(|h| h.cells)})
         )?;
     } else {
         writeln!(
             out,
-            "altered table {}: max versions {}, ttl {}, max version offset {} s",
+            "altered table {}: max versions {}, ttl {}, max version offset {} s, stream {}",
             a.table,
             o.max_versions,
             ttl_text(o.ttl),
-            o.max_version_offset_secs
+            o.max_version_offset_secs,
+            o.stream_hours.map_or("off".to_owned(), |h| format!("{h} h"))
         )?;
     }
     Ok(0)

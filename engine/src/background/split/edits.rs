@@ -8,7 +8,8 @@ use crate::version::edit::{Change, VersionEdit};
 use crate::version::{LsmVersion, Partition};
 
 /// The edit that splits partition `partition` of `table` at `split_key` (an encoded partition
-/// key), naming the children with two ids from `next_id`. `None` when the version has no such
+/// key), naming the children with two ids from `next_id`; a stream of the table closes the
+/// partition's shard at `stream_seq`. `None` when the version has no such
 /// partition or the key is not strictly inside it (a planner's estimate taken from an older
 /// version); no id is taken then. Returns the edit and the children's ids.
 pub fn split_edit(
@@ -16,6 +17,7 @@ pub fn split_edit(
     table: &str,
     partition: PartitionId,
     split_key: &[u8],
+    stream_seq: u64,
     mut next_id: impl FnMut() -> PartitionId,
 ) -> Option<(VersionEdit, (PartitionId, PartitionId))> {
     let t = v.table(table)?;
@@ -24,18 +26,20 @@ pub fn split_edit(
         return None;
     }
     let ids = (next_id(), next_id());
-    let split = Change::Split { table_id: t.id, partition_id: partition, split_key: split_key.to_vec(), ids };
+    let split =
+        Change::Split { table_id: t.id, partition_id: partition, split_key: split_key.to_vec(), ids, stream_seq };
     Some((VersionEdit::of(vec![split]), ids))
 }
 
 /// The edit that merges partitions `left` and `right` of `table` into one with an id from
-/// `next_id`. `None` when the version does not hold them as adjacent neighbours, `left` first.
+/// `next_id` (a stream's shards close at `stream_seq`). `None` when the version does not hold them as adjacent neighbours, `left` first.
 /// Returns the edit and the merged partition's id.
 pub fn merge_edit(
     v: &LsmVersion,
     table: &str,
     left: PartitionId,
     right: PartitionId,
+    stream_seq: u64,
     next_id: impl FnOnce() -> PartitionId,
 ) -> Option<(VersionEdit, PartitionId)> {
     let t = v.table(table)?;
@@ -45,7 +49,7 @@ pub fn merge_edit(
         return None;
     }
     let id = next_id();
-    Some((VersionEdit::of(vec![Change::Merge { table_id: t.id, left, right, id }]), id))
+    Some((VersionEdit::of(vec![Change::Merge { table_id: t.id, left, right, id, stream_seq }]), id))
 }
 
 #[cfg(test)]
@@ -66,7 +70,7 @@ mod tests {
     fn a_split_inside_the_partition_takes_two_ids_and_applies_cleanly() -> crate::Result<()> {
         let v = version(vec![(None, Some(100), vec![]), (Some(100), None, vec![])]);
         let (edit, ids) =
-            split_edit(&v, "t", PartitionId(1), &pk(50), counter(10)).expect("a split inside the partition");
+            split_edit(&v, "t", PartitionId(1), &pk(50), 0, counter(10)).expect("a split inside the partition");
         assert_eq!(ids, (PartitionId(11), PartitionId(12)));
         let after = edit.apply(&v)?.version;
         assert_eq!(after.check(), Ok(()));
@@ -85,21 +89,27 @@ mod tests {
             PartitionId(taken)
         };
         // At the partition's start, beyond its end, in a partition or table that is gone.
-        assert!(split_edit(&v, "t", PartitionId(2), &pk(100), &mut next).is_none());
-        assert!(split_edit(&v, "t", PartitionId(1), &pk(150), &mut next).is_none());
-        assert!(split_edit(&v, "t", PartitionId(9), &pk(50), &mut next).is_none());
-        assert!(split_edit(&v, "gone", PartitionId(1), &pk(50), &mut next).is_none());
+        assert!(split_edit(&v, "t", PartitionId(2), &pk(100), 0, &mut next).is_none());
+        assert!(split_edit(&v, "t", PartitionId(1), &pk(150), 0, &mut next).is_none());
+        assert!(split_edit(&v, "t", PartitionId(9), &pk(50), 0, &mut next).is_none());
+        assert!(split_edit(&v, "gone", PartitionId(1), &pk(50), 0, &mut next).is_none());
         assert_eq!(taken, 0);
     }
 
     #[test]
     fn only_adjacent_neighbours_left_first_merge() -> crate::Result<()> {
         let v = version(vec![(None, Some(10), vec![]), (Some(10), Some(20), vec![]), (Some(20), None, vec![])]);
-        assert!(merge_edit(&v, "t", PartitionId(2), PartitionId(1), || PartitionId(7)).is_none(), "right before left");
-        assert!(merge_edit(&v, "t", PartitionId(1), PartitionId(3), || PartitionId(7)).is_none(), "not adjacent");
-        assert!(merge_edit(&v, "t", PartitionId(3), PartitionId(4), || PartitionId(7)).is_none(), "no right neighbour");
+        assert!(
+            merge_edit(&v, "t", PartitionId(2), PartitionId(1), 0, || PartitionId(7)).is_none(),
+            "right before left"
+        );
+        assert!(merge_edit(&v, "t", PartitionId(1), PartitionId(3), 0, || PartitionId(7)).is_none(), "not adjacent");
+        assert!(
+            merge_edit(&v, "t", PartitionId(3), PartitionId(4), 0, || PartitionId(7)).is_none(),
+            "no right neighbour"
+        );
         let (edit, id) =
-            merge_edit(&v, "t", PartitionId(2), PartitionId(3), || PartitionId(7)).expect("adjacent neighbours");
+            merge_edit(&v, "t", PartitionId(2), PartitionId(3), 0, || PartitionId(7)).expect("adjacent neighbours");
         assert_eq!(id, PartitionId(7));
         let after = edit.apply(&v)?.version;
         assert_eq!(after.check(), Ok(()));

@@ -158,7 +158,12 @@ impl Jobs {
         // Only splits and merges change partition bounds, and they hold the structure lock:
         // the partition the edit is decided on is the one it replaces. (The children are
         // computed when the edit is applied, so a file a flush adds meanwhile is theirs too.)
-        let edit = split_edit(&self.versions.current(), table, id, split_key, || self.versions.next_partition_id());
+        // The fence keeps writes from publishing between the sequence number read here and
+        // the install: a stream's shard of the partition closes at it holding all its records.
+        let _fence = self.versions.commit_fence.lock();
+        let seq = self.versions.visible_seqno.load(std::sync::atomic::Ordering::Acquire);
+        let edit =
+            split_edit(&self.versions.current(), table, id, split_key, seq, || self.versions.next_partition_id());
         let Some((edit, new_ids)) = edit else { return Ok(false) };
         // Logged when the split is decided, before its manifest write; the `split` event
         // follows the install.
@@ -190,7 +195,9 @@ impl Jobs {
         let Some(_ca) = self.bg.claim(a) else { return Ok(false) };
         let Some(_cb) = self.bg.claim(b) else { return Ok(false) };
         let _structure = self.versions.structure.lock();
-        let edit = merge_edit(&self.versions.current(), table, a, b, || self.versions.next_partition_id());
+        let _fence = self.versions.commit_fence.lock();
+        let seq = self.versions.visible_seqno.load(std::sync::atomic::Ordering::Acquire);
+        let edit = merge_edit(&self.versions.current(), table, a, b, seq, || self.versions.next_partition_id());
         let Some((edit, id)) = edit else { return Ok(false) };
         self.ctx.events.log(self.ctx.clock.now_ms(), "merge-start", format!("table={table} partitions={a}+{b}"));
         let merged = (self.versions.log_and_apply(None, edit)? == 0).then_some(id);

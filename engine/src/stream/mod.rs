@@ -1,0 +1,453 @@
+//! Reading change streams: the description of a table's stream and its shards, and readers
+//! that hand out its records in commit order, resumable from a saved position.
+//!
+//! How records come to be is in `write/stream.rs` (written by the leader in the same batch as
+//! the row change); how shards follow splits and merges in `version/stream.rs`. A reader scans
+//! the stream's log table (its rows keyed by sequence number) on one snapshot per call:
+//! - the whole table (`shard: None`) reads every record in commit order, which is a valid
+//!   lineage order (a key's changes in the order they were committed, parents before children);
+//! - one shard reads the records the leader placed in it; once the shard is closed and the
+//!   snapshot covers the sequence number it closed at, the reader says it is done (no next
+//!   position), and the consumer moves on to its children.
+//!
+//! Each record names the stream's previous record: a reader whose first record does not
+//! continue from its position, or whose position is behind records that expired, gets
+//! [`Error::StreamTrimmed`] with the oldest position, never records with a silent gap.
+
+use std::sync::Arc;
+
+use strata_format::key::{decode_pk, encode_pk};
+use strata_format::record::{CellOp, RowRecord};
+use strata_format::stream::{PositionParts, StreamRecordHeader, decode_stream_record};
+
+use crate::error::{Error, Result};
+use crate::ids::{PartitionId, TableId};
+use crate::model::types::{PkValue, PrimaryKey, Value};
+use crate::read::Reader;
+use crate::version::set::VersionSet;
+use crate::version::stream::{LOG_COLUMN, StreamMeta};
+use crate::version::{LsmVersion, Table};
+
+/// A table's change stream ([`crate::Db::stream`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamDescription {
+    /// The stream's id (a new one each time the stream is turned on).
+    pub id: u64,
+    /// The table.
+    pub table: String,
+    /// When the stream was turned on, ms since the epoch.
+    pub created_ms: u64,
+    /// Hours a record is kept.
+    pub retention_hours: u32,
+    /// Shards in the order they were opened.
+    pub shards: Vec<ShardDescription>,
+}
+
+/// One shard of a stream: a partition of the table while it existed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShardDescription {
+    /// The shard's id (the partition's).
+    pub id: u64,
+    /// Inclusive lower bound of its partition keys; `None` is unbounded.
+    pub start: Option<PkValue>,
+    /// Exclusive upper bound; `None` is unbounded.
+    pub end: Option<PkValue>,
+    /// The shards it was split or merged from (read those first).
+    pub parents: Vec<u64>,
+    /// False once a split or merge closed it.
+    pub open: bool,
+    /// It holds records with sequence numbers above this.
+    pub opened_after: u64,
+    /// Closed: it holds no record above this sequence number.
+    pub closed_at: Option<u64>,
+    /// The first and last sequence numbers of the records it still holds (`None`: none).
+    pub first_seq: Option<u64>,
+    /// See `first_seq`.
+    pub last_seq: Option<u64>,
+}
+
+/// What a record did to its row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamOp {
+    /// The whole row was written (its cells are the row's columns).
+    PutRow,
+    /// Cells were changed (its cells are the operations, in order; an increment appears as
+    /// the put of the value it wrote).
+    UpdateRow,
+    /// The row was deleted.
+    DeleteRow,
+}
+
+impl StreamOp {
+    /// The operation's name: `put`, `update` or `delete`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamOp::PutRow => "put",
+            StreamOp::UpdateRow => "update",
+            StreamOp::DeleteRow => "delete",
+        }
+    }
+}
+
+/// One committed row change.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StreamRecord {
+    /// The table.
+    pub table: String,
+    /// What was done.
+    pub op: StreamOp,
+    /// The row's primary key.
+    pub primary_key: PrimaryKey,
+    /// The cells written (a put: every cell of the row; an update: its operations).
+    pub cells: Vec<CellOp>,
+    /// The row change's sequence number (unique; increasing in commit order).
+    pub seq: u64,
+    /// The sequence number of the batch's first row: the records of one batch share it.
+    pub commit_seq: u64,
+    /// This row's place among the batch's rows of the table (0-based).
+    pub batch_index: u32,
+    /// The batch's rows of the table: the batch ends with the record whose index is one less.
+    pub batch_rows: u32,
+    /// Commit time, ms since the epoch.
+    pub commit_ms: u64,
+    /// The shard the row was in.
+    pub shard: u64,
+}
+
+/// A consumer's place in a stream: a small value to save (as text, [`std::fmt::Display`] and
+/// [`std::str::FromStr`]) and hand back after a restart. It names the stream and the shard, and
+/// carries a checksum, so a forged or damaged one is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StreamPosition(PositionParts);
+
+impl StreamPosition {
+    /// The stream it belongs to.
+    pub fn stream_id(&self) -> u64 {
+        self.0.stream
+    }
+
+    /// The shard (`None`: the whole table).
+    pub fn shard(&self) -> Option<u64> {
+        (self.0.shard != 0).then_some(self.0.shard)
+    }
+
+    /// The reader continues after this sequence number.
+    pub fn after_seq(&self) -> u64 {
+        self.0.after
+    }
+}
+
+impl std::fmt::Display for StreamPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.encode())
+    }
+}
+
+impl std::str::FromStr for StreamPosition {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<StreamPosition> {
+        PositionParts::parse(s).map(StreamPosition).map_err(|why| Error::invalid("stream-position", why))
+    }
+}
+
+/// Where a reader starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamStart {
+    /// At the oldest record kept.
+    Oldest,
+    /// After the newest record: only changes committed from now on.
+    Latest,
+    /// Where a saved position says.
+    At(StreamPosition),
+}
+
+/// What one [`StreamReader::read`] returns.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StreamBatch {
+    /// The records, in commit order.
+    pub records: Vec<StreamRecord>,
+    /// Where to continue; `None` when the reader's shard is closed and every record of it has
+    /// been read (move on to its children).
+    pub next: Option<StreamPosition>,
+}
+
+/// A reader of one stream (the whole table or one shard), from [`crate::Db::stream_reader`].
+pub struct StreamReader {
+    reader: Arc<Reader>,
+    versions: Arc<VersionSet>,
+    table: String,
+    stream: TableId,
+    shard: Option<PartitionId>,
+    /// The position: records after this sequence number come next; 0 reads from the oldest
+    /// record kept (no trim check).
+    after: u64,
+    done: bool,
+}
+
+impl std::fmt::Debug for StreamReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StreamReader({} after {})", self.table, self.after)
+    }
+}
+
+/// The table `name` and its stream in `v`.
+fn streamed<'v>(v: &'v LsmVersion, name: &str) -> Result<(&'v Arc<Table>, &'v Arc<StreamMeta>, &'v Arc<Table>)> {
+    let t = v.table(name).ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+    let st = t.stream.as_ref().ok_or_else(|| {
+        Error::invalid("stream-off", format!("table {name:?} has no stream; turn one on with update_table"))
+    })?;
+    let log = v
+        .tables
+        .get(&st.log)
+        .ok_or_else(|| Error::Internal(format!("the stream of table {name:?} names no log table")))?;
+    Ok((t, st, log))
+}
+
+fn key_of(seq: u64) -> Vec<u8> {
+    encode_pk(&[PkValue::Integer(i64::try_from(seq).unwrap_or(i64::MAX))])
+}
+
+/// Describes table `name`'s stream (its shards' first and last records found by one scan).
+///
+/// # Errors
+/// `TableNotFound`; `Invalid` (`stream-off`); read errors.
+pub(crate) fn describe(reader: &Reader, versions: &VersionSet, name: &str) -> Result<StreamDescription> {
+    let snap = versions.snapshot();
+    let (t, st, log) = streamed(&snap.version, name)?;
+    let mut shards: Vec<ShardDescription> = st
+        .shards
+        .iter()
+        .map(|s| ShardDescription {
+            id: s.id.get(),
+            start: s.start.as_deref().and_then(|k| decode_pk(k).ok()).and_then(|v| v.into_iter().next()),
+            end: s.end.as_deref().and_then(|k| decode_pk(k).ok()).and_then(|v| v.into_iter().next()),
+            parents: s.parents.iter().map(|p| p.get()).collect(),
+            open: s.closed_at.is_none(),
+            opened_after: s.opened_after,
+            closed_at: s.closed_at,
+            first_seq: None,
+            last_seq: None,
+        })
+        .collect();
+    let it = reader.table_iter_at(snap.clone(), log.clone(), key_of(1), key_of(u64::MAX), true);
+    for row in it {
+        let row = row?;
+        let bytes = log_bytes(&row, &log.schema.name)?;
+        let h = decode_stream_record(&bytes).map_err(|e| Error::corruption(&log.schema.name, e))?;
+        if let Some(s) = shards.iter_mut().find(|s| s.id == h.shard) {
+            s.first_seq = s.first_seq.or(Some(h.seq));
+            s.last_seq = Some(h.seq);
+        }
+    }
+    Ok(StreamDescription {
+        id: st.log.get(),
+        table: t.schema.name.clone(),
+        created_ms: st.created_ms,
+        retention_hours: t.schema.options.stream_hours.unwrap_or(0),
+        shards,
+    })
+}
+
+/// The encoded stream record a log row holds.
+fn log_bytes(row: &crate::model::types::Row, log: &str) -> Result<Vec<u8>> {
+    match row.get(LOG_COLUMN) {
+        Some(Value::Binary(b)) => Ok(b.clone()),
+        _ => Err(Error::Corruption {
+            path: log.into(),
+            offset: 0,
+            detail: format!("log row {} holds no stream record", row.primary_key),
+        }),
+    }
+}
+
+impl StreamReader {
+    /// A reader of table `name`'s stream (`shard`: one shard, `None`: the whole table), from
+    /// `start`.
+    ///
+    /// # Errors
+    /// `TableNotFound`; `Invalid` with rules `stream-off` (no stream), `stream-id` (a position
+    /// of another stream: an older one, or another table's), `stream-shard` (no such shard, or
+    /// a position of another shard).
+    pub(crate) fn open(
+        reader: Arc<Reader>,
+        versions: Arc<VersionSet>,
+        name: &str,
+        shard: Option<u64>,
+        start: StreamStart,
+    ) -> Result<StreamReader> {
+        let v = versions.current();
+        let (_, st, log) = streamed(&v, name)?;
+        if let Some(id) = shard
+            && st.shard(PartitionId(id)).is_none()
+        {
+            return Err(Error::invalid(
+                "stream-shard",
+                format!("the stream of table {name:?} (id {}) has no shard {id}", st.log),
+            ));
+        }
+        let after = match start {
+            StreamStart::Oldest => 0,
+            StreamStart::Latest => {
+                st.head.max(reader.last_integer_key(log)?.and_then(|k| u64::try_from(k).ok()).unwrap_or(0))
+            }
+            StreamStart::At(p) => {
+                if p.stream_id() != st.log.get() {
+                    return Err(Error::invalid(
+                        "stream-id",
+                        format!(
+                            "the position belongs to stream {}; table {name:?}'s stream is {} (a stream turned off and on again starts anew)",
+                            p.stream_id(),
+                            st.log
+                        ),
+                    ));
+                }
+                if p.shard() != shard {
+                    let of = |s: Option<u64>| s.map_or("the whole table".to_owned(), |s| format!("shard {s}"));
+                    return Err(Error::invalid(
+                        "stream-shard",
+                        format!("the position is of {}; this reader reads {}", of(p.shard()), of(shard)),
+                    ));
+                }
+                p.after_seq()
+            }
+        };
+        Ok(StreamReader {
+            reader,
+            versions,
+            table: name.to_owned(),
+            stream: st.log,
+            shard: shard.map(PartitionId),
+            after,
+            done: false,
+        })
+    }
+
+    /// The position after the records read so far; `None` once a closed shard is read.
+    pub fn position(&self) -> Option<StreamPosition> {
+        (!self.done).then_some(self.position_at(self.after))
+    }
+
+    fn position_at(&self, after: u64) -> StreamPosition {
+        StreamPosition(PositionParts { stream: self.stream.get(), shard: self.shard.map_or(0, |s| s.get()), after })
+    }
+
+    /// Reads up to `limit` records (at least one asked) after the position, on one snapshot,
+    /// and moves the position past them. An empty batch with a position: caught up for now.
+    ///
+    /// # Errors
+    /// [`Error::StreamTrimmed`] when records after the position expired (the position is not
+    /// moved); `Invalid` (`stream-id`) when the table's stream was turned off or on again
+    /// since the reader was made; `Corruption` for a log row that does not decode.
+    pub fn read(&mut self, limit: usize) -> Result<StreamBatch> {
+        if self.done {
+            return Ok(StreamBatch { records: Vec::new(), next: None });
+        }
+        let snap = self.versions.snapshot();
+        let (_, st, log) = streamed(&snap.version, &self.table)?;
+        if st.log != self.stream {
+            return Err(Error::invalid(
+                "stream-id",
+                format!("table {:?}'s stream is now {}; this reader read stream {}", self.table, st.log, self.stream),
+            ));
+        }
+        let closed_at = match self.shard {
+            Some(id) => st.shard(id).and_then(|s| s.closed_at),
+            None => None,
+        };
+        let log_name = log.schema.name.clone();
+        let it = self.reader.table_iter_at(
+            snap.clone(),
+            log.clone(),
+            key_of(self.after.saturating_add(1)),
+            key_of(u64::MAX),
+            true,
+        );
+        let mut records = Vec::new();
+        let mut first = true;
+        let mut after = self.after;
+        let mut past_close = false;
+        for row in it {
+            let row = row?;
+            let bytes = log_bytes(&row, &log_name)?;
+            let h = decode_stream_record(&bytes).map_err(|e| Error::corruption(&log_name, e))?;
+            if first && self.after > 0 && h.prev > self.after {
+                return Err(self.trimmed(h.prev));
+            }
+            first = false;
+            if closed_at.is_some_and(|c| h.seq > c) {
+                past_close = true;
+                break;
+            }
+            after = h.seq;
+            if self.shard.is_none_or(|s| s.get() == h.shard) {
+                records.push(to_record(&self.table, &h, &log_name)?);
+                if records.len() >= limit.max(1) {
+                    break;
+                }
+            }
+        }
+        if first && self.after > 0 {
+            // Nothing visible after the position: records there that expired (and were not
+            // yet compacted away) are a gap the next record would show; report it now.
+            let raw =
+                self.reader.last_integer_key_at(snap.clone(), log)?.and_then(|k| u64::try_from(k).ok()).unwrap_or(0);
+            if raw > self.after {
+                return Err(self.trimmed(raw));
+            }
+        }
+        self.after = after;
+        // A closed shard is done once the snapshot covers its close and nothing of it is left.
+        let exhausted = past_close || records.len() < limit.max(1);
+        if let Some(c) = closed_at
+            && exhausted
+            && snap.seqno.get() >= c
+        {
+            self.done = true;
+        }
+        Ok(StreamBatch { records, next: self.position() })
+    }
+
+    fn trimmed(&self, oldest_after: u64) -> Error {
+        Error::StreamTrimmed { table: self.table.clone(), oldest: self.position_at(oldest_after).to_string() }
+    }
+}
+
+/// The public record of a decoded log row.
+fn to_record(table: &str, h: &StreamRecordHeader<'_>, log: &str) -> Result<StreamRecord> {
+    let primary_key = PrimaryKey(decode_pk(h.pk).map_err(|e| Error::corruption(log, e))?);
+    let rec = RowRecord::decode(h.record).map_err(|e| Error::corruption(log, e))?;
+    let (op, cells) = match rec {
+        RowRecord::Put { columns, .. } => (
+            StreamOp::PutRow,
+            columns
+                .into_iter()
+                .flat_map(|c| {
+                    let name = c.name;
+                    c.cells.into_iter().map(move |cell| CellOp::Put {
+                        column: name.clone(),
+                        version: cell.version,
+                        value: cell.value,
+                    })
+                })
+                .collect(),
+        ),
+        RowRecord::Update { ops, .. } => (StreamOp::UpdateRow, ops),
+        RowRecord::Delete => (StreamOp::DeleteRow, Vec::new()),
+    };
+    Ok(StreamRecord {
+        table: table.to_owned(),
+        op,
+        primary_key,
+        cells,
+        seq: h.seq,
+        commit_seq: h.commit_seq,
+        batch_index: h.index,
+        batch_rows: h.count,
+        commit_ms: h.commit_ms,
+        shard: h.shard,
+    })
+}

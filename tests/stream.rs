@@ -1,0 +1,337 @@
+//! Change streams: a consumer that reads the stream rebuilds the table exactly, through random
+//! writes, batches, conditions, flushes, compactions, splits, merges and reopens, reading the
+//! whole table in commit order or shard by shard in lineage order; retention trims at the exact
+//! boundary and a reader behind it is told; a saved position resumes after a reopen without
+//! loss or repeat; hostile positions are clear errors.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata::stream::{StreamOp, StreamPosition, StreamRecord, StreamStart};
+use strata::{
+    ColumnCondition, CompareOp, Condition, DeleteRow, Error, KeyType, ManualClock, Options, PrimaryKey, PutRow,
+    RangeOptions, ReadOptions, RowExistence, StreamSetting, TableSchema, TableUpdate, UpdateRow, Value, WriteOp, pk,
+};
+use strata_format::record::CellOp;
+
+fn schema(name: &str) -> TableSchema {
+    TableSchema::new(name).pk("p", KeyType::Integer).pk("c", KeyType::Integer).max_versions(3)
+}
+
+/// Applies a stream record to table `to` of `db`: the replica a consumer keeps.
+fn apply(db: &strata::Db, to: &str, r: &StreamRecord) {
+    match r.op {
+        StreamOp::PutRow => {
+            let mut put = PutRow::new(to, r.primary_key.clone());
+            for c in &r.cells {
+                if let CellOp::Put { column, version, value } = c {
+                    put = put.column_at(column.clone(), value.clone(), *version);
+                }
+            }
+            db.put_row(put).unwrap();
+        }
+        StreamOp::UpdateRow => {
+            let mut up = UpdateRow::new(to, r.primary_key.clone());
+            for c in &r.cells {
+                up = match c {
+                    CellOp::Put { column, version, value } => up.put_at(column.clone(), value.clone(), *version),
+                    CellOp::DeleteVersion { column, version } => up.delete_version(column.clone(), *version),
+                    CellOp::DeleteColumn { column } => up.delete_all(column.clone()),
+                };
+            }
+            db.update_row(up).unwrap();
+        }
+        StreamOp::DeleteRow => {
+            db.delete_row(DeleteRow::new(to, r.primary_key.clone())).unwrap();
+        }
+    }
+}
+
+/// Every row of `table` with every version kept.
+fn scan(db: &strata::Db, table: &str) -> Vec<strata::Row> {
+    let opts = RangeOptions { read: ReadOptions { max_versions: Some(3), ..Default::default() }, ..Default::default() };
+    db.range(table, &pk![strata::PkValue::InfMin], &pk![strata::PkValue::InfMax], &opts)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// A random write; `shrink` makes most of them deletes (so partitions merge).
+fn random_write(rng: &mut StdRng, table: &str, shrink: bool) -> WriteOp {
+    let k = pk![rng.gen_range(0..200i64), rng.gen_range(0..4i64)];
+    if shrink && rng.gen_bool(0.7) {
+        return WriteOp::Delete(DeleteRow::new(table, k));
+    }
+    match rng.gen_range(0..10) {
+        0..=3 => WriteOp::Put(
+            PutRow::new(table, k)
+                .column("a", rng.gen_range(0..100i64))
+                .column("b", format!("v{}{}", rng.gen_range(0..9), "x".repeat(rng.gen_range(0..200)))),
+        ),
+        4..=5 => WriteOp::Update(UpdateRow::new(table, k).increment("n", rng.gen_range(1..5))),
+        6 => WriteOp::Update(UpdateRow::new(table, k).put("a", rng.gen_range(0..100i64)).delete_all("b")),
+        7 => WriteOp::Update(UpdateRow::new(table, k).put("b", "cond").condition(
+            Condition::row(RowExistence::Ignore).with_column(ColumnCondition::compare("a", CompareOp::Greater, 50i64)),
+        )),
+        8 => WriteOp::Delete(DeleteRow::new(table, k)),
+        _ => WriteOp::Put(
+            PutRow::new(table, k).column("a", 1i64).condition(Condition::row(RowExistence::ExpectNotExist)),
+        ),
+    }
+}
+
+/// Reads the whole stream from `pos` on; returns the records and the next position.
+fn read_all(db: &strata::Db, table: &str, start: StreamStart) -> (Vec<StreamRecord>, StreamPosition) {
+    let mut r = db.stream_reader(table, None, start).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let b = r.read(7).unwrap();
+        if b.records.is_empty() {
+            return (out, b.next.unwrap());
+        }
+        out.extend(b.records);
+    }
+}
+
+/// Reads every shard in a lineage order: a shard once all its parents are read.
+fn read_lineage(db: &strata::Db, table: &str) -> Vec<StreamRecord> {
+    let d = db.stream(table).unwrap();
+    let mut done: BTreeSet<u64> = BTreeSet::new();
+    let mut out = Vec::new();
+    while done.len() < d.shards.len() {
+        let ready: Vec<_> =
+            d.shards.iter().filter(|s| !done.contains(&s.id) && s.parents.iter().all(|p| done.contains(p))).collect();
+        assert!(!ready.is_empty(), "a shard whose parents never close: {d:?}");
+        for s in ready {
+            let mut r = db.stream_reader(table, Some(s.id), StreamStart::Oldest).unwrap();
+            loop {
+                let b = r.read(5).unwrap();
+                let n = b.records.len();
+                out.extend(b.records);
+                if b.next.is_none() {
+                    assert!(!s.open, "an open shard's reader said it was done");
+                    break;
+                }
+                if n == 0 {
+                    assert!(s.open, "a closed shard's reader never finishes");
+                    break;
+                }
+            }
+            done.insert(s.id);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_consumer_rebuilds_the_table_through_splits_merges_flushes_and_reopens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = || Options { write_buffer_bytes: 64 << 10, ..Options::default() };
+    let mut db = strata::Db::open(tmp.path(), opts()).unwrap();
+    db.create_table(schema("t").stream_hours(24).split_threshold_bytes(8 << 10).merge_threshold_bytes(1 << 10))
+        .unwrap();
+    db.create_table(schema("other")).unwrap();
+    db.create_table(schema("replica")).unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut acknowledged = 0usize;
+    let mut pos = db.stream_reader("t", None, StreamStart::Oldest).unwrap().position().unwrap();
+    let mut seqs = BTreeSet::new();
+    for round in 0..30 {
+        for _ in 0..60 {
+            let n = rng.gen_range(1..4);
+            let ops: Vec<WriteOp> = (0..n)
+                .map(|_| {
+                    let table = if rng.gen_bool(0.8) { "t" } else { "other" };
+                    random_write(&mut rng, table, round >= 15)
+                })
+                .collect();
+            let streamed = ops.iter().filter(|o| o.table() == "t").count();
+            let out = db.batch_write(ops);
+            if let Ok(rows) = out
+                && rows.all_ok()
+            {
+                acknowledged += streamed;
+            }
+        }
+        match round % 5 {
+            1 => db.flush().unwrap(),
+            2 => {
+                db.compact_table("t").unwrap();
+                db.run_split_planner().unwrap();
+            }
+            3 => {
+                db.run_split_planner().unwrap();
+            }
+            4 => {
+                drop(db);
+                db = strata::Db::open(tmp.path(), opts()).unwrap();
+            }
+            _ => {}
+        }
+        // The consumer catches up and applies what it read.
+        let (records, next) = read_all(&db, "t", StreamStart::At(pos));
+        for r in &records {
+            assert!(seqs.insert(r.seq), "record {} delivered twice", r.seq);
+            apply(&db, "replica", r);
+        }
+        pos = next;
+        assert_eq!(scan(&db, "replica"), scan(&db, "t"), "round {round}");
+    }
+    // Emptied, the table's partitions merge back.
+    for p in 0..200i64 {
+        let ops = (0..4i64).map(|c| WriteOp::Delete(DeleteRow::new("t", pk![p, c]))).collect();
+        assert!(db.batch_write(ops).unwrap().all_ok());
+        acknowledged += 4;
+    }
+    for _ in 0..4 {
+        db.compact_table("t").unwrap();
+        db.run_split_planner().unwrap();
+    }
+    let (records, _) = read_all(&db, "t", StreamStart::At(pos));
+    for r in &records {
+        assert!(seqs.insert(r.seq), "record {} delivered twice", r.seq);
+        apply(&db, "replica", r);
+    }
+    assert_eq!(scan(&db, "replica"), scan(&db, "t"));
+    assert_eq!(seqs.len(), acknowledged, "each acknowledged row write is one record");
+    // Splits and merges happened, and a lineage-order reading rebuilds the table too.
+    let d = db.stream("t").unwrap();
+    assert!(d.shards.iter().any(|s| !s.parents.is_empty()), "the table never split: {d:?}");
+    assert!(d.shards.iter().any(|s| s.parents.len() == 2), "no partitions merged: {d:?}");
+    db.create_table(schema("replica2")).unwrap();
+    let lineage = read_lineage(&db, "t");
+    assert_eq!(lineage.len(), acknowledged, "the lineage holds every record once");
+    let mut by_key: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &lineage {
+        let last = by_key.insert(r.primary_key.to_string(), r.seq);
+        assert!(last.is_none_or(|l| l < r.seq), "a key's records out of commit order in the lineage");
+        apply(&db, "replica2", r);
+    }
+    assert_eq!(scan(&db, "replica2"), scan(&db, "t"));
+}
+
+#[test]
+fn retention_trims_at_the_exact_boundary_and_a_reader_behind_it_is_told() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let db = strata::Db::open(tmp.path(), Options { clock: clock.clone(), ..Options::default() }).unwrap();
+    db.create_table(schema("t").stream_hours(1)).unwrap();
+    db.put_row(PutRow::new("t", pk![1i64, 1i64]).column("a", 1i64)).unwrap();
+    let mut early = db.stream_reader("t", None, StreamStart::Oldest).unwrap();
+    assert_eq!(early.read(10).unwrap().records.len(), 1);
+    let behind = early.position().unwrap();
+    clock.advance(1000);
+    db.put_row(PutRow::new("t", pk![2i64, 1i64]).column("a", 2i64)).unwrap();
+    let mut fresh = db.stream_reader("t", None, StreamStart::Oldest).unwrap();
+    let first_two = fresh.read(10).unwrap();
+    assert_eq!(first_two.records.len(), 2);
+    let hour = 3_600_000;
+    // One millisecond before the first record's boundary: both kept.
+    clock.advance(hour - 1000 - 1);
+    assert_eq!(db.stream_reader("t", None, StreamStart::Oldest).unwrap().read(10).unwrap().records.len(), 2);
+    // At the boundary: the first is gone, the second kept.
+    clock.advance(1);
+    let kept = db.stream_reader("t", None, StreamStart::Oldest).unwrap().read(10).unwrap().records;
+    assert_eq!(kept.iter().map(|r| r.primary_key.clone()).collect::<Vec<_>>(), vec![pk![2i64, 1i64]]);
+    // A reader whose position is before the trimmed record is told, with the oldest position.
+    let mut stale = db.stream_reader("t", None, StreamStart::At(behind)).unwrap();
+    assert_eq!(stale.read(10).unwrap().records.len(), 1, "the position after the first record loses nothing");
+    let mut zero = db.stream_reader("t", None, StreamStart::At(behind)).unwrap();
+    let _ = zero.read(10).unwrap();
+    // A position taken before the first record (a Latest reader made before it was written).
+    clock.advance(hour);
+    match db.stream_reader("t", None, StreamStart::At(behind)).unwrap().read(10) {
+        Err(Error::StreamTrimmed { oldest, .. }) => {
+            let oldest: StreamPosition = oldest.parse().unwrap();
+            assert!(db.stream_reader("t", None, StreamStart::At(oldest)).unwrap().read(10).unwrap().records.is_empty());
+        }
+        other => panic!("a reader behind trimmed records: {other:?}"),
+    }
+    // Compaction drops what expired; the reader behind it is still told.
+    db.compact_table("t").unwrap();
+    db.put_row(PutRow::new("t", pk![3i64, 1i64]).column("a", 3i64)).unwrap();
+    assert!(matches!(
+        db.stream_reader("t", None, StreamStart::At(behind)).unwrap().read(10),
+        Err(Error::StreamTrimmed { .. })
+    ));
+}
+
+#[test]
+fn a_saved_position_resumes_after_a_reopen_without_loss_or_repeat() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut seen = Vec::new();
+    let mut saved: Option<String> = None;
+    for life in 0..4i64 {
+        let db = strata::Db::open(tmp.path(), Options::default()).unwrap();
+        if life == 0 {
+            db.create_table(schema("t").stream_hours(24)).unwrap();
+        }
+        for i in 0..25i64 {
+            db.put_row(PutRow::new("t", pk![life, i]).column("a", i)).unwrap();
+        }
+        if life % 2 == 1 {
+            db.flush().unwrap();
+        }
+        let start = match &saved {
+            Some(s) => StreamStart::At(s.parse().unwrap()),
+            None => StreamStart::Oldest,
+        };
+        let mut r = db.stream_reader("t", None, start).unwrap();
+        // Read only part: the rest after the next reopen.
+        let b = r.read(20).unwrap();
+        seen.extend(b.records.iter().map(|r| r.primary_key.clone()));
+        saved = Some(b.next.unwrap().to_string());
+    }
+    let db = strata::Db::open(tmp.path(), Options::default()).unwrap();
+    let (rest, _) = read_all(&db, "t", StreamStart::At(saved.unwrap().parse().unwrap()));
+    seen.extend(rest.iter().map(|r| r.primary_key.clone()));
+    let want: Vec<PrimaryKey> = (0..4i64).flat_map(|l| (0..25i64).map(move |i| pk![l, i])).collect();
+    assert_eq!(seen, want);
+}
+
+#[test]
+fn hostile_positions_shards_and_stream_ids_are_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = strata::Db::open(tmp.path(), Options::default()).unwrap();
+    db.create_table(schema("t").stream_hours(24)).unwrap();
+    db.create_table(schema("u").stream_hours(24)).unwrap();
+    db.create_table(schema("plain")).unwrap();
+    db.put_row(PutRow::new("t", pk![1i64, 1i64]).column("a", 1i64)).unwrap();
+    let pos = db.stream_reader("t", None, StreamStart::Latest).unwrap().position().unwrap();
+    let rule = |e: Error| e.rule().map(str::to_owned).unwrap_or_else(|| format!("{e:?}"));
+    for bad in ["", "garbage", "1-2-3", &pos.to_string().replacen('-', "-9", 1)] {
+        assert_eq!(rule(bad.parse::<StreamPosition>().unwrap_err()), "stream-position", "{bad:?}");
+    }
+    assert_eq!(rule(db.stream_reader("u", None, StreamStart::At(pos)).unwrap_err()), "stream-id");
+    assert_eq!(rule(db.stream_reader("plain", None, StreamStart::Oldest).unwrap_err()), "stream-off");
+    assert_eq!(rule(db.stream_reader("t", Some(999), StreamStart::Oldest).unwrap_err()), "stream-shard");
+    let shard = db.stream("t").unwrap().shards[0].id;
+    assert_eq!(rule(db.stream_reader("t", Some(shard), StreamStart::At(pos)).unwrap_err()), "stream-shard");
+    assert!(matches!(db.stream_reader("nope", None, StreamStart::Oldest), Err(Error::TableNotFound(_))));
+    // Off and on again: a new stream; old positions are refused naming the new id; the old
+    // records are gone.
+    let old_id = db.stream("t").unwrap().id;
+    db.update_table("t", TableUpdate { stream: Some(StreamSetting::Off), ..Default::default() }).unwrap();
+    assert_eq!(rule(db.stream("t").unwrap_err()), "stream-off");
+    db.update_table("t", TableUpdate { stream: Some(StreamSetting::Hours(2)), ..Default::default() }).unwrap();
+    let d = db.stream("t").unwrap();
+    assert_ne!(d.id, old_id);
+    assert_eq!(d.retention_hours, 2);
+    let e = db.stream_reader("t", None, StreamStart::At(pos)).unwrap_err();
+    assert_eq!(rule(e), "stream-id");
+    assert!(db.stream_reader("t", None, StreamStart::Oldest).unwrap().read(10).unwrap().records.is_empty());
+    assert_eq!(
+        rule(
+            db.update_table("t", TableUpdate { stream: Some(StreamSetting::Hours(0)), ..Default::default() })
+                .unwrap_err()
+        ),
+        "stream-retention"
+    );
+    // Internal tables are reached by no name.
+    assert_eq!(db.list_tables(), vec!["plain".to_owned(), "t".into(), "u".into()]);
+    let _ = Value::Integer(0);
+}
