@@ -331,6 +331,12 @@ impl StreamReader {
         (!self.done).then_some(self.position_at(self.after))
     }
 
+    /// The position that continues after `record` (one this reader returned): a consumer that
+    /// saves it with each record it has handled resumes exactly after it.
+    pub fn position_after(&self, record: &StreamRecord) -> StreamPosition {
+        self.position_at(record.seq)
+    }
+
     fn position_at(&self, after: u64) -> StreamPosition {
         StreamPosition(PositionParts { stream: self.stream.get(), shard: self.shard.map_or(0, |s| s.get()), after })
     }

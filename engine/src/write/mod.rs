@@ -343,6 +343,9 @@ struct PreparedRow {
     /// When `record` is an update written as the whole row (`fold.rs`) of a table with a
     /// stream: the update itself, which the stream's record carries.
     unfolded: Option<std::ops::Range<usize>>,
+    /// The row's table has a change stream on (`stream.rs`): known where the row is prepared,
+    /// so a batch without one costs no lookup.
+    streamed: bool,
     receipt: WriteReceipt,
 }
 
@@ -1063,6 +1066,7 @@ impl Writer {
                 stamp: r.stamp,
                 record,
                 unfolded: None,
+                streamed: table.stream.is_some(),
                 receipt: r.receipt.clone(),
             });
         }
@@ -1253,6 +1257,7 @@ impl Writer {
             stamp: if used_stamp { stamp } else { 0 },
             record,
             unfolded,
+            streamed: table.stream.is_some(),
             receipt,
         })
     }
@@ -1412,7 +1417,15 @@ fn prepare_whole_put<'c>(
     check_record_size(span(records, &record)?, || format_pk_ref(pk))?;
     let stamp = if used_stamp { stamp } else { 0 };
     let receipt = WriteReceipt { stamp_ms: stamp, ..WriteReceipt::default() };
-    Ok(PreparedRow { table_id: table.id, pk: key, stamp, record, unfolded: None, receipt })
+    Ok(PreparedRow {
+        table_id: table.id,
+        pk: key,
+        stamp,
+        record,
+        unfolded: None,
+        streamed: table.stream.is_some(),
+        receipt,
+    })
 }
 
 /// A batch applies whole or not at all: its rows when every one was prepared, else an

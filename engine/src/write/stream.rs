@@ -68,20 +68,18 @@ pub(super) fn derive(
 ) -> Result<Vec<(TableId, u64)>> {
     let users = rows.len();
     let mut advanced: Vec<(TableId, u64)> = Vec::new();
+    if !rows.iter().any(|r| r.streamed) {
+        return Ok(advanced);
+    }
     // Each streamed table's rows in the batch, and how many of them came before the row at hand.
     let mut counts: HashMap<TableId, (u32, u32)> = HashMap::new();
-    for r in rows.iter() {
-        if version.tables.get(&r.table_id).is_some_and(|t| t.stream.is_some()) {
-            counts.entry(r.table_id).or_default().0 += 1;
-        }
-    }
-    if counts.is_empty() {
-        return Ok(advanced);
+    for r in rows.iter().filter(|r| r.streamed) {
+        counts.entry(r.table_id).or_default().0 += 1;
     }
     let mut value = Vec::new();
     let mut cell = Vec::new();
     for i in 0..users {
-        let Some(r) = rows.get(i) else { break };
+        let Some(r) = rows.get(i).filter(|r| r.streamed) else { continue };
         let Some(table) = version.tables.get(&r.table_id) else { continue };
         let Some(st) = &table.stream else { continue };
         let Some(log) = version.tables.get(&st.log) else {
@@ -131,6 +129,7 @@ pub(super) fn derive(
             stamp,
             record,
             unfolded: None,
+            streamed: false,
             receipt: WriteReceipt::default(),
         });
         advanced.push((log_id, seq));

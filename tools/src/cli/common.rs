@@ -44,7 +44,7 @@ impl CliError {
 impl From<Error> for CliError {
     fn from(e: Error) -> Self {
         let code = match &e {
-            Error::ConditionFailed(_) => crate::EXIT_FAIL,
+            Error::ConditionFailed(_) | Error::StreamTrimmed { .. } => crate::EXIT_FAIL,
             Error::Invalid { .. } | Error::TableNotFound(_) | Error::TableExists(_) | Error::NotADatabase { .. } => {
                 crate::EXIT_USAGE
             }

@@ -11,6 +11,7 @@ pub mod manifest;
 pub mod report;
 pub mod rows;
 pub mod shell;
+pub mod stream;
 pub mod tables;
 pub mod transfer;
 
@@ -52,7 +53,7 @@ pub enum Command {
     Tables(DirJson),
     /// Show a table's schema, options and size.
     Describe(TableJson),
-    /// Change a table's max versions or TTL.
+    /// Change a table's max versions, TTL, max version offset or change stream.
     Alter(tables::AlterArgs),
     /// Drop a table and its files (counts what it holds and asks; --yes in scripts).
     Drop(tables::DropArgs),
@@ -103,6 +104,10 @@ pub enum Command {
     Restore(backup::RestoreArgs),
     /// List, verify or purge the backups of a backup folder.
     Backups(backup::BackupsArgs),
+    /// A table's change stream: `describe`, `read` (what was committed since a position) and
+    /// `tail` (follow as rows change). Turn one on with `create-table --stream HOURS` or
+    /// `alter --stream HOURS`.
+    Stream(stream::StreamArgs),
     /// Key-design helpers: spliced keys and hash prefixes.
     Key(keys::KeyArgs),
     /// An interactive session on one open database: every command without `strata DIR`, line
@@ -176,6 +181,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Restore(a) => backup::restore(&a, out),
         Command::Backups(a) => backup::backups(&a, out),
         Command::Key(a) => keys::run(&a, out),
+        Command::Stream(a) => stream::stream(&a, out),
         Command::Bench(a) => crate::bench::run(&a, out, err),
         Command::Shell(a) => shell::shell(&a, out, err),
     };
