@@ -25,6 +25,9 @@ pub enum PausePoint {
     /// The flush thread has taken a wake-up and has neither drained the others nor looked at
     /// whether to stop.
     FlushThreadWoke,
+    /// A split or merge holds its claims and the structure lock and is about to take the commit
+    /// fence (and with it the sequence number its stream shards close at).
+    PartitionChangeBeforeFence,
     /// Close has told every background thread to stop (and woken each) and is about to join
     /// them.
     ShutdownSignalled,

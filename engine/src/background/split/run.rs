@@ -160,6 +160,7 @@ impl Jobs {
         // computed when the edit is applied, so a file a flush adds meanwhile is theirs too.)
         // The fence keeps writes from publishing between the sequence number read here and
         // the install: a stream's shard of the partition closes at it holding all its records.
+        self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::PartitionChangeBeforeFence);
         let _fence = self.versions.commit_fence.lock();
         let seq = self.versions.visible_seqno.load(std::sync::atomic::Ordering::Acquire);
         let edit =
@@ -195,6 +196,7 @@ impl Jobs {
         let Some(_ca) = self.bg.claim(a) else { return Ok(false) };
         let Some(_cb) = self.bg.claim(b) else { return Ok(false) };
         let _structure = self.versions.structure.lock();
+        self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::PartitionChangeBeforeFence);
         let _fence = self.versions.commit_fence.lock();
         let seq = self.versions.visible_seqno.load(std::sync::atomic::Ordering::Acquire);
         let edit = merge_edit(&self.versions.current(), table, a, b, seq, || self.versions.next_partition_id());
