@@ -11,7 +11,11 @@
 //!   sequence-number order: a write that read a stale row breaks the chain);
 //! - every read: a batch get of all accounts and a range scan, each on one snapshot, must sum to
 //!   the total; and a row that was read must never be older than one the same reader saw;
-//! - at the end, and after a reopen: every balance equals its history's last value.
+//! - at the end, and after a reopen: every balance equals its history's last value;
+//! - the table's change stream, read by a consumer throughout: it holds one record per
+//!   acknowledged write (same sequence numbers), each account's records in order, and the
+//!   balances it rebuilds equal the table's; read again shard by shard in lineage order after
+//!   the run (the shards followed every split and merge), it rebuilds them too.
 //!
 //! `STRATA_CONCURRENT_SECS` sets the duration (default 3 s, longer until a split and a merge
 //! have both run; minutes for a soak). `STRATA_CONCURRENT_SLOW_SYNC_MS` adds a pause before
@@ -220,6 +224,70 @@ fn reader(db: &Db, total: i64, stop: &AtomicBool, checks: &AtomicU64) {
     }
 }
 
+/// Rebuilt from the change stream: each account's last record (sequence number, balance).
+type StreamModel = BTreeMap<i64, (u64, i64)>;
+
+/// Applies stream records to `model`: an account's records must come in commit order.
+fn apply_records(model: &mut StreamModel, records: &[strata::stream::StreamRecord], seqs: &mut Vec<u64>) {
+    for r in records {
+        let Some(PkValue::Integer(acct)) = r.primary_key.0.get(1) else { panic!("a record of another key: {r:?}") };
+        let balance = r.cells.iter().rev().find_map(|c| match c {
+            strata_format::record::CellOp::Put { column, value: Value::Integer(v), .. } if column == "balance" => {
+                Some(*v)
+            }
+            _ => None,
+        });
+        let Some(balance) = balance else { panic!("a record without a balance: {r:?}") };
+        let last = model.insert(*acct, (r.seq, balance));
+        assert!(last.is_none_or(|(s, _)| s < r.seq), "account {acct}'s records out of commit order");
+        seqs.push(r.seq);
+    }
+}
+
+/// Reads the stream as it grows until the writers are done and it has caught up; returns what
+/// it rebuilt and the sequence numbers it read.
+fn consumer(db: &Db, writers_done: &AtomicBool) -> (StreamModel, Vec<u64>) {
+    let mut model = StreamModel::new();
+    let mut seqs = Vec::new();
+    let mut r = db.stream_reader(TABLE, None, strata::stream::StreamStart::Oldest).unwrap();
+    loop {
+        let stopping = writers_done.load(Ordering::SeqCst);
+        let b = r.read(500).unwrap();
+        apply_records(&mut model, &b.records, &mut seqs);
+        if b.records.is_empty() {
+            if stopping {
+                return (model, seqs);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// Reads every shard of the stream, a shard once its parents are read.
+fn lineage(db: &Db) -> (StreamModel, Vec<u64>) {
+    let d = db.stream(TABLE).unwrap();
+    let mut done = std::collections::BTreeSet::new();
+    let (mut model, mut seqs) = (StreamModel::new(), Vec::new());
+    while done.len() < d.shards.len() {
+        let ready: Vec<_> =
+            d.shards.iter().filter(|s| !done.contains(&s.id) && s.parents.iter().all(|p| done.contains(p))).collect();
+        assert!(!ready.is_empty(), "shards whose parents never close");
+        for s in ready {
+            let mut r = db.stream_reader(TABLE, Some(s.id), strata::stream::StreamStart::Oldest).unwrap();
+            loop {
+                let b = r.read(500).unwrap();
+                apply_records(&mut model, &b.records, &mut seqs);
+                if b.next.is_none() || (b.records.is_empty() && s.open) {
+                    break;
+                }
+                assert!(!b.records.is_empty(), "closed shard {} never finishes", s.id);
+            }
+            done.insert(s.id);
+        }
+    }
+    (model, seqs)
+}
+
 /// Forces flushes, compactions and split-planner runs; returns how many it made.
 fn churn(db: &Db, stop: &AtomicBool) -> u64 {
     let mut round = 0u64;
@@ -249,11 +317,14 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
             .pk("id", KeyType::Integer)
             .max_versions(1)
             .split_threshold_bytes(48 << 10)
-            .merge_threshold_bytes(20 << 10),
+            .merge_threshold_bytes(20 << 10)
+            .stream_hours(24),
     )
     .unwrap();
+    let mut initial_seqs = Vec::new();
     for a in 0..accounts() {
-        db.put_row(PutRow::new(TABLE, key(a)).column("balance", START).column("pad", vec![0u8; 64])).unwrap();
+        let r = db.put_row(PutRow::new(TABLE, key(a)).column("balance", START).column("pad", vec![0u8; 64])).unwrap();
+        initial_seqs.push(r.seqno.get());
     }
     let total = START * accounts();
     let stop = Arc::new(AtomicBool::new(false));
@@ -276,6 +347,13 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
     let churner = {
         let (db, stop) = (db.clone(), stop.clone());
         std::thread::spawn(move || churn(&db, &stop))
+    };
+    // Told to finish once every writer has returned (a write in flight when `stop` is set is
+    // still acknowledged).
+    let writers_done = Arc::new(AtomicBool::new(false));
+    let consumer = {
+        let (db, done) = (db.clone(), writers_done.clone());
+        std::thread::spawn(move || consumer(&db, &done))
     };
     // Run for the time asked, and on until a split and a merge have both happened (a loaded
     // machine is slower to get there), within a limit.
@@ -308,11 +386,37 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
             assert!(history.insert(seqno, (acct, change)).is_none(), "sequence number {seqno} handed out twice");
         }
     }
+    writers_done.store(true, Ordering::SeqCst);
     for r in readers {
         r.join().unwrap();
     }
     let churn_rounds = churner.join().unwrap();
+    let (streamed, read_seqs) = consumer.join().unwrap();
     let expected = replay(&history);
+    // The stream: every acknowledged write once (the initial puts, then every receipt), and
+    // the balances it rebuilds, read as it grew and again shard by shard.
+    // (The history is keyed by sequence number: already in order.)
+    let want_seqs: Vec<u64> = initial_seqs.iter().copied().chain(history.keys().map(|s| s.get())).collect();
+    let check_stream = |model: &StreamModel, mut seqs: Vec<u64>, how: &str| {
+        seqs.sort_unstable();
+        if seqs != want_seqs {
+            let got: std::collections::BTreeSet<u64> = seqs.iter().copied().collect();
+            let want: std::collections::BTreeSet<u64> = want_seqs.iter().copied().collect();
+            let missing: Vec<_> = want.difference(&got).take(10).collect();
+            let extra: Vec<_> = got.difference(&want).take(10).collect();
+            panic!(
+                "{how}: {} records for {} acknowledged writes; missing {missing:?}, not acknowledged {extra:?}",
+                seqs.len(),
+                want_seqs.len()
+            );
+        }
+        for (a, want) in expected.iter().enumerate() {
+            assert_eq!(model.get(&(a as i64)).map(|m| m.1), Some(*want), "{how}: account {a}");
+        }
+    };
+    check_stream(&streamed, read_seqs, "read as it grew");
+    let (by_shard, shard_seqs) = lineage(&db);
+    check_stream(&by_shard, shard_seqs, "read by shard");
     let check_final = |db: &Db| {
         for (a, want) in expected.iter().enumerate() {
             let row = db.get_row(TABLE, &key(a as i64), &ReadOptions::default()).unwrap().unwrap();
@@ -324,9 +428,12 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
     let stats = db.stats();
     eprintln!(
         "concurrent: {:.1} s, {applied} transfers applied, {refused} refused by their condition, {} total checks, \
+         {} stream records read, {} shards, \
          {} flushes, {} compactions, {} splits, {} merges, {} partitions at the end, {churn_rounds} churn rounds",
         started.elapsed().as_secs_f64(),
         checks.load(Ordering::Relaxed) - s,
+        want_seqs.len(),
+        db.stream(TABLE).unwrap().shards.len(),
         stats.flushes,
         stats.compactions,
         stats.splits,
