@@ -1,7 +1,8 @@
 //! Real process kills: a child process (tests/crash_child.rs) runs a seeded workload on the
 //! real file system and reports every step that returned; the parent kills it with SIGKILL at
 //! a random moment, reopens the database and checks that it holds every acknowledged write,
-//! at most the one in flight, no half batch, and only files that verify. Repeated many times on
+//! at most the one in flight, no half batch, and only files that verify, and that the table's
+//! change stream, read on from where the last cycle stopped, rebuilds exactly that table. Repeated many times on
 //! the same database, in both sync modes (a process kill loses nothing acknowledged in either).
 //!
 //! The kill comes 10 ms to 2 s after the child opened (log-uniform, so short and long runs are
@@ -73,6 +74,7 @@ fn kill_cycles(mode: &str, cycles: usize, seed: u64) -> KillReport {
     let mut model = Model::default();
     model.create_table(schema());
     let mut report = KillReport { delays_ms: (u64::MAX, 0), ..Default::default() };
+    let mut replica = strata_tests::workload::StreamReplica::default();
     for cycle in 0..cycles {
         let child_seed: u64 = rng.r#gen();
         let plan = steps(child_seed, STEPS);
@@ -138,6 +140,9 @@ fn kill_cycles(mode: &str, cycles: usize, seed: u64) -> KillReport {
             );
         };
         assert!(len >= acked);
+        if let Err(e) = replica.catch_up_and_compare(&db, u64::MAX / 4) {
+            panic!("cycle {cycle} ({mode}): stream and table disagree after the kill: {e}");
+        }
         report.verified += acked as u64;
         model = m;
         db.close().unwrap();

@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata::stream::{StreamOp, StreamPosition, StreamRecord, StreamStart};
+use strata::stream::{StreamPosition, StreamRecord, StreamStart};
 use strata::{
     ColumnCondition, CompareOp, Condition, DeleteRow, Error, KeyType, ManualClock, Options, PrimaryKey, PutRow,
     RangeOptions, ReadOptions, RowExistence, StreamSetting, TableSchema, TableUpdate, UpdateRow, Value, WriteOp, pk,
 };
-use strata_format::record::CellOp;
+use strata_tests::stream::replay_op;
 
 fn schema(name: &str) -> TableSchema {
     TableSchema::new(name).pk("p", KeyType::Integer).pk("c", KeyType::Integer).max_versions(3)
@@ -24,31 +24,7 @@ fn schema(name: &str) -> TableSchema {
 
 /// Applies a stream record to table `to` of `db`: the replica a consumer keeps.
 fn apply(db: &strata::Db, to: &str, r: &StreamRecord) {
-    match r.op {
-        StreamOp::PutRow => {
-            let mut put = PutRow::new(to, r.primary_key.clone());
-            for c in &r.cells {
-                if let CellOp::Put { column, version, value } = c {
-                    put = put.column_at(column.clone(), value.clone(), *version);
-                }
-            }
-            db.put_row(put).unwrap();
-        }
-        StreamOp::UpdateRow => {
-            let mut up = UpdateRow::new(to, r.primary_key.clone());
-            for c in &r.cells {
-                up = match c {
-                    CellOp::Put { column, version, value } => up.put_at(column.clone(), value.clone(), *version),
-                    CellOp::DeleteVersion { column, version } => up.delete_version(column.clone(), *version),
-                    CellOp::DeleteColumn { column } => up.delete_all(column.clone()),
-                };
-            }
-            db.update_row(up).unwrap();
-        }
-        StreamOp::DeleteRow => {
-            db.delete_row(DeleteRow::new(to, r.primary_key.clone())).unwrap();
-        }
-    }
+    assert!(db.batch_write(vec![replay_op(r, to)]).unwrap().all_ok());
 }
 
 /// Every row of `table` with every version kept.

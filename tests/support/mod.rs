@@ -5,6 +5,7 @@
 
 pub mod fixture;
 pub mod model;
+pub mod stream;
 pub mod workload;
 
 use std::sync::Arc;

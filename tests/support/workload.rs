@@ -15,7 +15,8 @@ use crate::model::Model;
 /// The table every crash workload writes.
 pub const TABLE: &str = "crash";
 
-/// Its schema: small split threshold so splits and merges happen under the workload.
+/// Its schema: small split threshold so splits and merges happen under the workload; a change
+/// stream on, whose records must agree with the table after every crash.
 pub fn schema() -> TableSchema {
     TableSchema::new(TABLE)
         .pk("k", KeyType::Integer)
@@ -23,6 +24,59 @@ pub fn schema() -> TableSchema {
         .max_versions(2)
         .split_threshold_bytes(3 << 10)
         .merge_threshold_bytes(1 << 10)
+        .stream_hours(24)
+}
+
+/// What a consumer of the table's change stream holds: its position and the table rebuilt from
+/// the records it read (a model, so versions compare exactly).
+pub struct StreamReplica {
+    position: Option<strata::stream::StreamPosition>,
+    model: Model,
+    /// Records read so far.
+    pub records: u64,
+}
+
+impl Default for StreamReplica {
+    fn default() -> Self {
+        let mut model = Model::default();
+        model.create_table(schema());
+        StreamReplica { position: None, model, records: 0 }
+    }
+}
+
+impl StreamReplica {
+    /// Reads the stream on from where it stopped and applies the records; the rebuilt table
+    /// must then equal the database's (`db_state`): no record of a write the table lacks, no
+    /// write the stream lacks. Returns a description of the first difference.
+    ///
+    /// # Errors
+    /// The difference, or a stream read error, as text.
+    pub fn catch_up_and_compare(&mut self, db: &Db, now: u64) -> Result<(), String> {
+        let start = self.position.map_or(strata::stream::StreamStart::Oldest, strata::stream::StreamStart::At);
+        let mut r = db.stream_reader(TABLE, None, start).map_err(|e| e.to_string())?;
+        loop {
+            let b = r.read(1000).map_err(|e| e.to_string())?;
+            if b.records.is_empty() {
+                break;
+            }
+            for rec in &b.records {
+                self.model.batch(&[crate::stream::replay_op(rec, TABLE)], rec.commit_ms).map_err(|e| e.to_string())?;
+                self.records += 1;
+            }
+        }
+        self.position = r.position();
+        let want = db_state(db).map_err(|e| e.to_string())?;
+        let got = model_state(&self.model, now);
+        if want != got {
+            return Err(format!(
+                "the stream rebuilds {} rows, the table holds {}; first difference: {:?}",
+                got.len(),
+                want.len(),
+                want.iter().zip(&got).find(|(a, b)| a != b)
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One step of the workload.
