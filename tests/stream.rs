@@ -380,3 +380,68 @@ fn a_split_closes_a_shard_only_after_the_write_prepared_against_it() {
     assert!(parent.closed_at.unwrap() >= rec.seq, "the parent closed before its record");
     assert_eq!(lineage.len(), 101);
 }
+
+/// The stream is part of the database: a read-only open reads it and follows the writer
+/// through `catch_up`; a checkpoint and a restored backup carry it, and their streams go on
+/// from where the copy was taken (a saved position resumes, new writes continue the chain).
+#[test]
+fn read_only_opens_checkpoints_and_restored_backups_carry_the_stream() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let db = strata::Db::open(&dir, Options::default()).unwrap();
+    db.create_table(schema("t").stream_hours(24)).unwrap();
+    let put = |db: &strata::Db, p: i64, c: i64| {
+        db.put_row(PutRow::new("t", pk![p, c]).column("a", p * 100 + c)).unwrap();
+    };
+    for i in 0..50 {
+        put(&db, i % 7, i);
+    }
+    db.flush().unwrap();
+    for i in 50..60 {
+        put(&db, i % 7, i);
+    }
+    let (first, pos) = read_all(&db, "t", StreamStart::Oldest);
+    assert_eq!(first.len(), 60);
+    // Read-only, beside the writer.
+    let ro = strata::Db::open_read_only(&dir, Options::default()).unwrap();
+    let mut follower = ro.stream_reader("t", None, StreamStart::At(pos)).unwrap();
+    assert!(follower.read(100).unwrap().records.is_empty());
+    for i in 60..80 {
+        put(&db, i % 7, i);
+    }
+    ro.catch_up().unwrap();
+    let caught: Vec<i64> = follower.read(100).unwrap().records.iter().map(|r| key_c(&r.primary_key)).collect();
+    assert_eq!(caught, (60..80).collect::<Vec<_>>());
+    // Copies.
+    let cp = tmp.path().join("cp");
+    db.checkpoint(&cp).unwrap();
+    let store = strata::BackupStore::open(tmp.path().join("backups")).unwrap();
+    store.create(&db).unwrap();
+    for i in 80..90 {
+        put(&db, i % 7, i);
+    }
+    let id = db.stream("t").unwrap().id;
+    let restored = tmp.path().join("restored");
+    store.restore(None, &restored).unwrap();
+    for copy in [&cp, &restored] {
+        let c = strata::Db::open(copy, Options::default()).unwrap();
+        assert_eq!(c.stream("t").unwrap().id, id, "the copy keeps the stream's id");
+        let (rest, _) = read_all(&c, "t", StreamStart::At(pos));
+        assert_eq!(rest.iter().map(|r| key_c(&r.primary_key)).collect::<Vec<_>>(), (60..80).collect::<Vec<_>>());
+        let after = read_all(&c, "t", StreamStart::At(pos)).1;
+        for i in 1000..1005 {
+            put(&c, i % 7, i);
+        }
+        let (new, _) = read_all(&c, "t", StreamStart::At(after));
+        assert_eq!(new.iter().map(|r| key_c(&r.primary_key)).collect::<Vec<_>>(), (1000..1005).collect::<Vec<_>>());
+        let (all, _) = read_all(&c, "t", StreamStart::Oldest);
+        assert_eq!(all.len(), 85);
+    }
+}
+
+fn key_c(k: &PrimaryKey) -> i64 {
+    match k.0.get(1) {
+        Some(strata::PkValue::Integer(c)) => *c,
+        other => panic!("{other:?}"),
+    }
+}

@@ -519,7 +519,7 @@ fn planned_restore(meta: &BackupMeta) -> Result<(ManifestData, Places)> {
     let manifest = ManifestData::decode(&meta.manifest).map_err(|e| Error::corruption(&where_, e))?;
     let mut places = BTreeMap::new();
     for t in &manifest.tables {
-        crate::model::schema::validate_name("table", &t.name).map_err(|e| Error::Corruption {
+        crate::version::stream::check_stored_name(&t.name).map_err(|e| Error::Corruption {
             path: where_.clone(),
             offset: 0,
             detail: e.to_string(),

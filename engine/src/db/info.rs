@@ -391,8 +391,9 @@ impl Db {
             .collect())
     }
 
-    /// Verifies every checksum of every live SSTable and reads every WAL file; returns each
-    /// file with problems (empty when sound).
+    /// Verifies every checksum of every live SSTable, reads every WAL file and checks every
+    /// change stream's records (`stream::verify`); returns each file or log table folder with
+    /// problems (empty when sound).
     ///
     /// # Errors
     /// I/O errors listing the folder.
@@ -446,6 +447,7 @@ impl Db {
                 _ => {}
             }
         }
+        out.extend(crate::stream::verify(&self.reader, &self.versions, &self.ctx.path)?);
         Ok(out.into_iter().collect())
     }
 }

@@ -151,6 +151,27 @@ pub fn is_internal(name: &str) -> bool {
     name.starts_with(INTERNAL_PREFIX)
 }
 
+/// Checks a table name read from a manifest: a name the data model allows, or a log table's
+/// (`$stream_<table id>_<log id>`), so a name from disk never leaves the database's folder.
+///
+/// # Errors
+/// `Invalid` (rule `name`) naming what is wrong.
+pub fn check_stored_name(name: &str) -> crate::error::Result<()> {
+    match name.strip_prefix(INTERNAL_PREFIX).and_then(|r| r.strip_prefix("stream_")) {
+        Some(ids) => {
+            let ok = ids
+                .split_once('_')
+                .is_some_and(|(a, b)| [a, b].iter().all(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())));
+            if ok {
+                Ok(())
+            } else {
+                Err(crate::error::Error::invalid("name", format!("internal table name {name:?} is not a stream's log")))
+            }
+        }
+        None => crate::model::schema::validate_name("table", name),
+    }
+}
+
 /// The schema of the log table of table `table_id`'s stream `log_id`: one Integer key (the
 /// record's sequence number), one column, records kept `hours` (a cell's version is its commit
 /// time, so the table's TTL is the retention, exact to the millisecond).
