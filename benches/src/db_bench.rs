@@ -94,6 +94,7 @@ fn main() {
     let mut factories: Vec<Box<dyn EngineFactory>> = vec![Box::new(StrataFactory {
         max_sealed_memtables: a.strata_max_sealed,
         no_memtable_reuse: a.strata_no_memtable_reuse,
+        stream_hours: None,
     })];
     factories.extend(peers::factories());
     if let Some(names) = &a.engines {

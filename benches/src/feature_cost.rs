@@ -10,8 +10,11 @@
 //!   write then makes) against plain puts with none open; auto-increment puts against puts
 //!   with the key given.
 //!
+//! - Change streams: random 100-byte puts into a table with a stream on and into one without,
+//!   twice each in alternation, and what reading the records back costs.
+//!
 //! `cargo run --release -p strata-benches --bin feature_cost -- --rows 1000000`
-//! (`--only transactions` runs that part alone)
+//! (`--only transactions` or `--only stream` runs that part alone)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -34,7 +37,7 @@ struct Args {
     /// Value bytes.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
-    /// Run one part only: `stats`, `backups` or `transactions`.
+    /// Run one part only: `stats`, `backups`, `transactions` or `stream`.
     #[arg(long)]
     only: Option<String>,
 }
@@ -63,6 +66,9 @@ fn main() {
     let part = |name: &str| a.only.as_deref().is_none_or(|o| o == name);
     if part("transactions") {
         transactions(a.rows, &value);
+    }
+    if part("stream") {
+        stream(a.rows, &value);
     }
     if !part("stats") && !part("backups") {
         return;
@@ -195,6 +201,40 @@ fn transactions(rows: u64, value: &[u8]) {
             drop(held);
             db.close().unwrap();
             println!("  puts, {mode:<21} round {round}: {ops:>10.0}/s");
+        }
+    }
+}
+
+/// fillrandom into a table with a change stream on against one without, alternating, then a
+/// full read of the records.
+fn stream(rows: u64, value: &[u8]) {
+    use strata::stream::StreamStart;
+    for round in 0..2 {
+        for on in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let db = Db::open(tmp.path(), Options::default()).unwrap();
+            let mut schema = TableSchema::new("t").pk("k", KeyType::Integer);
+            if on {
+                schema = schema.stream_hours(24);
+            }
+            db.create_table(schema).unwrap();
+            let ops = load(&db, rows, value, round);
+            let mut line = format!("  fillrandom stream={on:<5} round {round}: {ops:>10.0} puts/s");
+            if on {
+                let t = Instant::now();
+                let mut r = db.stream_reader("t", None, StreamStart::Oldest).unwrap();
+                let mut n = 0u64;
+                loop {
+                    let b = r.read(10_000).unwrap();
+                    if b.records.is_empty() {
+                        break;
+                    }
+                    n += b.records.len() as u64;
+                }
+                line += &format!("; read back {n} records at {:.0}/s", n as f64 / t.elapsed().as_secs_f64());
+            }
+            db.close().unwrap();
+            println!("{line}");
         }
     }
 }

@@ -130,6 +130,9 @@ pub struct StrataFactory {
     pub max_sealed_memtables: Option<usize>,
     /// Turn `Options::reuse_memtable_memory` off (db_bench's `--strata-no-memtable-reuse`).
     pub no_memtable_reuse: bool,
+    /// Create the benchmark table with a change stream keeping records this many hours
+    /// (`strata bench --stream HOURS`: what a stream costs each workload).
+    pub stream_hours: Option<u32>,
 }
 
 impl EngineFactory for StrataFactory {
@@ -145,7 +148,11 @@ impl EngineFactory for StrataFactory {
             ..defaults
         };
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
-        db.create_table(TableSchema::new(TABLE).pk("k", KeyType::Binary)).map_err(|e| e.to_string())?;
+        let mut schema = TableSchema::new(TABLE).pk("k", KeyType::Binary);
+        if let Some(h) = self.stream_hours {
+            schema = schema.stream_hours(h);
+        }
+        db.create_table(schema).map_err(|e| e.to_string())?;
         Ok(Box::new(StrataEngine { db }))
     }
 }
@@ -768,6 +775,10 @@ pub struct BenchArgs {
     /// One JSON line per workload instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Run with a change stream on the benchmark table, keeping records HOURS (compare with a
+    /// run without to see what a stream costs).
+    #[arg(long, value_name = "HOURS")]
+    pub stream: Option<u32>,
 }
 
 impl BenchArgs {
@@ -801,7 +812,8 @@ pub fn run(a: &BenchArgs, out: &mut dyn Write, _err: &mut dyn Write) -> CliResul
     };
     std::fs::create_dir_all(&root)?;
     let mut lines = Vec::new();
-    let results = run_workloads(&StrataFactory::default(), &a.workloads(), &a.config(), &root, &mut |r| {
+    let factory = StrataFactory { stream_hours: a.stream, ..StrataFactory::default() };
+    let results = run_workloads(&factory, &a.workloads(), &a.config(), &root, &mut |r| {
         if a.json {
             lines.push(r.json().to_string());
         }
