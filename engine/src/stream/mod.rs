@@ -17,7 +17,10 @@
 use std::sync::Arc;
 
 use strata_format::key::{decode_pk, encode_pk};
-use strata_format::record::{CellOp, RowRecord};
+/// One cell change of a record: a put of a value at a version, a version deleted, a column
+/// deleted (the engine's own cell operations).
+pub use strata_format::record::CellOp;
+use strata_format::record::RowRecord;
 use strata_format::stream::{PositionParts, StreamRecordHeader, decode_stream_record};
 
 use crate::error::{Error, Result};
