@@ -891,3 +891,82 @@ fn one_sstable_is_one_sstable() {
     let out = ok(&["backup", d, bk.to_str().unwrap()]);
     assert!(out.contains(": 2 SSTables ("), "{out}");
 }
+
+/// `strata stream read` and `tail` beside an application writing the table: read prints the
+/// records and a position, tail (from that position) prints each new change as it commits,
+/// read from the same position gives the same changes; bad positions and a stream turned off
+/// are clear errors.
+#[test]
+fn stream_read_and_tail_follow_a_writer_in_another_process() {
+    use std::io::BufRead;
+    use strata::{Db, KeyType, Options, PutRow, TableSchema, UpdateRow, pk};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let d = dir.to_str().unwrap();
+    let db = Db::open(&dir, Options::default()).unwrap();
+    db.create_table(
+        TableSchema::new("orders").pk("Customer", KeyType::String).pk("Order", KeyType::Integer).stream_hours(24),
+    )
+    .unwrap();
+    for i in 0..3i64 {
+        db.put_row(PutRow::new("orders", pk!["ann", i]).column("Amount", i * 10)).unwrap();
+    }
+    let out = ok(&["stream", "read", d, "orders", "--json"]);
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert_eq!(lines[0]["$op"], "put");
+    assert_eq!(lines[2]["Order"], 2);
+    let pos = lines[3]["$position"].as_str().unwrap().to_owned();
+    assert_eq!(lines[2]["$position"].as_str().unwrap(), pos, "the last record's position is where read ends");
+
+    let mut tail = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["stream", "tail", d, "orders", "--from", &pos, "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = tail.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    db.put_row(PutRow::new("orders", pk!["bob", 7])).unwrap();
+    db.update_row(UpdateRow::new("orders", pk!["ann", 1]).increment("Amount", 5)).unwrap();
+    db.flush().unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("tail printed the new changes");
+        got.push(serde_json::from_str::<serde_json::Value>(&line).unwrap());
+    }
+    tail.kill().unwrap();
+    let _ = tail.wait();
+    assert_eq!((got[0]["$op"].as_str(), got[0]["Customer"].as_str()), (Some("put"), Some("bob")));
+    assert_eq!(got[1]["$op"], "update");
+    assert_eq!(got[1]["Amount"][0]["value"], 15, "an increment arrives as the value it wrote");
+    // The same changes, read again from the same position.
+    let again = ok(&["stream", "read", d, "orders", "--from", &pos, "--json"]);
+    let again: Vec<serde_json::Value> = again.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(&again[..2], &got[..]);
+    let described = ok(&["stream", "describe", d, "orders", "--json"]);
+    assert!(described.contains("\"state\":\"open\""), "{described}");
+    // Bad input.
+    let (code, _, err) = strata(&["stream", "read", d, "orders", "--from", &pos.replacen('-', "-1", 1)]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("forged or damaged"), "{err}");
+    drop(db);
+    let (code, _, err) = strata(&["alter", d, "orders", "--stream", "off"]);
+    assert_eq!(code, 2, "turning a stream off asks first: {err}");
+    ok(&["alter", d, "orders", "--stream", "off", "--yes"]);
+    let (code, _, err) = strata(&["stream", "read", d, "orders"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("has no change stream"), "{err}");
+    ok(&["alter", d, "orders", "--stream", "12"]);
+    let (code, _, err) = strata(&["stream", "read", d, "orders", "--from", &pos]);
+    assert_eq!(code, 2);
+    assert!(err.contains("stream-id"), "an old stream's position is refused naming the new one: {err}");
+}
