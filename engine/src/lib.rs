@@ -86,11 +86,11 @@ mod write;
 pub use backup::{BackupCreated, BackupInfo, BackupProgress, BackupStore, PurgeInfo, RestoreInfo};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::info::{DbStats, LevelStats, PartitionInfo, TableStats};
-pub use db::{Db, TableDescription};
+pub use db::{Db, IndexDescription, TableDescription};
 pub use error::{Error, Result};
 pub use ids::{FileId, PartitionId, SeqNo, TableId};
 pub use model::rowstate::{DropCounts, MAX_CONDITION_DEPTH};
-pub use model::schema::{PkColumn, TableOptions, TableSchema, Ttl};
+pub use model::schema::{ColumnDef, PkColumn, TableOptions, TableSchema, Ttl};
 pub use model::types::{
     BatchWriteResult, Cell, Column, ColumnCondition, ColumnType, CompareOp, Condition, DeleteRow, Direction,
     IntoPkValue, KeyType, PkRef, PkValue, PrimaryKey, PutRow, RangeOptions, RangePage, ReadOptions, Row, RowExistence,

@@ -27,6 +27,10 @@ pub const TAG_INF_MAX: u8 = 0xff;
 
 /// Most primary-key columns a table may have.
 pub const MAX_PK_COLUMNS: usize = 4;
+
+/// Most columns an encoded key holds: a table's at most [`MAX_PK_COLUMNS`], or a secondary
+/// index table's (its up to 4 key columns followed by its table's primary-key columns).
+pub const MAX_KEY_COLUMNS: usize = 8;
 /// Largest String or Binary primary-key value, in bytes.
 pub const MAX_PK_VALUE_BYTES: usize = 1024;
 /// Bytes the sequence-number suffix adds to an internal key.
@@ -325,8 +329,8 @@ pub fn decode_pk(bytes: &[u8]) -> Result<Vec<PkValue>, DecodeError> {
     let mut c = Cursor::new(bytes, "primary key", 0);
     let mut out = Vec::new();
     while !c.is_empty() {
-        if out.len() == MAX_PK_COLUMNS {
-            return Err(c.invalid("more than 4 primary-key columns"));
+        if out.len() == MAX_KEY_COLUMNS {
+            return Err(c.invalid("more than 8 key columns"));
         }
         out.push(decode_pk_value(&mut c)?);
     }

@@ -5,13 +5,15 @@
 use crate::codec::{Cursor, frame_versioned, put_bytes, put_opt_bytes, put_varint, unframe_versioned};
 use crate::error::DecodeError;
 use crate::key::KeyType;
+use crate::value::ColumnType;
 
 /// Magic number at the start of the manifest: ASCII `STRATMAN` as a LE u64.
 pub const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATMAN");
 /// Format version of the manifest: 2 adds each table's auto-increment column and reservation
 /// (a version-1 manifest reads as tables without one); 3 adds each table's change stream (a
-/// version-2 manifest reads as tables without one).
-pub const MANIFEST_FORMAT_VERSION: u32 = 3;
+/// version-2 manifest reads as tables without one); 4 adds each table's defined columns and
+/// secondary indexes (an older manifest reads as tables without them).
+pub const MANIFEST_FORMAT_VERSION: u32 = 4;
 /// Size of the manifest header.
 pub const MANIFEST_HEADER_LEN: usize = crate::codec::FRAME_HEADER_LEN;
 
@@ -120,8 +122,28 @@ pub struct TableRecord {
     pub auto_reserved: u64,
     /// The table's change stream, if it has one on.
     pub stream: Option<StreamRecord>,
+    /// Defined attribute columns: name and type.
+    pub columns: Vec<(String, ColumnType)>,
+    /// Secondary indexes.
+    pub indexes: Vec<IndexRecord>,
     /// Partitions in key order, covering the whole key space.
     pub partitions: Vec<PartitionRecord>,
+}
+
+/// A secondary index of a table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexRecord {
+    /// The index's name (unique within its table).
+    pub name: String,
+    /// The internal table holding the index rows.
+    pub table: u64,
+    /// Its key columns, as the user named them (the table's primary-key columns not named
+    /// follow them in the index table's key).
+    pub key: Vec<String>,
+    /// Columns copied into the index rows.
+    pub included: Vec<String>,
+    /// True once every row written before the index was created is in it (readable).
+    pub ready: bool,
 }
 
 /// A table's change stream: where its records are kept and its shards (the table's partitions
@@ -227,6 +249,23 @@ impl ManifestData {
                     }
                 }
             }
+            put_varint(&mut b, t.columns.len() as u64);
+            for (n, ct) in &t.columns {
+                put_bytes(&mut b, n.as_bytes());
+                b.push(*ct as u8);
+            }
+            put_varint(&mut b, t.indexes.len() as u64);
+            for ix in &t.indexes {
+                put_bytes(&mut b, ix.name.as_bytes());
+                put_varint(&mut b, ix.table);
+                for list in [&ix.key, &ix.included] {
+                    put_varint(&mut b, list.len() as u64);
+                    for c in list {
+                        put_bytes(&mut b, c.as_bytes());
+                    }
+                }
+                b.push(u8::from(ix.ready));
+            }
             put_varint(&mut b, t.partitions.len() as u64);
             for p in &t.partitions {
                 put_varint(&mut b, p.id);
@@ -271,7 +310,7 @@ impl ManifestData {
         for _ in 0..nt {
             let id = c.varint()?;
             let name = c.string()?.to_owned();
-            let npk = c.varint_len(crate::key::MAX_PK_COLUMNS, "primary-key column count")?;
+            let npk = c.varint_len(crate::key::MAX_KEY_COLUMNS, "primary-key column count")?;
             let mut pk = Vec::with_capacity(npk);
             for _ in 0..npk {
                 let n = c.string()?.to_owned();
@@ -294,6 +333,8 @@ impl ManifestData {
                 auto_increment: None,
                 auto_reserved: 0,
                 stream: None,
+                columns: Vec::new(),
+                indexes: Vec::new(),
                 partitions: Vec::new(),
             };
             if version >= 2 {
@@ -342,6 +383,34 @@ impl ManifestData {
                     });
                 }
                 t.stream = Some(StreamRecord { log_table, retention_hours, created_ms, head, shards });
+            }
+            if version >= 4 {
+                let nc = c.count(2, "defined column count")?;
+                for _ in 0..nc {
+                    let n = c.string()?.to_owned();
+                    let tb = c.u8()?;
+                    let ct = ColumnType::from_u8(tb).ok_or_else(|| c.invalid(format!("unknown column type {tb}")))?;
+                    t.columns.push((n, ct));
+                }
+                let ni = c.count(5, "index count")?;
+                for _ in 0..ni {
+                    let name = c.string()?.to_owned();
+                    let table = c.varint()?;
+                    let mut lists = [Vec::new(), Vec::new()];
+                    for list in &mut lists {
+                        let n = c.count(1, "index column count")?;
+                        for _ in 0..n {
+                            list.push(c.string()?.to_owned());
+                        }
+                    }
+                    let [key, included] = lists;
+                    let ready = match c.u8()? {
+                        0 => false,
+                        1 => true,
+                        x => return Err(c.invalid(format!("index state {x}"))),
+                    };
+                    t.indexes.push(IndexRecord { name, table, key, included, ready });
+                }
             }
             let np = c.count(4, "partition count")?;
             for _ in 0..np {
@@ -427,6 +496,14 @@ mod tests {
                         },
                     ],
                 }),
+                columns: vec![("Status".into(), ColumnType::String), ("Amount".into(), ColumnType::Integer)],
+                indexes: vec![IndexRecord {
+                    name: "by_status".into(),
+                    table: 6,
+                    key: vec!["Status".into()],
+                    included: vec!["Amount".into()],
+                    ready: true,
+                }],
                 partitions: vec![PartitionRecord {
                     id: 2,
                     start: None,

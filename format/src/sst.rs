@@ -324,7 +324,7 @@ impl SstProperties {
                 tag::PARTITION_ID => p.partition_id = num()?,
                 tag::PK_SCHEMA => {
                     let mut s = Cursor::new(body, "sst pk schema", body_at);
-                    let n = s.varint_len(crate::key::MAX_PK_COLUMNS, "primary-key column count")?;
+                    let n = s.varint_len(crate::key::MAX_KEY_COLUMNS, "primary-key column count")?;
                     for _ in 0..n {
                         let name = s.string()?.to_owned();
                         let tb = s.u8()?;

@@ -448,6 +448,7 @@ impl Db {
             }
         }
         out.extend(crate::stream::verify(&self.reader, &self.versions, &self.ctx.path)?);
+        out.extend(self.verify_indexes()?);
         Ok(out.into_iter().collect())
     }
 }

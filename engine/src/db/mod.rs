@@ -12,6 +12,7 @@
 //! which the parts' locks may be taken is in docs/DESIGN.md ("Locks and the order they are
 //! taken in").
 
+mod indexes;
 pub(crate) mod info;
 mod maintenance;
 mod reads;
@@ -41,6 +42,7 @@ use crate::version::edit::VersionEdit;
 use crate::version::set::{Installed, VersionSet};
 use crate::write::Writer;
 
+pub use indexes::IndexDescription;
 pub use tables::TableDescription;
 
 /// An open strata database. `Send + Sync`: share it between threads by reference or `Arc`.
@@ -155,6 +157,8 @@ impl Db {
         }
         db.jobs.bg.kick_flush();
         db.jobs.bg.kick_compaction();
+        // An index build a crash cut short is finished before the database is handed out.
+        db.build_indexes()?;
         Ok(db)
     }
 

@@ -36,6 +36,7 @@ impl Db {
             // Auto-increment values start at 1.
             auto_reserved: 1,
             stream: None,
+            indexes: Vec::new(),
             partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new()))],
         };
         let mut changes = Vec::new();

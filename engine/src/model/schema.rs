@@ -1,6 +1,7 @@
 //! Table schemas and options, and the naming rules of the data model.
 
 use strata_format::key::{KeyType, MAX_PK_COLUMNS};
+use strata_format::value::ColumnType;
 
 use crate::error::{Error, Result};
 
@@ -112,6 +113,40 @@ impl TableOptions {
     }
 }
 
+/// Checks defined columns `defs` for `schema` (which may already hold them): valid names, not a
+/// primary-key column, none twice, at most [`MAX_DEFINED_COLUMNS`].
+///
+/// # Errors
+/// `Invalid` with rules `name`, `column-is-primary-key`, `column-duplicate` or `column-count`.
+pub fn check_defined_columns(schema: &TableSchema, defs: &[ColumnDef]) -> Result<()> {
+    if defs.len() > MAX_DEFINED_COLUMNS {
+        return Err(Error::invalid(
+            "column-count",
+            format!(
+                "table {:?} would define {} columns; at most {MAX_DEFINED_COLUMNS} are allowed",
+                schema.name,
+                defs.len()
+            ),
+        ));
+    }
+    for (i, c) in defs.iter().enumerate() {
+        validate_name("column", &c.name)?;
+        if schema.pk_index(&c.name).is_some() {
+            return Err(Error::invalid(
+                "column-is-primary-key",
+                format!(
+                    "{:?} is a primary-key column of table {:?}; a defined column needs another name",
+                    c.name, schema.name
+                ),
+            ));
+        }
+        if defs.iter().take(i).any(|o| o.name == c.name) {
+            return Err(Error::invalid("column-duplicate", format!("column {:?} is defined twice", c.name)));
+        }
+    }
+    Ok(())
+}
+
 /// Checks a stream retention: 1 hour to ten years.
 ///
 /// # Errors
@@ -149,12 +184,44 @@ pub struct TableSchema {
     pub primary_key: Vec<PkColumn>,
     /// Options.
     pub options: TableOptions,
+    /// Defined attribute columns: each holds values of one type only (a write of another type
+    /// is refused); other attribute columns stay free of a schema. Secondary indexes key on
+    /// these and on the primary-key columns.
+    pub columns: Vec<ColumnDef>,
 }
+
+/// A defined attribute column: its name and the one type its values have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnDef {
+    /// Column name.
+    pub name: String,
+    /// The type every value of the column has.
+    pub column_type: ColumnType,
+}
+
+/// Most defined columns a table may have.
+pub const MAX_DEFINED_COLUMNS: usize = 256;
 
 impl TableSchema {
     /// A schema with no key columns yet; add them with [`TableSchema::pk`].
     pub fn new(name: impl Into<String>) -> Self {
-        TableSchema { name: name.into(), primary_key: Vec::new(), options: TableOptions::default() }
+        TableSchema {
+            name: name.into(),
+            primary_key: Vec::new(),
+            options: TableOptions::default(),
+            columns: Vec::new(),
+        }
+    }
+
+    /// Adds a defined attribute column of type `column_type`.
+    pub fn defined_column(mut self, name: impl Into<String>, column_type: ColumnType) -> Self {
+        self.columns.push(ColumnDef { name: name.into(), column_type });
+        self
+    }
+
+    /// The type of defined column `name`, if the table defines it.
+    pub fn defined_type(&self, name: &str) -> Option<ColumnType> {
+        self.columns.iter().find(|c| c.name == name).map(|c| c.column_type)
     }
 
     /// Adds a primary-key column.
@@ -246,6 +313,7 @@ impl TableSchema {
         if self.primary_key.iter().filter(|c| c.auto_increment).count() > 1 {
             return Err(Error::invalid("auto-increment-column", "a table has at most one auto-increment column"));
         }
+        check_defined_columns(self, &self.columns)?;
         self.options.validate()
     }
 

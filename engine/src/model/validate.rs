@@ -148,6 +148,27 @@ pub fn check_column_name(schema: &TableSchema, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Checks that `value` has the type of column `name`, when the table defines the column.
+///
+/// # Errors
+/// `Invalid` with rule `column-type`.
+pub fn check_defined_value(schema: &TableSchema, name: &str, value: ValueRef<'_>) -> Result<()> {
+    if schema.columns.is_empty() {
+        return Ok(());
+    }
+    match schema.defined_type(name) {
+        Some(t) if t != value.column_type() => Err(Error::invalid(
+            "column-type",
+            format!(
+                "column {name:?} of table {:?} holds {t} values; the write gives a {} value",
+                schema.name,
+                value.column_type()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Checks an attribute value.
 ///
 /// # Errors

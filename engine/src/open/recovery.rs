@@ -460,6 +460,7 @@ pub(crate) fn load_version(
             created_ms: t.created_ms,
             auto_reserved: t.auto_reserved,
             stream: t.stream.as_ref().map(|st| Arc::new(crate::version::stream::StreamMeta::from_record(st))),
+            indexes: t.indexes.iter().map(|i| Arc::new(crate::version::index::IndexMeta::from_record(i))).collect(),
             partitions,
         });
     }

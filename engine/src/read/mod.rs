@@ -174,7 +174,7 @@ impl Reader {
         opts: &ReadOptions,
     ) -> Result<Option<Row>> {
         validate_read_options(opts)?;
-        let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+        let table = snap.version.readable(table_name)?.ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let enc = crate::model::validate::encode_row_key(&table.schema, pk)?;
         let recs = self.row_records(snap, table, &enc)?;
         let pk0 = partition_key(&enc);
@@ -214,7 +214,7 @@ impl Reader {
         f: impl FnOnce(Option<RowRef<'_>>) -> R,
     ) -> Result<R> {
         validate_read_options(opts)?;
-        let table = snap.version.table(table_name).ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+        let table = snap.version.readable(table_name)?.ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let enc = crate::model::validate::encode_row_key(&table.schema, pk)?;
         let raw = self.row_record_bytes(snap, table, &enc)?;
         let record_load = |cells: usize| {
@@ -279,7 +279,7 @@ impl Reader {
     ) -> Result<RangeIter> {
         validate_read_options(&opts.read)?;
         let table =
-            snap.version.table(table_name).cloned().ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+            snap.version.readable(table_name)?.cloned().ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let forward = opts.direction == Direction::Forward;
         // Short bounds cover their whole prefix: forward, the start is the lower end;
         // backward, the upper.
@@ -326,7 +326,7 @@ impl Reader {
                 format!("a prefix names values, not INF_MIN or INF_MAX: {prefix}"),
             ));
         }
-        let key_len = snap.version.table(table_name).map(|t| t.schema.primary_key.len());
+        let key_len = snap.version.readable(table_name)?.map(|t| t.schema.primary_key.len());
         if key_len != Some(prefix.0.len()) {
             // A short prefix is the range whose two bounds are the prefix, each padded to cover
             // it (a missing table or an empty prefix gets its error there).
@@ -338,7 +338,7 @@ impl Reader {
             return Err(Error::invalid("range-limit", "a range limit must be at least 1"));
         }
         let table =
-            snap.version.table(table_name).cloned().ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
+            snap.version.readable(table_name)?.cloned().ok_or_else(|| Error::TableNotFound(table_name.to_owned()))?;
         let lo = crate::model::validate::encode_bound(&table.schema, prefix)?;
         let hi = after_all_versions(&lo);
         let forward = opts.direction == Direction::Forward;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::ids::{FileId, PartitionId, SeqNo, TableId};
 use crate::model::types::TableUpdate;
+use crate::version::index::IndexMeta;
 use crate::version::layout::{merged_partition, split_children};
 use crate::version::stream::StreamMeta;
 use crate::version::{FileEntry, LsmVersion, Partition, Table};
@@ -105,6 +106,39 @@ pub enum Change {
         /// What changes.
         change: StreamChange,
     },
+    /// Defined columns added to a table. Refused with `TableNotFound` if it is gone, `Invalid`
+    /// if the columns it leads to are.
+    AddColumns {
+        /// The table's name.
+        name: String,
+        /// The columns added.
+        columns: Vec<crate::model::schema::ColumnDef>,
+    },
+    /// A secondary index created (not yet ready) with its empty table. Refused with
+    /// `TableNotFound` if the table is gone, `Invalid` if the index is not valid for it then.
+    CreateIndex {
+        /// The table's name.
+        name: String,
+        /// The index.
+        index: IndexMeta,
+        /// Its table.
+        table: Box<Table>,
+    },
+    /// A secondary index and its table dropped. Refused with `TableNotFound` or `Invalid`
+    /// (`index-not-found`).
+    DropIndex {
+        /// The table's name.
+        name: String,
+        /// The index's name.
+        index: String,
+    },
+    /// A secondary index built: readable from now on. Skipped if it is gone.
+    IndexReady {
+        /// The table.
+        table_id: TableId,
+        /// The index's table.
+        index_table: TableId,
+    },
     /// The newest record flushed to a stream's log table (a flush); never lowers the mark.
     /// Skipped if the stream is gone.
     StreamHead {
@@ -186,7 +220,53 @@ impl VersionEdit {
                     if let Some(st) = &t.stream {
                         v.remove_table(st.log);
                     }
+                    for ix in &t.indexes {
+                        v.remove_table(ix.table);
+                    }
                 }
+                Change::AddColumns { name, columns } => {
+                    let mut t = (**v.table(name).ok_or_else(|| Error::TableNotFound(name.clone()))?).clone();
+                    t.schema.columns.extend(columns.iter().cloned());
+                    crate::model::schema::check_defined_columns(&t.schema, &t.schema.columns)?;
+                    v.put_table(t);
+                }
+                Change::CreateIndex { name, index, table } => {
+                    let mut t = (**v.table(name).ok_or_else(|| Error::TableNotFound(name.clone()))?).clone();
+                    crate::version::index::check_index(&t, &index.name, &index.key, &index.included)?;
+                    t.indexes.push(Arc::new(index.clone()));
+                    v.put_table((**table).clone());
+                    v.put_table(t);
+                }
+                Change::DropIndex { name, index } => {
+                    let mut t = (**v.table(name).ok_or_else(|| Error::TableNotFound(name.clone()))?).clone();
+                    let Some(pos) = t.indexes.iter().position(|i| i.name == *index) else {
+                        return Err(Error::invalid(
+                            "index-not-found",
+                            format!("table {name:?} has no index {index:?}"),
+                        ));
+                    };
+                    let ix = t.indexes.remove(pos);
+                    v.remove_table(ix.table);
+                    v.put_table(t);
+                }
+                Change::IndexReady { table_id, index_table } => match v.tables.get(table_id) {
+                    Some(t) if t.indexes.iter().any(|i| i.table == *index_table) => {
+                        let mut t = (**t).clone();
+                        t.indexes = t
+                            .indexes
+                            .iter()
+                            .map(|i| {
+                                if i.table == *index_table {
+                                    Arc::new(IndexMeta { ready: true, ..(**i).clone() })
+                                } else {
+                                    i.clone()
+                                }
+                            })
+                            .collect();
+                        v.put_table(t);
+                    }
+                    _ => skipped += 1,
+                },
                 Change::SetStream { name, change } => {
                     let Some(t) = v.table(name) else {
                         skipped += 1;
@@ -236,7 +316,24 @@ impl VersionEdit {
                         o.max_versions = m;
                     }
                     if let Some(ttl) = update.ttl {
+                        if !t.indexes.is_empty() && ttl_ms(ttl) > ttl_ms(o.ttl) {
+                            return Err(Error::invalid(
+                                "index-ttl",
+                                format!(
+                                    "table {name:?} has indexes: raising its TTL would bring back cells their entries \
+                                     may have lost; drop the indexes, raise the TTL, create them again"
+                                ),
+                            ));
+                        }
                         o.ttl = ttl;
+                        // An index row expires with the cells it was made of.
+                        for ix in &t.indexes {
+                            if let Some(it) = v.tables.get(&ix.table) {
+                                let mut it = (**it).clone();
+                                it.schema.options.ttl = ttl;
+                                v.put_table(it);
+                            }
+                        }
                     }
                     if let Some(offset) = update.max_version_offset_secs {
                         o.max_version_offset_secs = offset;
@@ -320,6 +417,14 @@ fn follow_in_stream(v: &mut LsmVersion, table_id: TableId, old: &[PartitionId], 
     st.replace(old, &parts, seq);
     t.stream = Some(Arc::new(st));
     v.put_table(t);
+}
+
+/// A TTL in milliseconds, forever the largest.
+fn ttl_ms(t: crate::model::schema::Ttl) -> u64 {
+    match t {
+        crate::model::schema::Ttl::Forever => u64::MAX,
+        crate::model::schema::Ttl::Seconds(s) => s.saturating_mul(1000),
+    }
 }
 
 fn missing(what: &str, id: impl std::fmt::Display) -> Error {

@@ -10,6 +10,7 @@ use crate::ids::{FileId, PartitionId, TableId};
 pub(crate) mod check;
 pub(crate) mod checkpoint;
 pub(crate) mod edit;
+pub(crate) mod index;
 pub(crate) mod layout;
 pub(crate) mod set;
 pub(crate) mod sizes;
@@ -164,6 +165,8 @@ pub struct Table {
     pub auto_reserved: u64,
     /// The table's change stream, when it has one on (`version/stream.rs`).
     pub stream: Option<Arc<stream::StreamMeta>>,
+    /// The table's secondary indexes (`version/index.rs`).
+    pub indexes: Vec<Arc<index::IndexMeta>>,
     /// Partitions in key order, covering the whole key space.
     pub partitions: Vec<Arc<Partition>>,
 }
@@ -205,6 +208,25 @@ impl LsmVersion {
     /// The table named `name`.
     pub fn table(&self, name: &str) -> Option<&Arc<Table>> {
         self.by_name.get(name).and_then(|id| self.tables.get(id))
+    }
+
+    /// What a read of `name` reads: the table named so, or, for `table.index`, the table of
+    /// that index (`Ok(None)`: neither exists).
+    ///
+    /// # Errors
+    /// `Invalid` with rule `index-building` for an index whose build has not finished.
+    pub fn readable(&self, name: &str) -> crate::error::Result<Option<&Arc<Table>>> {
+        let Some((table, index)) = name.split_once(index::INDEX_SEPARATOR) else { return Ok(self.table(name)) };
+        let Some(ix) = self.table(table).and_then(|t| t.indexes.iter().find(|i| i.name == index)) else {
+            return Ok(None);
+        };
+        if !ix.ready {
+            return Err(crate::error::Error::invalid(
+                "index-building",
+                format!("index {name:?} is being built; it is readable once every row is in it"),
+            ));
+        }
+        Ok(self.tables.get(&ix.table))
     }
 
     /// The most level-0 files any partition has (drives write backpressure).
@@ -276,6 +298,8 @@ impl LsmVersion {
                     auto_increment: t.schema.auto_increment_column().and_then(|i| u32::try_from(i).ok()),
                     auto_reserved: t.auto_reserved,
                     stream: t.stream.as_ref().map(|st| st.record(o.stream_hours.unwrap_or(0))),
+                    columns: t.schema.columns.iter().map(|c| (c.name.clone(), c.column_type)).collect(),
+                    indexes: t.indexes.iter().map(|i| i.record()).collect(),
                     partitions: t
                         .partitions
                         .iter()
@@ -321,5 +345,13 @@ pub fn schema_of(t: &TableRecord) -> TableSchema {
             merge_threshold_bytes: Some(t.merge_threshold_bytes),
             stream_hours: t.stream.as_ref().map(|s| s.retention_hours),
         },
+        columns: t
+            .columns
+            .iter()
+            .map(|(name, column_type)| crate::model::schema::ColumnDef {
+                name: name.clone(),
+                column_type: *column_type,
+            })
+            .collect(),
     }
 }

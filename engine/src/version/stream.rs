@@ -151,13 +151,17 @@ pub fn is_internal(name: &str) -> bool {
     name.starts_with(INTERNAL_PREFIX)
 }
 
-/// Checks a table name read from a manifest: a name the data model allows, or a log table's
-/// (`$stream_<table id>_<log id>`), so a name from disk never leaves the database's folder.
+/// Checks a table name read from a manifest: a name the data model allows, a log table's
+/// (`$stream_<table id>_<log id>`) or an index table's (`$index_<table id>_<index id>`), so a
+/// name from disk never leaves the database's folder.
 ///
 /// # Errors
 /// `Invalid` (rule `name`) naming what is wrong.
 pub fn check_stored_name(name: &str) -> crate::error::Result<()> {
-    match name.strip_prefix(INTERNAL_PREFIX).and_then(|r| r.strip_prefix("stream_")) {
+    match name
+        .strip_prefix(INTERNAL_PREFIX)
+        .and_then(|r| r.strip_prefix("stream_").or_else(|| r.strip_prefix("index_")))
+    {
         Some(ids) => {
             let ok = ids
                 .split_once('_')
@@ -165,7 +169,10 @@ pub fn check_stored_name(name: &str) -> crate::error::Result<()> {
             if ok {
                 Ok(())
             } else {
-                Err(crate::error::Error::invalid("name", format!("internal table name {name:?} is not a stream's log")))
+                Err(crate::error::Error::invalid(
+                    "name",
+                    format!("internal table name {name:?} is not a stream's or an index's"),
+                ))
             }
         }
         None => crate::model::schema::validate_name("table", name),
@@ -180,6 +187,7 @@ pub fn log_schema(table_id: TableId, log_id: TableId, hours: u32) -> TableSchema
         name: format!("{INTERNAL_PREFIX}stream_{table_id}_{log_id}"),
         primary_key: vec![PkColumn { name: "seq".into(), key_type: KeyType::Integer, auto_increment: false }],
         options: TableOptions { ttl: Ttl::Seconds(u64::from(hours) * 3600), ..TableOptions::default() },
+        columns: Vec::new(),
     }
 }
 
@@ -191,6 +199,7 @@ pub fn log_table(table_id: TableId, log_id: TableId, pid: PartitionId, hours: u3
         created_ms: now_ms,
         auto_reserved: 1,
         stream: None,
+        indexes: Vec::new(),
         partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new()))],
     }
 }

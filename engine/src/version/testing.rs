@@ -75,6 +75,7 @@ pub fn table(parts: Vec<PartitionSpec>) -> Table {
         created_ms: 0,
         auto_reserved: 1,
         stream: None,
+        indexes: Vec::new(),
         partitions,
     }
 }

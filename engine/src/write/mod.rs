@@ -19,6 +19,7 @@
 //! sync poisons the database, so entries inserted but never published are never flushed.
 
 mod fold;
+pub(crate) mod index;
 mod locks;
 pub mod putbatch;
 mod room;
@@ -45,7 +46,9 @@ use crate::model::rowstate::{RowState, eval_condition, validate_condition, visib
 use crate::model::types::{
     Condition, PkValue, PrimaryKey, RowExistence, RowOutcome, UpdateOp, Value, ValueRef, WriteOp, WriteReceipt,
 };
-use crate::model::validate::{check_column_name, check_row_key_ref, check_value, check_version, encode_row_key_into};
+use crate::model::validate::{
+    check_column_name, check_defined_value, check_row_key_ref, check_value, check_version, encode_row_key_into,
+};
 use crate::observe::loads::PartitionLoads;
 use crate::options::SyncMode;
 use crate::read::Reader;
@@ -68,6 +71,16 @@ pub(crate) enum Pending<'a> {
     One(OnePut<'a>),
     /// A local transaction's commit: its rows, resolved when the transaction wrote them.
     Txn(TxnCommit),
+    /// An index being built: the entries of these rows (encoded keys of table `table`) as
+    /// their rows hold them when the leader prepares the request.
+    IndexRefresh {
+        /// The table.
+        table: TableId,
+        /// The index's table.
+        index: TableId,
+        /// The rows' encoded primary keys.
+        pks: Vec<Vec<u8>>,
+    },
 }
 
 /// The rows a transaction commits (`txn/`): each already checked, its increments and
@@ -132,14 +145,18 @@ pub(crate) struct OnePut<'a> {
 }
 
 impl Pending<'_> {
-    /// True when preparing this request reads rows (a condition or an increment), so every
-    /// earlier batch of its group must be in the memtable first.
-    fn reads_rows(&self) -> bool {
+    /// True when preparing this request reads rows (a condition, an increment, the index
+    /// entries a row had), so every earlier batch of its group must be in the memtable first.
+    fn reads_rows(&self, version: &LsmVersion) -> bool {
+        let indexed = |t: &str| version.table(t).is_some_and(|t| !t.indexes.is_empty());
         match self {
-            Pending::Ops(ops) => ops.iter().any(reads_row),
+            Pending::Ops(ops) => ops.iter().any(|op| reads_row(op) || indexed(op.table())),
+            Pending::Puts(b) => indexed(b.table()),
+            Pending::One(one) => indexed(one.table),
             // A transaction's rows were resolved against its view, which no other write
-            // changed since: they read nothing here.
-            Pending::Puts(_) | Pending::One(_) | Pending::Txn(_) => false,
+            // changed since: they read nothing here, but their index entries do.
+            Pending::Txn(c) => indexed(&c.table),
+            Pending::IndexRefresh { .. } => true,
         }
     }
 }
@@ -655,7 +672,7 @@ impl Writer {
         let mut failed: Option<Error> = None;
         for (ticket, pending) in group {
             if failed.is_none()
-                && pending.reads_rows()
+                && pending.reads_rows(&version)
                 && let Err(e) = self.insert_rows(&active, deferred.drain(..), row_bufs)
             {
                 failed = Some(e);
@@ -687,17 +704,25 @@ impl Writer {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
                 Ok(Ok(mut rows)) => {
-                    let users = rows.len();
-                    let advanced = match stream::derive(
-                        &version,
-                        &self.reader,
-                        heads,
-                        &mut rows,
-                        next_seq,
-                        now,
-                        &stamps,
-                        row_bufs,
-                    ) {
+                    // An index build's rows are index rows already: nothing derives from them.
+                    let users = if matches!(pending, Pending::IndexRefresh { .. }) { 0 } else { rows.len() };
+                    let snapshot = SeqNo(next_seq - 1);
+                    let derived =
+                        index::derive(&version, self.reader.as_ref(), &mut rows, users, snapshot, now, row_bufs)
+                            .and_then(|()| {
+                                stream::derive(
+                                    &version,
+                                    &self.reader,
+                                    heads,
+                                    &mut rows,
+                                    users,
+                                    next_seq,
+                                    now,
+                                    &stamps,
+                                    row_bufs,
+                                )
+                            });
+                    let advanced = match derived {
                         Ok(a) => a,
                         Err(e) => {
                             results.push((ticket, Err(e)));
@@ -902,6 +927,9 @@ impl Writer {
             Pending::Puts(batch) => self.prepare_put_batch(version, batch, now, stamps, bufs),
             Pending::One(one) => Ok(self.prepare_one(version, one, now, stamps, bufs)),
             Pending::Txn(commit) => self.prepare_txn(version, commit, now, bufs),
+            Pending::IndexRefresh { table, index, pks } => {
+                self.prepare_index_refresh(version, *table, *index, pks, now, SeqNo(first_seq - 1), bufs)
+            }
         };
         // A broken invariant is a bug, not a refused row: nothing more is written until a
         // reopen, as after a failed sync.
@@ -917,6 +945,32 @@ impl Writer {
             self.ctx.poison(&format!("internal error while preparing a write: {why}"));
         }
         prepared
+    }
+
+    /// The entries of index `index` of table `table` for rows `pks`, as the rows are stored at
+    /// `snapshot` (an index build: `Db::create_index`).
+    #[allow(clippy::too_many_arguments)]
+    fn prepare_index_refresh(
+        &self,
+        version: &LsmVersion,
+        table: TableId,
+        index: TableId,
+        pks: &[Vec<u8>],
+        now: u64,
+        snapshot: SeqNo,
+        bufs: &mut RowBufs,
+    ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
+        let mut rows = Vec::new();
+        // A table or index dropped meanwhile: nothing to build.
+        let Some(t) = version.tables.get(&table).filter(|t| t.indexes.iter().any(|i| i.table == index)) else {
+            return Ok(Ok(rows));
+        };
+        for pk in pks {
+            let st =
+                self.reader.stored_state(t, pk, snapshot)?.and_then(|s| visible(s, t.max_versions(), t.ttl(), now));
+            index::entries_changed(version, t, pk, None, st.as_ref(), Some(index), &mut rows, bufs)?;
+        }
+        Ok(Ok(rows))
     }
 
     fn prepare_batch(
@@ -1187,6 +1241,7 @@ impl Writer {
                     out.push(match o {
                         UpdateOp::Put { column, value, version } => {
                             check_value(column, value.borrowed())?;
+                            check_defined_value(&table.schema, column, value.borrowed())?;
                             let v = version.unwrap_or(stamp);
                             used_stamp |= version.is_none();
                             check_version(opts, column, v, now)?;
@@ -1197,6 +1252,14 @@ impl Writer {
                         }
                         UpdateOp::DeleteAll { column } => CellOp::DeleteColumn { column: column.clone() },
                         UpdateOp::Increment { column, delta } => {
+                            if let Some(t) = table.schema.defined_type(column)
+                                && t != strata_format::value::ColumnType::Integer
+                            {
+                                return Err(Error::invalid(
+                                    "column-type",
+                                    format!("column {column:?} holds {t} values; an increment writes an integer"),
+                                ));
+                            }
                             let cur = match &state {
                                 Some(s) => s.latest_integer(column)?,
                                 None => None,
@@ -1462,6 +1525,7 @@ fn encode_put_cells<'c>(
     for (i, (name, value, ver)) in cells.enumerate() {
         check_column_name(&table.schema, name)?;
         check_value(name, value)?;
+        check_defined_value(&table.schema, name, value)?;
         let v = ver.unwrap_or(stamp);
         used_stamp |= ver.is_none();
         check_version(opts, name, v, now)?;

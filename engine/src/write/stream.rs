@@ -48,8 +48,8 @@ impl StreamHeads {
     }
 }
 
-/// Appends to `rows` the log rows of the rows of tables with a stream, prepared at sequence
-/// numbers from `first_seqno` on (row `i` at `first_seqno + i`). Returns the streams' new
+/// Appends to `rows` the log rows of the first `users` rows (the caller's) of tables with a
+/// stream, prepared at sequence numbers from `first_seqno` on (row `i` at `first_seqno + i`). Returns the streams' new
 /// heads, to record once the batch is accepted.
 ///
 /// # Errors
@@ -61,19 +61,19 @@ pub(super) fn derive(
     reader: &Reader,
     heads: &mut StreamHeads,
     rows: &mut Vec<PreparedRow>,
+    users: usize,
     first_seqno: u64,
     now: u64,
     stamps: &std::collections::BTreeMap<TableId, u64>,
     bufs: &mut RowBufs,
 ) -> Result<Vec<(TableId, u64)>> {
-    let users = rows.len();
     let mut advanced: Vec<(TableId, u64)> = Vec::new();
-    if !rows.iter().any(|r| r.streamed) {
+    if !rows.iter().take(users).any(|r| r.streamed) {
         return Ok(advanced);
     }
     // Each streamed table's rows in the batch, and how many of them came before the row at hand.
     let mut counts: HashMap<TableId, (u32, u32)> = HashMap::new();
-    for r in rows.iter().filter(|r| r.streamed) {
+    for r in rows.iter().take(users).filter(|r| r.streamed) {
         counts.entry(r.table_id).or_default().0 += 1;
     }
     let mut value = Vec::new();
