@@ -69,7 +69,7 @@ fn kill_cycles(mode: &str, cycles: usize, seed: u64) -> KillReport {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::small_for_tests()).unwrap();
-    db.create_table(schema()).unwrap();
+    strata_tests::workload::create(&db).unwrap();
     db.close().unwrap();
     let mut model = Model::default();
     model.create_table(schema());

@@ -25,6 +25,17 @@ pub fn schema() -> TableSchema {
         .split_threshold_bytes(3 << 10)
         .merge_threshold_bytes(1 << 10)
         .stream_hours(24)
+        .defined_column("v", strata::ColumnType::Integer)
+        .defined_column("w", strata::ColumnType::Integer)
+        .defined_column("pad", strata::ColumnType::String)
+}
+
+/// Creates the workload's table with two secondary indexes, which `Db::check` compares with
+/// their rebuild from the table after every crash.
+pub fn create(db: &Db) -> Result<(), strata::Error> {
+    db.create_table(schema())?;
+    db.create_index(TABLE, "by_v", &["v"], &["w"])?;
+    db.create_index(TABLE, "by_w", &["w", "s"], &["pad"])
 }
 
 /// What a consumer of the table's change stream holds: its position and the table rebuilt from
