@@ -72,13 +72,15 @@ impl Db {
         self.versions.state.read().version.by_name.keys().cloned().collect()
     }
 
-    /// Describes a table.
+    /// Describes a table (or, named `table.index`, a ready index's table: its key columns and
+    /// included columns).
     ///
     /// # Errors
     /// `TableNotFound`.
     pub fn describe_table(&self, name: &str) -> Result<TableDescription> {
         let v = self.versions.current();
-        let t = v.table(name).ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
+        // `table.index` describes the index's table, under that name.
+        let t = v.readable(name)?.ok_or_else(|| Error::TableNotFound(name.to_owned()))?;
         let files: HashSet<FileId> = t.partitions.iter().flat_map(|p| p.files().map(|f| f.id())).collect();
         let bytes = t
             .partitions
@@ -88,7 +90,7 @@ impl Db {
             .map(|f| (f.id(), f.rec.size))
             .collect::<BTreeMap<_, _>>();
         Ok(TableDescription {
-            schema: t.schema.clone(),
+            schema: crate::model::schema::TableSchema { name: name.to_owned(), ..t.schema.clone() },
             created_ms: t.created_ms,
             partitions: t.partitions.len(),
             sst_bytes: bytes.values().sum(),

@@ -55,6 +55,13 @@ pub enum Command {
     Describe(TableJson),
     /// Change a table's max versions, TTL, max version offset or change stream.
     Alter(tables::AlterArgs),
+    /// Create a secondary index: `--key Col[,Col...]` (primary-key or defined columns),
+    /// `--include Col,...`; built from the rows there are, kept in every later commit.
+    CreateIndex(tables::CreateIndexArgs),
+    /// A table's indexes: key, included columns, state.
+    Indexes(TableJson),
+    /// Drop a secondary index (the table's rows stay).
+    DropIndex(tables::DropIndexArgs),
     /// Drop a table and its files (counts what it holds and asks; --yes in scripts).
     Drop(tables::DropArgs),
     /// Write a row (replacing it): `strata put DIR T Key=1 Amount:int=12 Note=hi`. An untyped
@@ -161,6 +168,9 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Describe(a) => tables::describe(&a, out),
         Command::Alter(a) => tables::alter(&a, out),
         Command::Drop(a) => tables::drop_table(&a, out),
+        Command::CreateIndex(a) => tables::create_index(&a, out),
+        Command::Indexes(a) => tables::indexes(&a, out),
+        Command::DropIndex(a) => tables::drop_index(&a, out),
         Command::Put(a) => rows::put(&a, out),
         Command::Update(a) => rows::update(&a, out),
         Command::Get(a) => rows::get(&a, out),

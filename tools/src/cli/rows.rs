@@ -108,6 +108,10 @@ pub struct GetArgs {
     /// JSON output.
     #[arg(long)]
     pub json: bool,
+    /// Read the table's index NAME: the key is the index's (its key columns, then the table's
+    /// other key columns), the row its included columns.
+    #[arg(long, value_name = "NAME")]
+    pub index: Option<String>,
 }
 
 /// Arguments of delete.
@@ -190,6 +194,10 @@ pub struct ScanArgs {
     /// JSON lines output.
     #[arg(long)]
     pub json: bool,
+    /// Read the table's index NAME: the key is the index's (its key columns, then the table's
+    /// other key columns), the row its included columns.
+    #[arg(long, value_name = "NAME")]
+    pub index: Option<String>,
 }
 
 /// Arguments of count.
@@ -347,6 +355,14 @@ pub fn print_update(s: &TableSchema, pk: &PrimaryKey, r: &WriteReceipt, json: bo
     Ok(0)
 }
 
+/// What a read names: the table, or its index (`table.index`).
+fn read_name(table: &str, index: Option<&str>) -> String {
+    match index {
+        Some(i) => format!("{table}.{i}"),
+        None => table.to_owned(),
+    }
+}
+
 fn read_options(columns: &Option<Vec<String>>, versions: Option<u32>) -> ReadOptions {
     ReadOptions { columns: columns.clone(), max_versions: versions, ..Default::default() }
 }
@@ -354,9 +370,10 @@ fn read_options(columns: &Option<Vec<String>>, versions: Option<u32>) -> ReadOpt
 /// get.
 pub fn get(a: &GetArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
-    let s = schema(&db, &a.table)?;
+    let name = read_name(&a.table, a.index.as_deref());
+    let s = schema(&db, &name)?;
     let (pk, opts) = get_of(&s, a)?;
-    let row = db.get_row(&a.table, &pk, &opts)?;
+    let row = db.get_row(&name, &pk, &opts)?;
     db.close()?;
     print_get(&s, &pk, row, a.json, out)
 }
@@ -475,7 +492,8 @@ pub fn scan_bounds(
 /// scan.
 pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
-    let s = schema(&db, &a.table)?;
+    let name = read_name(&a.table, a.index.as_deref());
+    let s = schema(&db, &name)?;
     let (start, end) = a.range.bounds(&s, a.reverse)?;
     let mut read = read_options(&a.columns, a.versions);
     read.filter = a.range.read_filter(&s)?;
@@ -497,7 +515,7 @@ pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult
     match a.limit {
         Some(limit) => {
             opts.limit = Some(limit);
-            let page = db.get_range(&a.table, &start, &end, &opts)?;
+            let page = db.get_range(&name, &start, &end, &opts)?;
             emit(&page.rows, out)?;
             if let Some(n) = page.next_start {
                 let key: Vec<String> =
@@ -512,7 +530,7 @@ pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult
         }
         None => {
             let mut chunk = Vec::new();
-            for r in db.range(&a.table, &start, &end, &opts)? {
+            for r in db.range(&name, &start, &end, &opts)? {
                 chunk.push(r?);
                 if chunk.len() == 1000 {
                     emit(&chunk, out)?;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde_json::json;
-use strata::{KeyType, StreamSetting, TableSchema, TableUpdate, Ttl};
+use strata::{ColumnDef, KeyType, StreamSetting, TableSchema, TableUpdate, Ttl};
 
 use super::common::{CliError, CliResult, human_bytes, open_db, open_db_read_only, parse_size};
 use super::{DirJson, TableJson};
@@ -36,6 +36,10 @@ pub struct CreateTableArgs {
     /// Turn on the table's change stream, keeping each row change HOURS (`strata stream`).
     #[arg(long, value_name = "HOURS")]
     pub stream: Option<u32>,
+    /// A defined attribute column `Name:type` (int, string, binary, double, bool): its values
+    /// must have that type; indexes key on defined columns. Repeat for more.
+    #[arg(long = "column", value_name = "NAME:TYPE")]
+    pub columns: Vec<String>,
 }
 
 /// Arguments of alter.
@@ -58,6 +62,10 @@ pub struct AlterArgs {
     /// drops its records (turned on again, it is a new stream: saved positions are refused).
     #[arg(long, value_name = "HOURS|off")]
     pub stream: Option<String>,
+    /// Define an attribute column `Name:type`; repeat for more (values written before are not
+    /// checked).
+    #[arg(long = "add-column", value_name = "NAME:TYPE")]
+    pub add_columns: Vec<String>,
     /// Do not ask: a change that shrinks retention (fewer versions, a shorter TTL) makes data
     /// invisible at once and drops it for good at the next compaction; on a terminal alter
     /// counts what it would hide and asks, elsewhere it refuses without --yes.
@@ -88,6 +96,17 @@ fn parse_ttl(s: &str) -> Result<Ttl, CliError> {
         _ => return Err(bad()),
     };
     n.checked_mul(scale).filter(|secs| *secs > 0).map(Ttl::Seconds).ok_or_else(bad)
+}
+
+/// Defined columns given as `Name:type`.
+fn parse_columns(specs: &[String], flag: &str) -> Result<Vec<ColumnDef>, CliError> {
+    specs
+        .iter()
+        .map(|c| {
+            let (name, t) = c.split_once(':').ok_or_else(|| CliError::new(format!("{flag} {c:?}: write Name:type")))?;
+            Ok(ColumnDef { name: name.to_owned(), column_type: super::common::parse_type(t)? })
+        })
+        .collect()
 }
 
 fn parse_key_type(t: &str) -> Result<KeyType, CliError> {
@@ -130,6 +149,9 @@ pub fn create(a: &CreateTableArgs, out: &mut dyn Write) -> CliResult {
     }
     if let Some(h) = a.stream {
         s = s.stream_hours(h);
+    }
+    for c in parse_columns(&a.columns, "--column")? {
+        s = s.defined_column(c.name, c.column_type);
     }
     let db = open_db(&a.dir, true)?;
     db.create_table(s)?;
@@ -177,7 +199,10 @@ pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
             json!({"table": d.schema.name, "primary_key": pk, "max_versions": o.max_versions,
                 "ttl_seconds": o.ttl.as_ms().map(|m| m / 1000), "max_version_offset_seconds": o.max_version_offset_secs,
                 "split_threshold_bytes": o.split_threshold_bytes, "merge_threshold_bytes": o.merge_threshold(),
-                "stream_hours": o.stream_hours, "created_ms": d.created_ms, "partitions": d.partitions, "sst_files": d.sst_files, "sst_bytes": d.sst_bytes})
+                "stream_hours": o.stream_hours,
+                "columns": d.schema.columns.iter().map(|c| json!({"name": c.name, "type": c.column_type.name()})).collect::<Vec<_>>(),
+                "indexes": db.indexes(&a.table).unwrap_or_default().iter().map(index_json).collect::<Vec<_>>(),
+                "created_ms": d.created_ms, "partitions": d.partitions, "sst_files": d.sst_files, "sst_bytes": d.sst_bytes})
         )?;
     } else {
         writeln!(out, "table               {}", d.schema.name)?;
@@ -194,6 +219,17 @@ pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
         writeln!(out, "max version offset  {} s", o.max_version_offset_secs)?;
         writeln!(out, "split threshold     {}", human_bytes(o.split_threshold_bytes))?;
         writeln!(out, "merge threshold     {}", human_bytes(o.merge_threshold()))?;
+        for c in &d.schema.columns {
+            writeln!(out, "column              {} {}", c.name, c.column_type)?;
+        }
+        if let Ok(indexes) = db.indexes(&a.table) {
+            for i in indexes {
+                let state = if i.ready { "" } else { " (building)" };
+                let inc =
+                    if i.included.is_empty() { String::new() } else { format!(" include {}", i.included.join(",")) };
+                writeln!(out, "index               {} on {}{inc}{state}", i.name, i.full_key.join(","))?;
+            }
+        }
         writeln!(out, "stream              {}", o.stream_hours.map_or("off".to_owned(), |h| format!("{h} h")))?;
         writeln!(out, "created             {}", utc(d.created_ms))?;
         writeln!(out, "partitions          {}", d.partitions)?;
@@ -205,11 +241,17 @@ pub fn describe(a: &TableJson, out: &mut dyn Write) -> CliResult {
 
 /// alter.
 pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
-    if a.max_versions.is_none() && a.ttl.is_none() && a.max_version_offset.is_none() && a.stream.is_none() {
+    if a.max_versions.is_none()
+        && a.ttl.is_none()
+        && a.max_version_offset.is_none()
+        && a.stream.is_none()
+        && a.add_columns.is_empty()
+    {
         return Err(CliError::new(
-            "nothing to change: give --max-versions, --ttl, --max-version-offset and/or --stream",
+            "nothing to change: give --max-versions, --ttl, --max-version-offset, --stream and/or --add-column",
         ));
     }
+    let added = parse_columns(&a.add_columns, "--add-column")?;
     let ttl = a.ttl.as_deref().map(parse_ttl).transpose()?;
     let stream = match a.stream.as_deref() {
         None => None,
@@ -244,7 +286,12 @@ pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
     }
     let update =
         TableUpdate { max_versions: a.max_versions, ttl, max_version_offset_secs: a.max_version_offset, stream };
-    db.update_table(&a.table, update)?;
+    if !added.is_empty() {
+        db.add_columns(&a.table, &added)?;
+    }
+    if update != TableUpdate::default() {
+        db.update_table(&a.table, update)?;
+    }
     let o = super::common::describe(&db, &a.table)?.schema.options;
     db.close()?;
     if a.json {
@@ -390,4 +437,80 @@ mod tests {
         );
         assert_eq!(["0", "0d", "1y", "d", "-1", "99999999999999999999d", "1.5h"].map(secs), [None; 7]);
     }
+}
+
+/// An index as JSON.
+fn index_json(i: &strata::IndexDescription) -> serde_json::Value {
+    json!({"index": i.name, "key": i.key, "full_key": i.full_key, "include": i.included,
+           "state": if i.ready { "ready" } else { "building" }})
+}
+
+/// Arguments of create-index.
+#[derive(Args, Debug)]
+pub struct CreateIndexArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// Index name (read it as `TABLE.NAME`, or with `--index NAME` on scan and get).
+    pub name: String,
+    /// Key columns, comma-separated: primary-key or defined columns of type int, string or
+    /// binary (the table's other key columns follow them).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub key: Vec<String>,
+    /// Defined columns copied into the index, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub include: Vec<String>,
+}
+
+/// Arguments of drop-index.
+#[derive(Args, Debug)]
+pub struct DropIndexArgs {
+    /// Database folder.
+    pub dir: PathBuf,
+    /// Table name.
+    pub table: String,
+    /// Index name.
+    pub name: String,
+}
+
+/// create-index: builds the index from the rows there are (writes may go on in the
+/// application meanwhile only if it is this process; the command opens the database for
+/// writing) and returns once it is ready.
+pub fn create_index(a: &CreateIndexArgs, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    super::common::describe(&db, &a.table)?;
+    let key: Vec<&str> = a.key.iter().map(String::as_str).collect();
+    let include: Vec<&str> = a.include.iter().map(String::as_str).collect();
+    db.create_index(&a.table, &a.name, &key, &include)?;
+    db.close()?;
+    writeln!(out, "created index {}.{}", a.table, a.name)?;
+    Ok(0)
+}
+
+/// indexes.
+pub fn indexes(a: &TableJson, out: &mut dyn Write) -> CliResult {
+    let db = open_db_read_only(&a.dir)?;
+    super::common::describe(&db, &a.table)?;
+    for i in db.indexes(&a.table)? {
+        if a.json {
+            writeln!(out, "{}", index_json(&i))?;
+        } else {
+            let inc = if i.included.is_empty() { String::new() } else { format!(" include {}", i.included.join(",")) };
+            let state = if i.ready { "ready" } else { "building" };
+            writeln!(out, "{}.{} on {}{inc} ({state})", a.table, i.name, i.full_key.join(","))?;
+        }
+    }
+    db.close()?;
+    Ok(0)
+}
+
+/// drop-index.
+pub fn drop_index(a: &DropIndexArgs, out: &mut dyn Write) -> CliResult {
+    let db = open_db(&a.dir, false)?;
+    super::common::describe(&db, &a.table)?;
+    db.drop_index(&a.table, &a.name)?;
+    db.close()?;
+    writeln!(out, "dropped index {}.{}", a.table, a.name)?;
+    Ok(0)
 }
