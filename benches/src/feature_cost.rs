@@ -13,8 +13,11 @@
 //! - Change streams: random 100-byte puts into a table with a stream on and into one without,
 //!   twice each in alternation, and what reading the records back costs.
 //!
+//! - Secondary indexes: fillrandom and then overwrite (the same keys again, every indexed value
+//!   changed) with 0, 1 and 3 indexes, alternating.
+//!
 //! `cargo run --release -p strata-benches --bin feature_cost -- --rows 1000000`
-//! (`--only transactions` or `--only stream` runs that part alone)
+//! (`--only transactions`, `--only stream` or `--only indexes` runs that part alone)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -37,7 +40,7 @@ struct Args {
     /// Value bytes.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
-    /// Run one part only: `stats`, `backups`, `transactions` or `stream`.
+    /// Run one part only: `stats`, `backups`, `transactions`, `stream` or `indexes`.
     #[arg(long)]
     only: Option<String>,
 }
@@ -69,6 +72,9 @@ fn main() {
     }
     if part("stream") {
         stream(a.rows, &value);
+    }
+    if part("indexes") {
+        indexes(a.rows, &value);
     }
     if !part("stats") && !part("backups") {
         return;
@@ -235,6 +241,52 @@ fn stream(rows: u64, value: &[u8]) {
             }
             db.close().unwrap();
             println!("{line}");
+        }
+    }
+}
+
+/// fillrandom, then overwrite, of rows with a 100-byte value and three small defined columns,
+/// with 0, 1 and 3 indexes on them.
+fn indexes(rows: u64, value: &[u8]) {
+    use strata::ColumnType;
+    let put = |db: &Db, rng: &mut StdRng, k: i64| {
+        let row = PutRow::new("t", pk![k])
+            .column("v", value.to_vec())
+            .column("a", rng.gen_range(0..1_000_000i64))
+            .column("b", format!("s{}", rng.gen_range(0..100_000)))
+            .column("c", rng.gen_range(0..1000i64));
+        db.put_row(row).unwrap();
+    };
+    for round in 0..2 {
+        for n in [0usize, 1, 3] {
+            let tmp = tempfile::tempdir().unwrap();
+            let db = Db::open(tmp.path(), Options::default()).unwrap();
+            db.create_table(
+                TableSchema::new("t")
+                    .pk("k", KeyType::Integer)
+                    .defined_column("a", ColumnType::Integer)
+                    .defined_column("b", ColumnType::String)
+                    .defined_column("c", ColumnType::Integer),
+            )
+            .unwrap();
+            for (i, col) in ["a", "b", "c"].iter().enumerate().take(n) {
+                db.create_index("t", &format!("by_{col}_{i}"), &[col], &[]).unwrap();
+            }
+            let mut rng = StdRng::seed_from_u64(round);
+            let t = Instant::now();
+            for _ in 0..rows {
+                let k = rng.gen_range(0..rows as i64);
+                put(&db, &mut rng, k);
+            }
+            let fill = rows as f64 / t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            for _ in 0..rows {
+                let k = rng.gen_range(0..rows as i64);
+                put(&db, &mut rng, k);
+            }
+            let over = rows as f64 / t.elapsed().as_secs_f64();
+            db.close().unwrap();
+            println!("  indexes={n} round {round}: fillrandom {fill:>9.0} puts/s, overwrite {over:>9.0} puts/s");
         }
     }
 }

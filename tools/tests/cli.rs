@@ -970,3 +970,53 @@ fn stream_read_and_tail_follow_a_writer_in_another_process() {
     assert_eq!(code, 2);
     assert!(err.contains("stream-id"), "an old stream's position is refused naming the new one: {err}");
 }
+
+/// Defined columns and indexes as a user drives them: typed columns refuse other types, an
+/// index created on a table with rows reads back through scan and get --index, keeps up with
+/// later writes, is listed and described, and drops; check compares it with the table.
+#[test]
+fn indexes_and_defined_columns_from_the_shell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("db");
+    let d = d.to_str().unwrap();
+    ok(&[
+        "create-table",
+        d,
+        "orders",
+        "--pk",
+        "Customer:string",
+        "--pk",
+        "Order:int",
+        "--column",
+        "Status:string",
+        "--column",
+        "Amount:int",
+    ]);
+    ok(&["put", d, "orders", "Customer=ann", "Order=1", "Status=new", "Amount:int=12"]);
+    ok(&["put", d, "orders", "Customer=bob", "Order=2", "Status=paid", "Amount:int=7"]);
+    let (code, _, err) = strata(&["put", d, "orders", "Customer=cy", "Order=3", "Amount=lots"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("column-type"), "{err}");
+    ok(&["create-index", d, "orders", "by_status", "--key", "Status", "--include", "Amount"]);
+    ok(&["update", d, "orders", "Customer=ann", "Order=1", "Status=paid"]);
+    let rows = ok(&["scan", d, "orders", "--index", "by_status", "--prefix", "paid", "--json"]);
+    let rows: Vec<serde_json::Value> = rows.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!((rows[0]["Customer"].as_str(), rows[1]["Customer"].as_str()), (Some("ann"), Some("bob")));
+    assert_eq!(rows[0]["Amount"][0]["value"], 12);
+    assert!(ok(&["scan", d, "orders", "--index", "by_status", "--prefix", "new"]).lines().count() <= 2, "ann left new");
+    ok(&["get", d, "orders", "--index", "by_status", "Status=paid", "Customer=bob", "Order=2"]);
+    let listed = ok(&["indexes", d, "orders", "--json"]);
+    assert!(
+        listed.contains("\"full_key\":[\"Status\",\"Customer\",\"Order\"]") && listed.contains("\"ready\""),
+        "{listed}"
+    );
+    assert!(ok(&["describe", d, "orders"]).contains("index               by_status on Status,Customer,Order"));
+    ok(&["alter", d, "orders", "--add-column", "Note:string"]);
+    ok(&["check", d]);
+    let (code, _, err) = strata(&["create-index", d, "orders", "bad", "--key", "Nope"]);
+    assert_eq!(code, 2, "{err}");
+    ok(&["drop-index", d, "orders", "by_status"]);
+    let (code, _, _) = strata(&["scan", d, "orders", "--index", "by_status"]);
+    assert_eq!(code, 2);
+}
