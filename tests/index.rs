@@ -320,3 +320,49 @@ fn transactions_keep_indexes_and_copies_carry_them() {
         Some(&Value::Integer(6))
     );
 }
+
+/// A value too long for an index key: a write making such an entry is refused; a build meeting
+/// one drops the index and says why, and the table stays writable and opens.
+#[test]
+fn a_value_too_long_for_an_index_key_is_refused_and_a_build_meeting_one_drops_the_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options::default()).unwrap();
+    db.create_table(schema().ttl(Ttl::Forever)).unwrap();
+    let long = "x".repeat(strata_format::key::MAX_PK_VALUE_BYTES + 1);
+    db.put_row(PutRow::new("t", pk![1i64, 1i64]).column("status", long.clone())).unwrap();
+    let e = db.create_index("t", "by_status", &["status"], &[]).unwrap_err();
+    assert_eq!(e.rule(), Some("pk-value-too-long"), "{e}");
+    assert!(db.indexes("t").unwrap().is_empty(), "the index whose build failed is dropped");
+    assert!(db.events().iter().any(|e| e.kind == "index-build-failed"));
+    db.put_row(PutRow::new("t", pk![1i64, 1i64]).column("status", "short")).unwrap();
+    db.create_index("t", "by_status", &["status"], &[]).unwrap();
+    let e = db.put_row(PutRow::new("t", pk![2i64, 1i64]).column("status", long)).unwrap_err();
+    assert_eq!(e.rule(), Some("pk-value-too-long"), "{e}");
+    drop(db);
+    let db = Db::open(tmp.path(), Options::default()).unwrap();
+    assert_eq!(index_rows(&db, "t.by_status", 3).len(), 1);
+}
+
+/// An index's own partitions split as a table's do (it takes the table's thresholds), and it
+/// reads the same across them.
+#[test]
+fn an_index_splits_like_a_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options { write_buffer_bytes: 64 << 10, ..Options::default() }).unwrap();
+    db.create_table(schema().ttl(Ttl::Forever).split_threshold_bytes(4 << 10).merge_threshold_bytes(512)).unwrap();
+    db.create_index("t", "by_status", &["status"], &["note"]).unwrap();
+    let mut rng = StdRng::seed_from_u64(9);
+    for i in 0..3000i64 {
+        let status: String = (0..20).map(|_| rng.gen_range('a'..='z')).collect();
+        db.put_row(PutRow::new("t", pk![i % 97, i]).column("status", status).column("note", "n")).unwrap();
+    }
+    db.flush().unwrap();
+    for _ in 0..3 {
+        db.run_split_planner().unwrap();
+    }
+    let index_partitions: Vec<usize> =
+        db.stats().tables.iter().filter(|t| t.name.starts_with("$index_")).map(|t| t.partitions.len()).collect();
+    assert!(index_partitions.iter().any(|n| *n > 1), "the index never split: {index_partitions:?}");
+    same(index_rows(&db, "t.by_status", 3), oracle(&db, &["status"], &["note"]), "after the splits");
+    assert!(db.check().unwrap().is_empty());
+}

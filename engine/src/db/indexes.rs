@@ -139,41 +139,65 @@ impl Db {
     }
 
     /// Builds every index not ready yet: hands the write leader the keys of the rows a
-    /// snapshot holds, in chunks, then marks the index ready. Open runs it for builds a crash
-    /// cut short.
+    /// snapshot holds, in chunks, then marks the index ready. An index whose build fails on a
+    /// row (an entry's key too long for its key column, say) is dropped, so no open is held
+    /// up by it, and the first such error is returned. Open runs it for builds a crash cut
+    /// short.
     pub(crate) fn build_indexes(&self) -> Result<()> {
-        let writer = self.writer()?;
+        let mut first_error = None;
         loop {
-            let snap = self.reader.snapshot();
-            let pending = snap
-                .version
-                .tables
-                .values()
-                .find_map(|t| t.indexes.iter().find(|i| !i.ready).map(|i| (t.clone(), i.clone())));
-            let Some((t, ix)) = pending else { return Ok(()) };
-            let lo = strata_format::key::encode_pk(&[PkValue::InfMin]);
-            let hi = strata_format::key::encode_pk(&[PkValue::InfMax]);
-            let mut it = self.reader.table_iter_at(snap, Arc::clone(&t), lo, hi, true);
-            let mut chunk = Vec::with_capacity(BUILD_CHUNK);
-            loop {
-                let next = it.next_examined()?;
-                if let Some(e) = &next {
-                    chunk.push(crate::model::validate::encode_row_key(&t.schema, e.key())?);
+            let v = self.versions.current();
+            let pending =
+                v.tables.values().find_map(|t| t.indexes.iter().find(|i| !i.ready).map(|i| (t.clone(), i.clone())));
+            let Some((t, ix)) = pending else { return first_error.map_or(Ok(()), Err) };
+            match self.build_index(&t, &ix) {
+                Ok(()) => {
+                    let edit = VersionEdit::of(vec![Change::IndexReady { table_id: t.id, index_table: ix.table }]);
+                    self.versions.log_and_apply(None, edit)?;
                 }
-                if chunk.len() >= BUILD_CHUNK || (next.is_none() && !chunk.is_empty()) {
-                    let pks = std::mem::take(&mut chunk);
-                    let out =
-                        writer.write_ops(crate::write::Pending::IndexRefresh { table: t.id, index: ix.table, pks })?;
-                    if let Some(Err(e)) = out.into_iter().find(|o| o.is_err()) {
-                        return Err(e);
-                    }
+                Err(e) if e.rule().is_some() => {
+                    // A row the index cannot hold: the index goes, the table stays writable.
+                    self.ctx.events.log(
+                        self.ctx.clock.now_ms(),
+                        "index-build-failed",
+                        format!("table={} index={} error={e}; the index was dropped", t.schema.name, ix.name),
+                    );
+                    let edit = VersionEdit::of(vec![Change::DropIndex {
+                        name: t.schema.name.clone(),
+                        index: ix.name.clone(),
+                    }]);
+                    self.versions.log_and_apply(None, edit)?;
+                    first_error.get_or_insert(e);
                 }
-                if next.is_none() {
-                    break;
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Hands the leader the keys of every row of `t` a snapshot holds, for index `ix`.
+    fn build_index(&self, t: &Arc<crate::version::Table>, ix: &IndexMeta) -> Result<()> {
+        let writer = self.writer()?;
+        let snap = self.reader.snapshot();
+        let lo = strata_format::key::encode_pk(&[PkValue::InfMin]);
+        let hi = strata_format::key::encode_pk(&[PkValue::InfMax]);
+        let mut it = self.reader.table_iter_at(snap, Arc::clone(t), lo, hi, true);
+        let mut chunk = Vec::with_capacity(BUILD_CHUNK);
+        loop {
+            let next = it.next_examined()?;
+            if let Some(e) = &next {
+                chunk.push(crate::model::validate::encode_row_key(&t.schema, e.key())?);
+            }
+            if chunk.len() >= BUILD_CHUNK || (next.is_none() && !chunk.is_empty()) {
+                let pks = std::mem::take(&mut chunk);
+                let out =
+                    writer.write_ops(crate::write::Pending::IndexRefresh { table: t.id, index: ix.table, pks })?;
+                if let Some(Err(e)) = out.into_iter().find(|o| o.is_err()) {
+                    return Err(e);
                 }
             }
-            let edit = VersionEdit::of(vec![Change::IndexReady { table_id: t.id, index_table: ix.table }]);
-            self.versions.log_and_apply(None, edit)?;
+            if next.is_none() {
+                return Ok(());
+            }
         }
     }
 }

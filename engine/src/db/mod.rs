@@ -157,8 +157,13 @@ impl Db {
         }
         db.jobs.bg.kick_flush();
         db.jobs.bg.kick_compaction();
-        // An index build a crash cut short is finished before the database is handed out.
-        db.build_indexes()?;
+        // An index build a crash cut short is finished before the database is handed out (an
+        // index whose rows it cannot hold is dropped and logged, not a reason to refuse the open).
+        if let Err(e) = db.build_indexes()
+            && e.rule().is_none()
+        {
+            return Err(e);
+        }
         Ok(db)
     }
 

@@ -33,7 +33,8 @@ pub struct Event {
     /// `compaction`; `split-start`, `split`; `merge-start`, `merge` (each start is paired with
     /// the end after the install, so a start without its end in `LOG` marks work a crash
     /// interrupted); `oversized-key`, `hot-key`, `recovery`, `wal-tail-cut`,
-    /// `wal-prefix-recovered`, `poison`, `stats-damaged`, `stats-not-saved`.
+    /// `wal-prefix-recovered`, `poison`, `stats-damaged`, `stats-not-saved`,
+    /// `index-build-failed`.
     pub kind: &'static str,
     /// Details.
     pub message: String,

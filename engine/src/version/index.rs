@@ -139,7 +139,8 @@ pub fn check_index(table: &Table, name: &str, key: &[String], included: &[String
 }
 
 /// The schema of index `index_id` of `table`: key columns typed from the table, the table's
-/// TTL (an index row expires with the cells it was made of), one version.
+/// TTL (an index row expires with the cells it was made of) and split and merge thresholds
+/// (its partitions split and merge as a table's), one version.
 ///
 /// # Errors
 /// As [`key_type_of`].
@@ -153,7 +154,12 @@ pub fn index_schema(table: &Table, index_id: TableId, key: &[String]) -> Result<
     Ok(TableSchema {
         name: format!("{INTERNAL_PREFIX}index_{}_{}", table.id, index_id),
         primary_key,
-        options: TableOptions { ttl: table.schema.options.ttl, ..TableOptions::default() },
+        options: TableOptions {
+            ttl: table.schema.options.ttl,
+            split_threshold_bytes: table.schema.options.split_threshold_bytes,
+            merge_threshold_bytes: Some(table.schema.options.merge_threshold()),
+            ..TableOptions::default()
+        },
         columns: Vec::new(),
     })
 }

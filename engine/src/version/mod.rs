@@ -210,6 +210,16 @@ impl LsmVersion {
         self.by_name.get(name).and_then(|id| self.tables.get(id))
     }
 
+    /// The table named `name`, internal tables included (the split planner and other jobs name
+    /// the tables they work on; no user call reaches this).
+    pub fn table_or_internal(&self, name: &str) -> Option<&Arc<Table>> {
+        match self.table(name) {
+            Some(t) => Some(t),
+            None if stream::is_internal(name) => self.tables.values().find(|t| t.schema.name == name),
+            None => None,
+        }
+    }
+
     /// What a read of `name` reads: the table named so, or, for `table.index`, the table of
     /// that index (`Ok(None)`: neither exists).
     ///

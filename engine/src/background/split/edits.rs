@@ -20,7 +20,7 @@ pub fn split_edit(
     stream_seq: u64,
     mut next_id: impl FnMut() -> PartitionId,
 ) -> Option<(VersionEdit, (PartitionId, PartitionId))> {
-    let t = v.table(table)?;
+    let t = v.table_or_internal(table)?;
     let p = t.partitions.iter().find(|p| p.id == partition)?;
     if !p.contains(split_key) || p.start.as_deref() == Some(split_key) {
         return None;
@@ -42,7 +42,7 @@ pub fn merge_edit(
     stream_seq: u64,
     next_id: impl FnOnce() -> PartitionId,
 ) -> Option<(VersionEdit, PartitionId)> {
-    let t = v.table(table)?;
+    let t = v.table_or_internal(table)?;
     let pos = t.partitions.iter().position(|p| p.id == left)?;
     let (a, b): (&Partition, &Partition) = (t.partitions.get(pos)?, t.partitions.get(pos + 1)?);
     if b.id != right || a.end != b.start {
