@@ -366,3 +366,17 @@ fn an_index_splits_like_a_table() {
     same(index_rows(&db, "t.by_status", 3), oracle(&db, &["status"], &["note"]), "after the splits");
     assert!(db.check().unwrap().is_empty());
 }
+
+/// A build whose entries would make too large a batch hands them over in smaller ones.
+#[test]
+fn a_build_of_large_entries_fits_the_batch_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open(tmp.path(), Options { max_batch_bytes: 64 << 10, ..Options::default() }).unwrap();
+    db.create_table(schema().ttl(Ttl::Forever)).unwrap();
+    for i in 0..300i64 {
+        db.put_row(PutRow::new("t", pk![i, 0i64]).column("status", "s").column("note", "n".repeat(1000))).unwrap();
+    }
+    db.create_index("t", "by_status", &["status"], &["note"]).unwrap();
+    same(index_rows(&db, "t.by_status", 3), oracle(&db, &["status"], &["note"]), "large entries");
+    assert_eq!(index_rows(&db, "t.by_status", 3).len(), 300);
+}

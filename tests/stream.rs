@@ -445,3 +445,45 @@ fn key_c(k: &PrimaryKey) -> i64 {
         other => panic!("{other:?}"),
     }
 }
+
+/// A position is a record of the stream: a forged one past the newest record, or one whose
+/// record a power cut took, is refused (`stream-position-lost`) rather than silently skipping
+/// the records that come to carry its sequence numbers; a reader that began at `Latest` on an
+/// empty stream is told when the first records expire before it reads them.
+#[test]
+fn positions_the_stream_does_not_hold_are_refused_and_latest_readers_are_told_of_trims() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let db = strata::Db::open(tmp.path(), Options { clock: clock.clone(), ..Options::default() }).unwrap();
+    db.create_table(schema("t").stream_hours(1)).unwrap();
+    let mut waiting = db.stream_reader("t", None, StreamStart::Latest).unwrap();
+    let saved = waiting.position().unwrap();
+    db.put_row(PutRow::new("t", pk![1i64, 1i64]).column("a", 1i64)).unwrap();
+    let (got, pos) = read_all(&db, "t", StreamStart::Oldest);
+    assert_eq!(got.len(), 1);
+    let ahead = strata_format::stream::PositionParts { stream: pos.stream_id(), shard: 0, after: pos.after_seq() + 7 };
+    let ahead: StreamPosition = ahead.encode().parse().unwrap();
+    let rule = |e: Error| e.rule().map(str::to_owned).unwrap_or_else(|| format!("{e:?}"));
+    assert_eq!(
+        rule(db.stream_reader("t", None, StreamStart::At(ahead)).unwrap().read(10).unwrap_err()),
+        "stream-position-lost"
+    );
+    for i in 0..20 {
+        db.put_row(PutRow::new("t", pk![2i64, i]).column("a", i)).unwrap();
+    }
+    assert_eq!(
+        rule(db.stream_reader("t", None, StreamStart::At(ahead)).unwrap().read(10).unwrap_err()),
+        "stream-position-lost",
+        "records with later sequence numbers do not hide that the position's own is not the stream's"
+    );
+    // The Latest reader saved before any record: the first one expires unread.
+    clock.advance(3_600_000);
+    db.put_row(PutRow::new("t", pk![3i64, 1i64]).column("a", 1i64)).unwrap();
+    assert!(matches!(waiting.read(10), Err(Error::StreamTrimmed { .. })));
+    assert!(matches!(
+        db.stream_reader("t", None, StreamStart::At(saved)).unwrap().read(10),
+        Err(Error::StreamTrimmed { .. })
+    ));
+    // Oldest reads what is kept without complaint.
+    assert_eq!(read_all(&db, "t", StreamStart::Oldest).0.len(), 1);
+}

@@ -67,7 +67,8 @@ impl Db {
             &key,
             self.ctx.clock.now_ms(),
         )?;
-        let index = IndexMeta { name: name.to_owned(), table: ix_table.id, key, included, ready: false };
+        let ix_id = ix_table.id;
+        let index = IndexMeta { name: name.to_owned(), table: ix_id, key, included, ready: false };
         let edit =
             VersionEdit::of(vec![Change::CreateIndex { name: table.to_owned(), index, table: Box::new(ix_table) }]);
         {
@@ -76,7 +77,21 @@ impl Db {
             let _fence = self.versions.commit_fence.lock();
             self.versions.log_and_apply(None, edit)?;
         }
-        self.build_indexes()
+        match self.finish_build(t.id, ix_id) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // Whatever stopped the build (a row the index cannot hold, a stall, an I/O
+                // error): the index goes, so it neither costs writes nor blocks a retry.
+                self.ctx.events.log(
+                    self.ctx.clock.now_ms(),
+                    "index-build-failed",
+                    format!("table={table} index={name} error={e}; the index was dropped"),
+                );
+                let drop = VersionEdit::of(vec![Change::DropIndex { name: table.to_owned(), index: name.to_owned() }]);
+                let _ = self.versions.log_and_apply(None, drop);
+                Err(e)
+            }
+        }
     }
 
     /// Drops index `name` of `table` and its rows.
@@ -138,11 +153,10 @@ impl Db {
         snap.batch_get(&keys, &ReadOptions::default()).into_iter().filter_map(|r| r.transpose()).collect()
     }
 
-    /// Builds every index not ready yet: hands the write leader the keys of the rows a
-    /// snapshot holds, in chunks, then marks the index ready. An index whose build fails on a
-    /// row (an entry's key too long for its key column, say) is dropped, so no open is held
-    /// up by it, and the first such error is returned. Open runs it for builds a crash cut
-    /// short.
+    /// Builds every index not ready yet (an open finishes the builds a crash cut short). An
+    /// index whose build meets a row it cannot hold (an entry's key too long for its key
+    /// column, say) is dropped, with an `index-build-failed` event, so no open is held up by
+    /// it; the first such error is returned.
     pub(crate) fn build_indexes(&self) -> Result<()> {
         let mut first_error = None;
         loop {
@@ -150,13 +164,9 @@ impl Db {
             let pending =
                 v.tables.values().find_map(|t| t.indexes.iter().find(|i| !i.ready).map(|i| (t.clone(), i.clone())));
             let Some((t, ix)) = pending else { return first_error.map_or(Ok(()), Err) };
-            match self.build_index(&t, &ix) {
-                Ok(()) => {
-                    let edit = VersionEdit::of(vec![Change::IndexReady { table_id: t.id, index_table: ix.table }]);
-                    self.versions.log_and_apply(None, edit)?;
-                }
+            match self.finish_build(t.id, ix.table) {
+                Ok(()) => {}
                 Err(e) if e.rule().is_some() => {
-                    // A row the index cannot hold: the index goes, the table stays writable.
                     self.ctx.events.log(
                         self.ctx.clock.now_ms(),
                         "index-build-failed",
@@ -174,13 +184,19 @@ impl Db {
         }
     }
 
-    /// Hands the leader the keys of every row of `t` a snapshot holds, for index `ix`.
-    fn build_index(&self, t: &Arc<crate::version::Table>, ix: &IndexMeta) -> Result<()> {
+    /// Builds index `index` of table `table`: hands the write leader the keys of every row a
+    /// snapshot holds (the table read from that snapshot's own version), syncs the log, then
+    /// marks the index ready. Nothing to do when the index is gone.
+    fn finish_build(&self, table: crate::ids::TableId, index: crate::ids::TableId) -> Result<()> {
         let writer = self.writer()?;
         let snap = self.reader.snapshot();
+        let Some(t) = snap.version.tables.get(&table).filter(|t| t.indexes.iter().any(|i| i.table == index)).cloned()
+        else {
+            return Ok(());
+        };
         let lo = strata_format::key::encode_pk(&[PkValue::InfMin]);
         let hi = strata_format::key::encode_pk(&[PkValue::InfMax]);
-        let mut it = self.reader.table_iter_at(snap, Arc::clone(t), lo, hi, true);
+        let mut it = self.reader.table_iter_at(snap, Arc::clone(&t), lo, hi, true);
         let mut chunk = Vec::with_capacity(BUILD_CHUNK);
         loop {
             let next = it.next_examined()?;
@@ -188,18 +204,43 @@ impl Db {
                 chunk.push(crate::model::validate::encode_row_key(&t.schema, e.key())?);
             }
             if chunk.len() >= BUILD_CHUNK || (next.is_none() && !chunk.is_empty()) {
-                let pks = std::mem::take(&mut chunk);
-                let out =
-                    writer.write_ops(crate::write::Pending::IndexRefresh { table: t.id, index: ix.table, pks })?;
-                if let Some(Err(e)) = out.into_iter().find(|o| o.is_err()) {
-                    return Err(e);
-                }
+                refresh(writer, t.id, index, std::mem::take(&mut chunk))?;
             }
             if next.is_none() {
-                return Ok(());
+                break;
             }
         }
+        // The entries are durable before the manifest says the index holds them.
+        writer.sync()?;
+        let edit = VersionEdit::of(vec![Change::IndexReady { table_id: t.id, index_table: index }]);
+        self.versions.log_and_apply(None, edit).map(drop)
     }
+}
+
+/// Hands the leader the entries of rows `pks`; a request whose entries make too large a batch
+/// is handed over in halves.
+fn refresh(
+    writer: &crate::write::Writer,
+    table: crate::ids::TableId,
+    index: crate::ids::TableId,
+    pks: Vec<Vec<u8>>,
+) -> Result<()> {
+    let n = pks.len();
+    let out = writer.write_ops(crate::write::Pending::IndexRefresh { table, index, pks: pks.clone() });
+    let err = match out {
+        Ok(outcomes) => match outcomes.into_iter().find_map(|o| o.err()) {
+            None => return Ok(()),
+            Some(e) => e,
+        },
+        Err(e) => e,
+    };
+    if err.rule() == Some("batch-too-large") && n > 1 {
+        let mut pks = pks;
+        let second = pks.split_off(n / 2);
+        refresh(writer, table, index, pks)?;
+        return refresh(writer, table, index, second);
+    }
+    Err(err)
 }
 
 impl Db {
@@ -221,7 +262,8 @@ impl Db {
             for ix in t.indexes.iter().filter(|i| i.ready) {
                 let Some(it) = snap.version.tables.get(&ix.table) else { continue };
                 let mut want: BTreeMap<Vec<u8>, Vec<(String, crate::model::types::Value)>> = BTreeMap::new();
-                let mut rows = self.reader.table_iter_at(snap.clone(), Arc::clone(t), lo.clone(), hi.clone(), true);
+                let mut rows =
+                    self.reader.table_iter_at_time(snap.clone(), Arc::clone(t), lo.clone(), hi.clone(), true, now);
                 while let Some(e) = rows.next_examined()? {
                     let pk = crate::model::validate::encode_row_key(&t.schema, e.key())?;
                     let st = self
@@ -241,7 +283,8 @@ impl Db {
                     want.insert(entry.key, values);
                 }
                 let mut problems = Vec::new();
-                let index_rows = self.reader.table_iter_at(snap.clone(), Arc::clone(it), lo.clone(), hi.clone(), true);
+                let index_rows =
+                    self.reader.table_iter_at_time(snap.clone(), Arc::clone(it), lo.clone(), hi.clone(), true, now);
                 for row in index_rows {
                     let row = row?;
                     let key = crate::model::validate::encode_row_key(&it.schema, &row.primary_key)?;

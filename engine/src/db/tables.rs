@@ -136,6 +136,9 @@ impl Db {
         if self.versions.current().table(name).is_none() {
             return Err(Error::TableNotFound(name.to_owned()));
         }
+        // A stream turned on under the commit fence: no write group prepared without it
+        // publishes after it.
+        let _fence = setting.is_some().then(|| self.versions.commit_fence.lock());
         self.versions.log_and_apply(None, VersionEdit::of(changes)).map(drop)
     }
 

@@ -356,25 +356,32 @@ impl Reader {
         end: Vec<u8>,
         forward: bool,
     ) -> RangeIter {
+        self.table_iter_at_time(snap, table, start, end, forward, self.ctx.clock.now_ms())
+    }
+
+    /// [`Reader::table_iter_at`] judging TTL at `now` (a caller comparing this read with
+    /// others judges them all at one instant).
+    pub(crate) fn table_iter_at_time(
+        &self,
+        snap: ReadPoint,
+        table: Arc<Table>,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        forward: bool,
+        now: u64,
+    ) -> RangeIter {
         // As `range_iter_at` bounds a backward range: the low end excluded, the high one in.
         let (lo, hi) = if forward { (start, end) } else { (after_all_versions(&start), after_all_versions(&end)) };
-        RangeIter::new(snap, table, forward, lo, hi, ReadOptions::default(), self.ctx.clock.now_ms())
+        RangeIter::new(snap, table, forward, lo, hi, ReadOptions::default(), now)
     }
 
     /// The largest key of a table whose one key column is an Integer, counting rows whose
-    /// cells have expired (read as if the table kept them forever): where a stream's chain of
-    /// records continues.
+    /// cells have expired (read as if the table kept them forever), on the state `snap` holds
+    /// (`table` must be that state's, or files and memtables would not match): where a
+    /// stream's chain of records continues.
     ///
     /// # Errors
-    /// Read errors; `Corruption` for a key that is not one Integer.
-    pub(crate) fn last_integer_key(&self, table: &Table) -> Result<Option<i64>> {
-        self.last_integer_key_at(self.snapshot(), table)
-    }
-
-    /// [`Reader::last_integer_key`] on the state `snap` holds.
-    ///
-    /// # Errors
-    /// As [`Reader::last_integer_key`].
+    /// Read errors; `Internal` for a key that is not one Integer.
     pub(crate) fn last_integer_key_at(&self, snap: ReadPoint, table: &Table) -> Result<Option<i64>> {
         let mut forever = table.clone();
         forever.schema.options.ttl = crate::model::schema::Ttl::Forever;

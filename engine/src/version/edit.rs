@@ -234,7 +234,14 @@ impl VersionEdit {
                     let mut t = (**v.table(name).ok_or_else(|| Error::TableNotFound(name.clone()))?).clone();
                     crate::version::index::check_index(&t, &index.name, &index.key, &index.included)?;
                     t.indexes.push(Arc::new(index.clone()));
-                    v.put_table((**table).clone());
+                    // The table's options as they are now (a TTL changed since the index table
+                    // was made is the one its rows must expire by).
+                    let mut it = (**table).clone();
+                    let o = &t.schema.options;
+                    it.schema.options.ttl = o.ttl;
+                    it.schema.options.split_threshold_bytes = o.split_threshold_bytes;
+                    it.schema.options.merge_threshold_bytes = Some(o.merge_threshold());
+                    v.put_table(it);
                     v.put_table(t);
                 }
                 Change::DropIndex { name, index } => {

@@ -130,7 +130,9 @@ pub(super) fn entries_changed(
         let Some(index_table) = version.tables.get(&ix.table) else {
             return Err(Error::Internal(format!("index {:?} names no table", ix.name)));
         };
-        let o = entry(table, ix, index_table, &pk_values, old)?;
+        // An old state whose entry breaks a key rule (written before the index existed) has
+        // no entry to remove: it must not stop the row being changed or deleted.
+        let o = entry(table, ix, index_table, &pk_values, old).ok().flatten();
         let n = entry(table, ix, index_table, &pk_values, new)?;
         if o == n && only.is_none() {
             continue;

@@ -8,7 +8,6 @@
 //! no records.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use strata_format::key::{PkRef, partition_key};
 use strata_format::record::encode_put;
@@ -20,8 +19,8 @@ use crate::error::{Error, Result};
 use crate::ids::TableId;
 use crate::model::types::WriteReceipt;
 use crate::read::Reader;
+use crate::version::LsmVersion;
 use crate::version::stream::LOG_COLUMN;
-use crate::version::{LsmVersion, Table};
 
 /// The newest record of each stream this process has written or found (by log table), kept by
 /// the write leader: the `prev` of the next record.
@@ -29,16 +28,21 @@ use crate::version::{LsmVersion, Table};
 pub(super) struct StreamHeads(HashMap<TableId, u64>);
 
 impl StreamHeads {
-    /// The newest record of the stream of `table` (log table `log`): known, or found once
-    /// (the manifest's flushed mark, or the newest row of the log table, expired or not).
-    fn head(&mut self, reader: &Reader, table: &Table, log: &Arc<Table>) -> Result<u64> {
-        if let Some(h) = self.0.get(&log.id) {
+    /// The newest record of the stream whose log table is `log`: known, or found once (the
+    /// manifest's flushed mark, or the newest row of the log table, expired or not, both read
+    /// from one snapshot).
+    fn head(&mut self, reader: &Reader, log: TableId) -> Result<u64> {
+        if let Some(h) = self.0.get(&log) {
             return Ok(*h);
         }
-        let flushed = table.stream.as_ref().map_or(0, |s| s.head);
-        let found = reader.last_integer_key(log)?.and_then(|k| u64::try_from(k).ok()).unwrap_or(0);
+        let snap = reader.snapshot();
+        let flushed = snap.version.stream_owner(log).and_then(|t| t.stream.as_ref()).map_or(0, |s| s.head);
+        let found = match snap.version.tables.get(&log).cloned() {
+            Some(lt) => reader.last_integer_key_at(snap, &lt)?.and_then(|k| u64::try_from(k).ok()).unwrap_or(0),
+            None => 0,
+        };
         let h = flushed.max(found);
-        self.0.insert(log.id, h);
+        self.0.insert(log, h);
         Ok(h)
     }
 
@@ -95,7 +99,7 @@ pub(super) fn derive(
         };
         let prev = match advanced.iter().rev().find(|(id, _)| *id == log_id) {
             Some((_, s)) => *s,
-            None => heads.head(reader, table, log)?,
+            None => heads.head(reader, log_id)?,
         };
         let seq = first_seqno + i as u64;
         let record_span = r.unfolded.clone().unwrap_or_else(|| r.record.clone());
