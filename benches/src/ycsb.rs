@@ -57,10 +57,19 @@ struct Strata {
 }
 
 impl Strata {
-    fn open(dir: &Path, fold_after: Option<u8>) -> R<Strata> {
+    fn open(dir: &Path, args: &Args) -> R<Strata> {
         let mut opts = Options::default();
-        if let Some(n) = fold_after {
+        if let Some(n) = args.fold_after {
             opts.fold_updates_after = n;
+        }
+        if let Some(n) = args.strata_max_sealed {
+            opts.max_sealed_memtables = n;
+        }
+        if args.strata_no_memtable_reuse {
+            opts.reuse_memtable_memory = false;
+        }
+        if let Some(mib) = args.strata_write_buffer_mib {
+            opts.write_buffer_bytes = mib << 20;
         }
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
         db.create_table(TableSchema::new(TABLE).pk("key", KeyType::Binary)).map_err(|e| e.to_string())?;
@@ -436,6 +445,15 @@ struct Args {
     /// One JSON line per phase instead of text.
     #[arg(long)]
     json: bool,
+    /// strata: `Options::max_sealed_memtables` (memtables waiting for their flush).
+    #[arg(long)]
+    strata_max_sealed: Option<usize>,
+    /// strata: `Options::reuse_memtable_memory = false` (a flushed memtable's memory goes back).
+    #[arg(long)]
+    strata_no_memtable_reuse: bool,
+    /// strata: `Options::write_buffer_bytes` in MiB.
+    #[arg(long)]
+    strata_write_buffer_mib: Option<usize>,
 }
 
 fn main() -> R<()> {
@@ -443,7 +461,7 @@ fn main() -> R<()> {
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let dir = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     let store: Box<dyn Store> = match args.engine.as_str() {
-        "strata" => Box::new(Strata::open(&dir, args.fold_after)?),
+        "strata" => Box::new(Strata::open(&dir, &args)?),
         #[cfg(feature = "fjall")]
         "fjall" => Box::new(Fjall::open(&dir)?),
         #[cfg(feature = "rocksdb")]
