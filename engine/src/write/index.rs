@@ -102,6 +102,7 @@ fn push(rows: &mut Vec<PreparedRow>, bufs: &mut RowBufs, table_id: TableId, key:
         record,
         unfolded: None,
         streamed: false,
+        indexed: false,
         receipt: WriteReceipt::default(),
     });
 }
@@ -164,10 +165,13 @@ pub(super) fn derive(
     now: u64,
     bufs: &mut RowBufs,
 ) -> Result<()> {
+    if !rows.iter().take(users).any(|r| r.indexed) {
+        return Ok(());
+    }
     // A row the batch writes twice: its second write starts from its first.
     let mut written: HashMap<(TableId, Vec<u8>), Option<RowState>> = HashMap::new();
     for i in 0..users {
-        let Some(r) = rows.get(i) else { break };
+        let Some(r) = rows.get(i).filter(|r| r.indexed) else { continue };
         let Some(table) = version.tables.get(&r.table_id).filter(|t| !t.indexes.is_empty()) else { continue };
         let table = table.clone();
         let pk = span(&bufs.keys, &r.pk)?.to_vec();

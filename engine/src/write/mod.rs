@@ -363,6 +363,8 @@ struct PreparedRow {
     /// The row's table has a change stream on (`stream.rs`): known where the row is prepared,
     /// so a batch without one costs no lookup.
     streamed: bool,
+    /// The row's table has secondary indexes (`index.rs`), likewise.
+    indexed: bool,
     receipt: WriteReceipt,
 }
 
@@ -1121,6 +1123,7 @@ impl Writer {
                 record,
                 unfolded: None,
                 streamed: table.stream.is_some(),
+                indexed: !table.indexes.is_empty(),
                 receipt: r.receipt.clone(),
             });
         }
@@ -1321,6 +1324,7 @@ impl Writer {
             record,
             unfolded,
             streamed: table.stream.is_some(),
+            indexed: !table.indexes.is_empty(),
             receipt,
         })
     }
@@ -1487,6 +1491,7 @@ fn prepare_whole_put<'c>(
         record,
         unfolded: None,
         streamed: table.stream.is_some(),
+        indexed: !table.indexes.is_empty(),
         receipt,
     })
 }

@@ -134,6 +134,7 @@ pub(super) fn derive(
             record,
             unfolded: None,
             streamed: false,
+            indexed: false,
             receipt: WriteReceipt::default(),
         });
         advanced.push((log_id, seq));
