@@ -461,7 +461,8 @@ fn positions_the_stream_does_not_hold_are_refused_and_latest_readers_are_told_of
     db.put_row(PutRow::new("t", pk![1i64, 1i64]).column("a", 1i64)).unwrap();
     let (got, pos) = read_all(&db, "t", StreamStart::Oldest);
     assert_eq!(got.len(), 1);
-    let ahead = strata_format::stream::PositionParts { stream: pos.stream_id(), shard: 0, after: pos.after_seq() + 7 };
+    let ahead =
+        strata_format::stream::PositionParts { stream: pos.stream_id(), shard: 0, after: pos.after_seq() + 7, tag: 0 };
     let ahead: StreamPosition = ahead.encode().parse().unwrap();
     let rule = |e: Error| e.rule().map(str::to_owned).unwrap_or_else(|| format!("{e:?}"));
     assert_eq!(
@@ -486,4 +487,36 @@ fn positions_the_stream_does_not_hold_are_refused_and_latest_readers_are_told_of
     ));
     // Oldest reads what is kept without complaint.
     assert_eq!(read_all(&db, "t", StreamStart::Oldest).0.len(), 1);
+}
+
+/// A position names the record it follows, not only its sequence number: a restored copy
+/// written on differently (its records take the same sequence numbers) refuses the original's
+/// position instead of skipping the copy's records.
+#[test]
+fn a_position_of_another_history_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = strata::Db::open(tmp.path().join("db"), Options::default()).unwrap();
+    db.create_table(schema("t").stream_hours(24)).unwrap();
+    db.put_row(PutRow::new("t", pk![1i64, 1i64]).column("a", 1i64)).unwrap();
+    let store = strata::BackupStore::open(tmp.path().join("backups")).unwrap();
+    store.create(&db).unwrap();
+    for c in 2..5i64 {
+        db.put_row(PutRow::new("t", pk![1i64, c]).column("a", c)).unwrap();
+    }
+    let (_, original) = read_all(&db, "t", StreamStart::Oldest);
+    store.restore(None, tmp.path().join("copy")).unwrap();
+    let copy = strata::Db::open(tmp.path().join("copy"), Options::default()).unwrap();
+    for c in 20..25i64 {
+        copy.put_row(PutRow::new("t", pk![9i64, c]).column("a", c)).unwrap();
+    }
+    let e = copy.stream_reader("t", None, StreamStart::At(original)).unwrap().read(10).unwrap_err();
+    assert_eq!(e.rule(), Some("stream-position-lost"), "{e}");
+    // The copy's own positions go on as before.
+    let (all, _) = read_all(&copy, "t", StreamStart::Oldest);
+    assert_eq!(all.len(), 6);
+    let mid = copy.stream_reader("t", None, StreamStart::Oldest).unwrap();
+    let mut mid = mid;
+    let first = mid.read(2).unwrap();
+    let (rest, _) = read_all(&copy, "t", StreamStart::At(first.next.unwrap()));
+    assert_eq!(rest.len(), 4);
 }

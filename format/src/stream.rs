@@ -18,8 +18,10 @@
 //! rest    the row record as the WAL and SSTables encode it, never folded
 //! ```
 //!
-//! A position is text: `<stream id>-<shard id, 0 for the whole table>-<after seq>-<crc>`, the
-//! last part the CRC-32 of the three numbers as 24 little-endian bytes, in 8 hex digits.
+//! A position is text: `<stream id>-<shard id, 0 for the whole table>-<after seq>-<tag>-<crc>`:
+//! `tag` is the CRC-32 of the stream record at `after seq` (0: not known), so a position names
+//! the record it follows, not only its sequence number; `crc` is the CRC-32 of the four numbers
+//! as 28 little-endian bytes (three u64, the tag u32). Both in 8 hex digits.
 
 use crate::codec::{Cursor, crc32, put_bytes, put_varint};
 use crate::error::DecodeError;
@@ -100,8 +102,8 @@ pub fn decode_stream_record(bytes: &[u8]) -> Result<StreamRecordHeader<'_>, Deco
     Ok(StreamRecordHeader { op, seq, shard, prev, commit_seq, index, count, commit_ms, pk, record: c.rest() })
 }
 
-/// A consumer's place in a stream: after sequence number `after` of shard `shard` (0: of the
-/// whole table) of stream `stream`.
+/// A consumer's place in a stream: after sequence number `after` (whose record's CRC-32 is
+/// `tag`; 0: not known) of shard `shard` (0: of the whole table) of stream `stream`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PositionParts {
     /// The stream's id.
@@ -110,16 +112,23 @@ pub struct PositionParts {
     pub shard: u64,
     /// The reader continues after this sequence number.
     pub after: u64,
+    /// The CRC-32 of the record at `after` (0: not known).
+    pub tag: u32,
 }
 
 impl PositionParts {
     fn crc(&self) -> u32 {
-        crc32(&[&self.stream.to_le_bytes(), &self.shard.to_le_bytes(), &self.after.to_le_bytes()])
+        crc32(&[
+            &self.stream.to_le_bytes(),
+            &self.shard.to_le_bytes(),
+            &self.after.to_le_bytes(),
+            &self.tag.to_le_bytes(),
+        ])
     }
 
     /// The position as text.
     pub fn encode(&self) -> String {
-        format!("{}-{}-{}-{:08x}", self.stream, self.shard, self.after, self.crc())
+        format!("{}-{}-{}-{:08x}-{:08x}", self.stream, self.shard, self.after, self.tag, self.crc())
     }
 
     /// Parses a position's text.
@@ -128,16 +137,21 @@ impl PositionParts {
     /// A message naming what is wrong: the shape, a number, or the checksum.
     pub fn parse(text: &str) -> Result<PositionParts, String> {
         let parts: Vec<&str> = text.trim().split('-').collect();
-        let [stream, shard, after, crc] = parts.as_slice() else {
-            return Err(format!("{text:?} is not a stream position (STREAM-SHARD-SEQ-CHECK)"));
+        let [stream, shard, after, tag, crc] = parts.as_slice() else {
+            return Err(format!("{text:?} is not a stream position (STREAM-SHARD-SEQ-TAG-CHECK)"));
         };
         let num = |s: &str, what: &str| {
             s.parse::<u64>().map_err(|_| format!("{what} {s:?} of position {text:?} is not a number"))
         };
+        let tag = u32::from_str_radix(tag, 16)
+            .ok()
+            .filter(|_| tag.len() == 8)
+            .ok_or_else(|| format!("tag {tag:?} of position {text:?} is not 8 hex digits"))?;
         let p = PositionParts {
             stream: num(stream, "stream")?,
             shard: num(shard, "shard")?,
             after: num(after, "sequence")?,
+            tag,
         };
         let want =
             u32::from_str_radix(crc, 16).map_err(|_| format!("check {crc:?} of position {text:?} is not hex"))?;
@@ -186,12 +200,21 @@ mod tests {
 
     #[test]
     fn positions_round_trip_and_forgeries_fail_their_check() {
-        let p = PositionParts { stream: 7, shard: 3, after: 1234 };
+        let p = PositionParts { stream: 7, shard: 3, after: 1234, tag: 0xdead_beef };
         assert_eq!(PositionParts::parse(&p.encode()).unwrap(), p);
         let text = p.encode();
         let forged = text.replacen("1234", "1235", 1);
         assert!(PositionParts::parse(&forged).unwrap_err().contains("fails its check"));
-        for bad in ["", "1-2-3", "a-b-c-d", "7-3-1234-zzzzzzzz", "7-3-1234-0", "7-3-99999999999999999999-00000000"] {
+        let other_tag = PositionParts { tag: 1, ..p }.encode();
+        assert_ne!(PositionParts::parse(&other_tag).unwrap(), p);
+        for bad in [
+            "",
+            "1-2-3",
+            "a-b-c-d-e",
+            "7-3-1234-00000000-zzzzzzzz",
+            "7-3-1234-0-0",
+            "7-3-99999999999999999999-00000000-00000000",
+        ] {
             assert!(PositionParts::parse(bad).is_err(), "{bad:?}");
         }
     }

@@ -954,6 +954,10 @@ fn stream_read_and_tail_follow_a_writer_in_another_process() {
     assert_eq!(&again[..2], &got[..]);
     let described = ok(&["stream", "describe", d, "orders", "--json"]);
     assert!(described.contains("\"state\":\"open\""), "{described}");
+    // In a shell session too (the folder goes after the action).
+    let (code, out, err) = shell_script(&[d], b"stream read orders --limit 1 --json\nstream describe orders\n");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"$op\":\"put\"") && out.contains("shard 1"), "{out}");
     // Bad input.
     let (code, _, err) = strata(&["stream", "read", d, "orders", "--from", &pos.replacen('-', "-1", 1)]);
     assert_eq!(code, 2, "{err}");

@@ -441,6 +441,8 @@ impl Db {
                 Ok(Err(e)) => {
                     out.insert(p, vec![e.to_string()]);
                 }
+                // Listed, then deleted by a flush that made it obsolete: not damage.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     out.insert(p, vec![format!("cannot read: {e}")]);
                 }

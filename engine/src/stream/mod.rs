@@ -118,6 +118,8 @@ pub struct StreamRecord {
     pub commit_ms: u64,
     /// The shard the row was in.
     pub shard: u64,
+    /// The CRC-32 of the stored record: a position after this record names it.
+    tag: u32,
 }
 
 /// A consumer's place in a stream: a small value to save (as text, [`std::fmt::Display`] and
@@ -140,6 +142,11 @@ impl StreamPosition {
     /// The reader continues after this sequence number.
     pub fn after_seq(&self) -> u64 {
         self.0.after
+    }
+
+    /// The CRC-32 of the record the position follows (0: not known).
+    pub fn record_tag(&self) -> u32 {
+        self.0.tag
     }
 }
 
@@ -189,6 +196,10 @@ pub struct StreamReader {
     /// when the reader started at `Latest`; 0 before the first record); records after it
     /// come next.
     after: u64,
+    /// The CRC-32 of the record at `after` (0: not known).
+    after_tag: u32,
+    /// The record at `after` was found to be the one the position names (or is gone).
+    verified: bool,
     /// Started at `Oldest` and read nothing yet: whatever is kept comes first, trimmed or not.
     from_oldest: bool,
     done: bool,
@@ -296,11 +307,16 @@ impl StreamReader {
                 format!("the stream of table {name:?} (id {}) has no shard {id}", st.log),
             ));
         }
-        let after = match start {
-            StreamStart::Oldest => 0,
-            StreamStart::Latest => st
-                .head
-                .max(reader.last_integer_key_at(snap.clone(), log)?.and_then(|k| u64::try_from(k).ok()).unwrap_or(0)),
+        let (after, after_tag) = match start {
+            StreamStart::Oldest => (0, 0),
+            StreamStart::Latest => {
+                let newest = newest_record(&reader, &snap, log)?;
+                match newest {
+                    Some((seq, tag)) if seq >= st.head => (seq, tag),
+                    // The newest record was compacted away: its tag is not known.
+                    _ => (st.head, 0),
+                }
+            }
             StreamStart::At(p) => {
                 if p.stream_id() != st.log.get() {
                     return Err(Error::invalid(
@@ -319,7 +335,7 @@ impl StreamReader {
                         format!("the position is of {}; this reader reads {}", of(p.shard()), of(shard)),
                     ));
                 }
-                p.after_seq()
+                (p.after_seq(), p.record_tag())
             }
         };
         Ok(StreamReader {
@@ -329,6 +345,8 @@ impl StreamReader {
             stream: st.log,
             shard: shard.map(PartitionId),
             after,
+            after_tag,
+            verified: false,
             from_oldest: start == StreamStart::Oldest,
             done: false,
         })
@@ -336,17 +354,22 @@ impl StreamReader {
 
     /// The position after the records read so far; `None` once a closed shard is read.
     pub fn position(&self) -> Option<StreamPosition> {
-        (!self.done).then_some(self.position_at(self.after))
+        (!self.done).then_some(self.position_at(self.after, self.after_tag))
     }
 
     /// The position that continues after `record` (one this reader returned): a consumer that
     /// saves it with each record it has handled resumes exactly after it.
     pub fn position_after(&self, record: &StreamRecord) -> StreamPosition {
-        self.position_at(record.seq)
+        self.position_at(record.seq, record.tag)
     }
 
-    fn position_at(&self, after: u64) -> StreamPosition {
-        StreamPosition(PositionParts { stream: self.stream.get(), shard: self.shard.map_or(0, |s| s.get()), after })
+    fn position_at(&self, after: u64, tag: u32) -> StreamPosition {
+        StreamPosition(PositionParts {
+            stream: self.stream.get(),
+            shard: self.shard.map_or(0, |s| s.get()),
+            after,
+            tag,
+        })
     }
 
     /// Reads up to `limit` records (at least one asked) after the position, on one snapshot,
@@ -373,6 +396,17 @@ impl StreamReader {
             None => None,
         };
         let log_name = log.schema.name.clone();
+        if !self.verified && !self.from_oldest && self.after > 0 && self.after_tag != 0 {
+            // The position names its record: a record at that sequence number with other
+            // contents (another history: a restored copy written since, a power cut, another
+            // database) is not the one this reader read.
+            if let Some(bytes) = record_at(&self.reader, &snap, log, self.after)?
+                && strata_format::codec::crc32(&[&bytes]) != self.after_tag
+            {
+                return Err(self.lost());
+            }
+            self.verified = true;
+        }
         let it = self.reader.table_iter_at(
             snap.clone(),
             log.clone(),
@@ -383,6 +417,7 @@ impl StreamReader {
         let mut records = Vec::new();
         let mut first = true;
         let mut after = self.after;
+        let mut after_tag = self.after_tag;
         let mut past_close = false;
         for row in it {
             let row = row?;
@@ -400,8 +435,9 @@ impl StreamReader {
                 break;
             }
             after = h.seq;
+            after_tag = strata_format::codec::crc32(&[&bytes]);
             if self.shard.is_none_or(|s| s.get() == h.shard) {
-                records.push(to_record(&self.table, &h, &log_name)?);
+                records.push(to_record(&self.table, &h, after_tag, &log_name)?);
                 if records.len() >= limit.max(1) {
                     break;
                 }
@@ -422,6 +458,7 @@ impl StreamReader {
             self.from_oldest = false;
         }
         self.after = after;
+        self.after_tag = after_tag;
         // A closed shard is done once the snapshot covers its close and nothing of it is left.
         let exhausted = past_close || records.len() < limit.max(1);
         if let Some(c) = closed_at
@@ -441,28 +478,32 @@ impl StreamReader {
             return Err(self.trimmed(prev));
         }
         if prev < self.after {
-            return Err(Error::invalid(
-                "stream-position-lost",
-                format!(
-                    "the position follows record {} of table {:?}'s stream, which the stream does not hold: \
-                     a power cut lost records this reader had read (the table lost their writes too), or the \
-                     position was forged; the stream continues at {}",
-                    self.after,
-                    self.table,
-                    self.position_at(prev)
-                ),
-            ));
+            return Err(self.lost());
         }
         Ok(())
     }
 
+    /// The error for a position whose record the stream does not hold.
+    fn lost(&self) -> Error {
+        Error::invalid(
+            "stream-position-lost",
+            format!(
+                "the position follows record {} of table {:?}'s stream, which the stream does not hold: a power cut \
+                 lost records this reader had read (the table lost their writes too), the database is a copy that \
+                 went on differently, or the position is another database's or forged; read from the oldest record \
+                 to start over",
+                self.after, self.table
+            ),
+        )
+    }
+
     fn trimmed(&self, oldest_after: u64) -> Error {
-        Error::StreamTrimmed { table: self.table.clone(), oldest: self.position_at(oldest_after).to_string() }
+        Error::StreamTrimmed { table: self.table.clone(), oldest: self.position_at(oldest_after, 0).to_string() }
     }
 }
 
 /// The public record of a decoded log row.
-fn to_record(table: &str, h: &StreamRecordHeader<'_>, log: &str) -> Result<StreamRecord> {
+fn to_record(table: &str, h: &StreamRecordHeader<'_>, tag: u32, log: &str) -> Result<StreamRecord> {
     let primary_key = PrimaryKey(decode_pk(h.pk).map_err(|e| Error::corruption(log, e))?);
     let rec = RowRecord::decode(h.record).map_err(|e| Error::corruption(log, e))?;
     let (op, cells) = match rec {
@@ -494,7 +535,39 @@ fn to_record(table: &str, h: &StreamRecordHeader<'_>, log: &str) -> Result<Strea
         batch_rows: h.count,
         commit_ms: h.commit_ms,
         shard: h.shard,
+        tag,
     })
+}
+
+/// The stored bytes of record `seq` of log table `log`, expired or not (`None`: not there).
+///
+/// # Errors
+/// Read errors; `Corruption` for a row without a record.
+fn record_at(
+    reader: &Reader,
+    snap: &crate::version::view::ReadPoint,
+    log: &Table,
+    seq: u64,
+) -> Result<Option<Vec<u8>>> {
+    let mut forever = log.clone();
+    forever.schema.options.ttl = crate::model::schema::Ttl::Forever;
+    let mut it =
+        reader.table_iter_at(snap.clone(), Arc::new(forever), key_of(seq), key_of(seq.saturating_add(1)), true);
+    match it.next().transpose()? {
+        Some(row) => log_bytes(&row, &log.schema.name).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The newest record of log table `log`, expired or not: its sequence number and CRC-32.
+///
+/// # Errors
+/// As [`record_at`].
+fn newest_record(reader: &Reader, snap: &crate::version::view::ReadPoint, log: &Table) -> Result<Option<(u64, u32)>> {
+    let Some(seq) = reader.last_integer_key_at(snap.clone(), log)?.and_then(|k| u64::try_from(k).ok()) else {
+        return Ok(None);
+    };
+    Ok(record_at(reader, snap, log, seq)?.map(|b| (seq, strata_format::codec::crc32(&[&b]))))
 }
 
 /// Verifies every table's stream (for `Db::check`): each record decodes, is keyed by its own

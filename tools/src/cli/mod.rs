@@ -191,7 +191,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Restore(a) => backup::restore(&a, out),
         Command::Backups(a) => backup::backups(&a, out),
         Command::Key(a) => keys::run(&a, out),
-        Command::Stream(a) => stream::stream(&a, out),
+        Command::Stream(a) => stream::stream(&a, out, err),
         Command::Bench(a) => crate::bench::run(&a, out, err),
         Command::Shell(a) => shell::shell(&a, out, err),
     };

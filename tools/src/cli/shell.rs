@@ -281,10 +281,13 @@ impl<'db> Session<'db> {
             return Ok(crate::EXIT_USAGE);
         }
         let mut args = vec!["strata".to_string(), name.clone()];
+        // `stream ACTION TABLE`: the folder follows the action.
+        let sub = usize::from(name == "stream" && words.len() > 1);
+        args.extend(words.iter().skip(1).take(sub).cloned());
         if takes_dir(&name) && !words.iter().skip(1).any(|w| w == "--help" || w == "-h") {
             args.push(self.dir.to_string_lossy().into_owned());
         }
-        args.extend(words.iter().skip(1).cloned());
+        args.extend(words.iter().skip(1 + sub).cloned());
         if self.mode == Mode::Json && has_flag(&name, "json") && !args.iter().any(|a| a == "--json") {
             args.push("--json".into());
         }

@@ -72,7 +72,7 @@ pub enum StreamAction {
 }
 
 /// stream.
-pub fn stream(a: &StreamArgs, out: &mut dyn Write) -> CliResult {
+pub fn stream(a: &StreamArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     match &a.action {
         StreamAction::Describe { dir, table, json } => describe_stream(dir, table, *json, out),
         StreamAction::Read { dir, table, from, limit, json } => {
@@ -83,7 +83,7 @@ pub fn stream(a: &StreamArgs, out: &mut dyn Write) -> CliResult {
                 .map_err(stream_error(table))?;
             let mut left = limit.unwrap_or(usize::MAX);
             while left > 0 {
-                let b = r.read(left.min(1000))?;
+                let b = r.read(left.min(1000)).map_err(stream_error(table))?;
                 if b.records.is_empty() {
                     break;
                 }
@@ -108,15 +108,16 @@ pub fn stream(a: &StreamArgs, out: &mut dyn Write) -> CliResult {
                 .stream_reader(table, None, start(from.as_deref(), StreamStart::Latest)?)
                 .map_err(stream_error(table))?;
             if !*json {
+                // A message, not a record: on stderr, so `tail | head -1` gets the first record.
                 writeln!(
-                    out,
+                    err,
                     "following table {table}'s stream from {}",
                     r.position().map(|p| p.to_string()).unwrap_or_default()
                 )?;
             }
             out.flush()?;
             loop {
-                let b = r.read(1000)?;
+                let b = r.read(1000).map_err(stream_error(table))?;
                 for rec in &b.records {
                     print_record(rec, &r, &schema, *json, out)?;
                 }
