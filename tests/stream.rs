@@ -520,3 +520,25 @@ fn a_position_of_another_history_is_refused() {
     let (rest, _) = read_all(&copy, "t", StreamStart::At(first.next.unwrap()));
     assert_eq!(rest.len(), 4);
 }
+
+/// `compact_table` compacts the table's stream log and indexes with it.
+#[test]
+fn compacting_a_table_compacts_its_stream_and_indexes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = strata::Db::open(tmp.path(), Options::default()).unwrap();
+    db.create_table(schema("t").stream_hours(24).defined_column("a", strata::ColumnType::Integer)).unwrap();
+    db.create_index("t", "by_a", &["a"], &[]).unwrap();
+    for round in 0..4i64 {
+        for i in 0..50i64 {
+            db.put_row(PutRow::new("t", pk![i, 0i64]).column("a", round * 100 + i)).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let internal_files = |db: &strata::Db| -> Vec<usize> {
+        db.stats().tables.iter().filter(|t| t.name.starts_with('$')).map(|t| t.sst_files).collect()
+    };
+    assert!(internal_files(&db).iter().any(|n| *n > 1), "several flushes, several files: {:?}", internal_files(&db));
+    db.compact_table("t").unwrap();
+    assert!(internal_files(&db).iter().all(|n| *n <= 1), "compacted: {:?}", internal_files(&db));
+    assert_eq!(read_all(&db, "t", StreamStart::Oldest).0.len(), 200);
+}

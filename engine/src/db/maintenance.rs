@@ -9,14 +9,30 @@ use crate::error::{Error, Result};
 use crate::model::types::PrimaryKey;
 
 impl Db {
-    /// Flushes the memtable, then merges every partition of `table` into one sorted run with
-    /// versions beyond max_versions, expired cells and deleted data removed. Waits for it.
+    /// Flushes the memtable, then merges every partition of `table` (and of its stream's log
+    /// and its indexes) into one sorted run with versions beyond max_versions, expired cells
+    /// and deleted data removed. Waits for it.
     ///
     /// # Errors
     /// `TableNotFound`, I/O errors.
     pub fn compact_table(&self, table: &str) -> Result<()> {
         self.flush()?;
-        self.jobs.compact_partitions(table, None, None)
+        self.jobs.compact_partitions(table, None, None)?;
+        // The table's internal tables (its stream's log, its indexes) with it: what expired or
+        // was replaced there leaves the disk too.
+        let v = self.versions.current();
+        let internal: Vec<String> = v.table(table).map_or_else(Vec::new, |t| {
+            t.stream
+                .iter()
+                .map(|s| s.log)
+                .chain(t.indexes.iter().map(|i| i.table))
+                .filter_map(|id| v.tables.get(&id).map(|it| it.schema.name.clone()))
+                .collect()
+        });
+        for name in internal {
+            self.jobs.compact_partitions(&name, None, None)?;
+        }
+        Ok(())
     }
 
     /// Like [`Db::compact_table`], for the partitions intersecting `[start, end)`.

@@ -355,12 +355,19 @@ pub fn print_update(s: &TableSchema, pk: &PrimaryKey, r: &WriteReceipt, json: bo
     Ok(0)
 }
 
-/// What a read names: the table, or its index (`table.index`).
-fn read_name(table: &str, index: Option<&str>) -> String {
-    match index {
-        Some(i) => format!("{table}.{i}"),
-        None => table.to_owned(),
+/// What a read names: the table, or its index (`table.index`), which must exist.
+fn read_name(db: &strata::Db, table: &str, index: Option<&str>) -> Result<String, CliError> {
+    let Some(i) = index else { return Ok(table.to_owned()) };
+    super::common::describe(db, table)?;
+    let names: Vec<String> = db.indexes(table)?.into_iter().map(|d| d.name).collect();
+    if !names.iter().any(|n| n == i) {
+        let have = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+        return Err(CliError {
+            message: format!("table {table} has no index {i:?}; its indexes: {have}"),
+            code: crate::EXIT_USAGE,
+        });
     }
+    Ok(format!("{table}.{i}"))
 }
 
 fn read_options(columns: &Option<Vec<String>>, versions: Option<u32>) -> ReadOptions {
@@ -370,7 +377,7 @@ fn read_options(columns: &Option<Vec<String>>, versions: Option<u32>) -> ReadOpt
 /// get.
 pub fn get(a: &GetArgs, out: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
-    let name = read_name(&a.table, a.index.as_deref());
+    let name = read_name(&db, &a.table, a.index.as_deref())?;
     let s = schema(&db, &name)?;
     let (pk, opts) = get_of(&s, a)?;
     let row = db.get_row(&name, &pk, &opts)?;
@@ -492,7 +499,7 @@ pub fn scan_bounds(
 /// scan.
 pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     let db = open_db_read_only(&a.dir)?;
-    let name = read_name(&a.table, a.index.as_deref());
+    let name = read_name(&db, &a.table, a.index.as_deref())?;
     let s = schema(&db, &name)?;
     let (start, end) = a.range.bounds(&s, a.reverse)?;
     let mut read = read_options(&a.columns, a.versions);
@@ -525,7 +532,9 @@ pub fn scan(a: &ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult
                             other => other.to_string(),
                         })
                         .collect();
-                writeln!(err, "stopped after {} rows; continue with --from '{}'", page.rows.len(), key.join(","))?;
+                let n = page.rows.len();
+                let rows = if n == 1 { "1 row".to_owned() } else { format!("{n} rows") };
+                writeln!(err, "stopped after {rows}; continue with --from '{}'", key.join(","))?;
             }
         }
         None => {

@@ -303,6 +303,9 @@ pub fn alter(a: &AlterArgs, out: &mut dyn Write) -> CliResult {
                    "hidden_rows": hidden.as_ref().map(|h| h.rows), "hidden_cells": hidden.as_ref().map(|h| h.cells)})
         )?;
     } else {
+        for c in &added {
+            writeln!(out, "defined column {} {} of table {}", c.name, c.column_type, a.table)?;
+        }
         writeln!(
             out,
             "altered table {}: max versions {}, ttl {}, max version offset {} s, stream {}",

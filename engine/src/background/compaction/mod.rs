@@ -62,7 +62,7 @@ impl Jobs {
         loop {
             let pending: Vec<PartitionId> = {
                 let v = self.versions.current();
-                let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
+                let t = v.table_or_internal(table).ok_or_else(|| Error::TableNotFound(table.to_owned()))?;
                 t.partitions
                     .iter()
                     .filter(|p| hi.is_none_or(|h| p.start.as_deref().is_none_or(|s| s < h)))
@@ -77,7 +77,7 @@ impl Jobs {
             for id in pending {
                 let _claim = self.claim_wait(id)?;
                 let v = self.versions.current();
-                let Some(t) = v.table(table) else { return Ok(()) };
+                let Some(t) = v.table_or_internal(table) else { return Ok(()) };
                 // A partition split while we waited is gone: its children come round next.
                 let Some(p) = t.partitions.iter().find(|p| p.id == id) else { continue };
                 if let Some(task) = full_compaction(t, p) {
