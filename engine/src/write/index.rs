@@ -135,7 +135,7 @@ pub(super) fn entries_changed(
         // no entry to remove: it must not stop the row being changed or deleted.
         let o = entry(table, ix, index_table, &pk_values, old).ok().flatten();
         let n = entry(table, ix, index_table, &pk_values, new)?;
-        if o == n && only.is_none() {
+        if o == n {
             continue;
         }
         if let Some(o) = &o
