@@ -54,7 +54,7 @@ impl Harness {
             .max_version_offset_secs(3600)
             .split_threshold_bytes(2 << 10)
             .merge_threshold_bytes(1 << 10);
-        let t2 = TableSchema::new("t2").pk("b", KeyType::Binary).max_versions(1);
+        let t2 = TableSchema::new("t2").pk("b", KeyType::Binary).max_versions(3);
         for t in [t1, t2] {
             db.create_table(t.clone()).unwrap();
             model.create_table(t);

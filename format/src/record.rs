@@ -474,13 +474,37 @@ mod tests {
             };
             let b = r.to_bytes();
             let p = PutRef::parse(&b).unwrap().unwrap();
-            prop_assert_eq!(p.to_record(), r);
+            prop_assert_eq!(p.to_record(), r.clone());
+            // The columns collected while checking are the columns walked afterwards, each
+            // with its first cell as its newest.
+            let mut collected = vec![];
+            let q = PutRef::parse_columns(&b, &mut collected).unwrap().unwrap();
+            prop_assert_eq!(q.to_record(), r.clone());
+            let walked: Vec<_> = p.columns().collect();
+            prop_assert_eq!(collected.len(), walked.len());
+            let RowRecord::Put { columns: expected, .. } = &r else { unreachable!() };
+            for ((c, w), e) in collected.iter().zip(&walked).zip(expected) {
+                prop_assert_eq!(c.name, e.name.as_str());
+                prop_assert_eq!(w.name, e.name.as_str());
+                let first = e.cells.first().map(|cell| (cell.version, cell.value.clone()));
+                prop_assert_eq!(c.newest().map(|(v, x)| (v, x.to_value())), first.clone());
+                prop_assert_eq!(w.newest().map(|(v, x)| (v, x.to_value())), first);
+                let cells: Vec<_> = c.cells().map(|(v, x)| (v, x.to_value())).collect();
+                let expected_cells: Vec<_> = e.cells.iter().map(|cell| (cell.version, cell.value.clone())).collect();
+                prop_assert_eq!(&cells, &expected_cells);
+                prop_assert_eq!(w.cells().map(|(v, x)| (v, x.to_value())).collect::<Vec<_>>(), expected_cells);
+            }
         }
 
         #[test]
         fn put_ref_fails_exactly_when_decode_fails(b in proptest::collection::vec(any::<u8>(), 0..40)) {
             let mut put = vec![RecordKind::Put as u8];
             put.extend_from_slice(&b);
+            let mut collected = vec![];
+            prop_assert_eq!(
+                PutRef::parse_columns(&put, &mut collected).map(|p| p.map(|p| p.to_record())),
+                PutRef::parse(&put).map(|p| p.map(|p| p.to_record()))
+            );
             match (PutRef::parse(&put), RowRecord::decode(&put)) {
                 (Ok(Some(p)), Ok(r)) => prop_assert_eq!(p.to_record(), r),
                 (Err(_), Err(_)) => {}
@@ -540,6 +564,24 @@ impl<'a> PutRef<'a> {
     /// # Errors
     /// Malformed bytes (the same checks as [`RowRecord::decode`]).
     pub fn parse(bytes: &'a [u8]) -> Result<Option<PutRef<'a>>, DecodeError> {
+        Self::parse_inner(bytes, None)
+    }
+
+    /// [`PutRef::parse`], also collecting the columns into `out` (cleared first) as it checks
+    /// them, each with its newest cell decoded: a reader that wants the whole row reads the
+    /// record once instead of checking it and then walking it again.
+    ///
+    /// # Errors
+    /// Malformed bytes (the same checks as [`RowRecord::decode`]).
+    pub fn parse_columns(bytes: &'a [u8], out: &mut Vec<ColumnRef<'a>>) -> Result<Option<PutRef<'a>>, DecodeError> {
+        out.clear();
+        Self::parse_inner(bytes, Some(out))
+    }
+
+    fn parse_inner(
+        bytes: &'a [u8],
+        mut out: Option<&mut Vec<ColumnRef<'a>>>,
+    ) -> Result<Option<PutRef<'a>>, DecodeError> {
         let mut c = Cursor::new(bytes, "row record", 0);
         if record_kind(&mut c)? != RecordKind::Put {
             return Ok(None);
@@ -566,6 +608,8 @@ impl<'a> PutRef<'a> {
             let cells = c.count(3, "cell count")?;
             has_content |= cells > 0;
             total_cells += cells;
+            let start = c.rest();
+            let mut newest = None;
             let mut prev_version: Option<u64> = None;
             for _ in 0..cells {
                 let at = c.offset();
@@ -574,7 +618,14 @@ impl<'a> PutRef<'a> {
                     return Err(DecodeError::invalid("row record", at, "put cells out of version order"));
                 }
                 prev_version = Some(version);
-                Value::decode_ref(&mut c)?;
+                let value = Value::decode_ref(&mut c)?;
+                if newest.is_none() {
+                    newest = Some((version, value));
+                }
+            }
+            if let Some(out) = out.as_deref_mut() {
+                let used = start.len() - c.rest().len();
+                out.push(ColumnRef { name, cells, bytes: start.get(..used).unwrap_or_default(), newest });
             }
         }
         c.finish()?;
@@ -707,22 +758,28 @@ impl<'a> Iterator for ColumnRefs<'a> {
         let name = self.c.string().ok()?;
         let cells = self.c.count(3, "cell count").ok()?;
         let start = self.c.rest();
+        let newest = if cells > 0 {
+            let version = self.c.varint().ok()?;
+            Some((version, Value::decode_ref(&mut self.c).ok()?))
+        } else {
+            None
+        };
         if self.left == 0 {
             // The last column's cells run to the end of the record (`PutRef::parse` checked
             // that nothing follows them), so there is no end to find: a row of one column
             // (the common row) is not walked twice. Over unchecked bytes anything after the
             // cells is never read: the cell iterator stops after `cells` values.
             self.c.take(self.c.remaining()).ok()?;
-            return Some(ColumnRef { name, cells, bytes: start });
+            return Some(ColumnRef { name, cells, bytes: start, newest });
         }
-        // Only the framing is read to find the column's end: the cells are decoded (and
-        // checked again) when the caller iterates them.
-        for _ in 0..cells {
+        // Only the framing is read to find the column's end: the older cells are decoded
+        // (and checked again) when the caller iterates them.
+        for _ in 1..cells {
             self.c.varint().ok()?;
             Value::skip_encoded(&mut self.c).ok()?;
         }
         let used = start.len() - self.c.rest().len();
-        Some(ColumnRef { name, cells, bytes: start.get(..used)? })
+        Some(ColumnRef { name, cells, bytes: start.get(..used)?, newest })
     }
 }
 
@@ -733,9 +790,17 @@ pub struct ColumnRef<'a> {
     pub name: &'a str,
     cells: usize,
     bytes: &'a [u8],
+    /// The first cell, decoded when the column was read.
+    newest: Option<(u64, ValueRef<'a>)>,
 }
 
 impl<'a> ColumnRef<'a> {
+    /// The newest cell as `(version, value)`: the first of [`ColumnRef::cells`], decoded
+    /// once when the column was read.
+    pub fn newest(&self) -> Option<(u64, ValueRef<'a>)> {
+        self.newest
+    }
+
     /// Number of cells.
     pub fn cell_count(&self) -> usize {
         self.cells

@@ -227,10 +227,11 @@ impl Reader {
         if let [(rec, path)] = raw.as_slice()
             && table.ttl() == crate::model::schema::Ttl::Forever
             && opts.filter.is_none()
-            && let Some(put) = PutRef::parse(rec).map_err(|e| Error::corruption(*path, e))?
+            && let mut columns = Vec::new()
+            && let Some(put) = PutRef::parse_columns(rec, &mut columns).map_err(|e| Error::corruption(*path, e))?
         {
             record_load(put.cell_count());
-            let row = (!put.is_empty()).then(|| RowRef::put(&enc, put, opts, table.max_versions()));
+            let row = (!put.is_empty()).then(|| RowRef::put(&enc, put, columns, opts, table.max_versions()));
             return Ok(f(row));
         }
         // A base put and updates that only put cells: each column's newest value read in place
@@ -520,6 +521,8 @@ pub struct RangeIter {
     recs: Vec<RowRecord>,
     /// The current row of [`RangeIter::next_ref`] when it had to be materialised.
     owned: Option<Row>,
+    /// Columns of the last row read in place: the next row's column list is sized for it.
+    columns_hint: usize,
 }
 
 impl RangeIter {
@@ -560,6 +563,7 @@ impl RangeIter {
             single_pk0,
             recs: Vec::new(),
             owned: None,
+            columns_hint: 0,
         }
     }
 
@@ -678,6 +682,15 @@ impl RangeIter {
             return Ok(false);
         }
         let Some(rec) = g.records().next() else { return Ok(false) };
+        // The common row answers from its header and first column; `next_ref` checks the whole
+        // record as it reads it (one pass), and a malformed one is an error there.
+        if let Some(head) = PutRef::parse_trusted(rec)
+            && (head.marker().is_some() || head.columns().next().is_some_and(|c| c.cell_count() > 0))
+        {
+            return Ok(true);
+        }
+        // Anything else (not a put, an empty put, a first column without cells, malformed
+        // bytes) is checked in full before it is classified.
         match PutRef::parse(rec).map_err(|e| Error::corruption("<range read>", e))? {
             Some(p) => Ok(!p.is_empty()),
             None => Ok(false),
@@ -751,14 +764,20 @@ impl RangeIter {
         }
         let Some(g) = self.grouper.as_ref() else { return Ok(None) };
         if shape == Shape::Put {
-            // `current_is_plain_put` checked these very bytes.
+            // Checked in full here, collecting the columns as it goes (`current_is_plain_put`
+            // read only the header): the row is read once.
             let rec = g.records().next().unwrap_or(&[]);
-            let put = PutRef::parse_trusted(rec).ok_or_else(|| Error::Corruption {
-                path: "<range read>".into(),
-                offset: 0,
-                detail: "row record changed kind".into(),
-            })?;
-            return Ok(Some(RowRef::put(g.pk(), put, &self.read, self.table.max_versions())));
+            let mut columns = Vec::with_capacity(self.columns_hint);
+            let put = PutRef::parse_columns(rec, &mut columns)
+                .map_err(|e| Error::corruption("<range read>", e))?
+                .filter(|p| !p.is_empty())
+                .ok_or_else(|| Error::Corruption {
+                    path: "<range read>".into(),
+                    offset: 0,
+                    detail: "row record changed kind".into(),
+                })?;
+            self.columns_hint = columns.len();
+            return Ok(Some(RowRef::put(g.pk(), put, columns, &self.read, self.table.max_versions())));
         }
         match &self.owned {
             Some(row) => Ok(Some(RowRef::owned(g.pk(), row))),

@@ -5,7 +5,7 @@
 //! two cases answer identically.
 
 use strata_format::key::decode_pk;
-use strata_format::record::{ColumnRefs, PutOpRef, PutRef, RowRecord};
+use strata_format::record::{ColumnRef, ColumnRefs, PutOpRef, PutRef, RowRecord};
 
 use crate::error::{Error, Result};
 use crate::model::rowstate::{DropCounts, resolve, select, select_single_put, visible};
@@ -22,8 +22,9 @@ pub struct RowRef<'a> {
 
 #[derive(Debug, Clone)]
 enum Body<'a> {
-    /// A single put record, read in place with the read's selection applied on access.
-    Put { put: PutRef<'a>, read: &'a ReadOptions, max_versions: usize },
+    /// A single put record, read in place with the read's selection applied on access; its
+    /// columns as `PutRef::parse_columns` collected them while checking the record.
+    Put { put: PutRef<'a>, columns: Vec<ColumnRef<'a>>, read: &'a ReadOptions, max_versions: usize },
     /// A whole-row put and the put-only updates over it (`overlay.rs`), read in place: each
     /// column's newest cell is the update's when its version is at least the base's.
     Overlay { overlay: std::sync::Arc<Overlay<'a>>, read: &'a ReadOptions, max_versions: usize },
@@ -32,9 +33,16 @@ enum Body<'a> {
 }
 
 impl<'a> RowRef<'a> {
-    /// A row whose only visible record is `put` (TTL forever, no filter).
-    pub(crate) fn put(pk: &'a [u8], put: PutRef<'a>, read: &'a ReadOptions, max_versions: usize) -> RowRef<'a> {
-        RowRef { pk, body: Body::Put { put, read, max_versions } }
+    /// A row whose only visible record is `put` (TTL forever, no filter), with its columns
+    /// as [`PutRef::parse_columns`] collected them.
+    pub(crate) fn put(
+        pk: &'a [u8],
+        put: PutRef<'a>,
+        columns: Vec<ColumnRef<'a>>,
+        read: &'a ReadOptions,
+        max_versions: usize,
+    ) -> RowRef<'a> {
+        RowRef { pk, body: Body::Put { put, columns, read, max_versions } }
     }
 
     /// A row read as its base put and the updates over it (TTL forever, no filter, no time
@@ -72,17 +80,12 @@ impl<'a> RowRef<'a> {
     pub fn value(&self, column: &str) -> Option<ValueRef<'a>> {
         match &self.body {
             Body::Owned(row) => row.column(column).and_then(|c| c.cells.first()).map(|c| c.value.borrowed()),
-            Body::Put { put, read, max_versions } => {
+            Body::Put { columns, read, max_versions, .. } => {
                 if read.columns.as_ref().is_some_and(|cols| !cols.iter().any(|c| c == column)) {
                     return None;
                 }
-                let col = put.columns().find(|c| same_name(c.name, column))?;
-                let mut cells = col.cells().take(*max_versions);
-                match read.time_range {
-                    // The newest cell (the scan's common case, without the adapters' loop).
-                    None => cells.next().map(|(_, value)| value),
-                    Some((s, e)) => cells.find(|(v, _)| *v >= s && *v < e).map(|(_, value)| value),
-                }
+                let at = columns.binary_search_by(|c| c.name.cmp(column)).ok()?;
+                selected(columns.get(at)?, read, *max_versions)
             }
             Body::Overlay { overlay, read, .. } => {
                 if read.columns.as_ref().is_some_and(|cols| !cols.iter().any(|c| c == column)) {
@@ -100,27 +103,22 @@ impl<'a> RowRef<'a> {
     /// name order, in one pass over the stored row: reading a whole row this way costs one
     /// walk of its columns, where a `value` call per column walks them from the start each
     /// time. Columns without a selected cell are left out.
-    pub fn columns(&self) -> impl Iterator<Item = (&'a str, ValueRef<'a>)> + 'a {
+    pub fn columns(&self) -> impl Iterator<Item = (&'a str, ValueRef<'a>)> + use<'_, 'a> {
         let (owned, stored, overlaid) = match &self.body {
             Body::Owned(row) => (Some(*row), None, None),
-            Body::Put { put, read, max_versions } => (None, Some((*put, *read, *max_versions)), None),
+            Body::Put { columns, read, max_versions, .. } => (None, Some((columns, *read, *max_versions)), None),
             Body::Overlay { overlay, read, .. } => (None, None, Some((overlay.clone(), *read))),
         };
         let owned = owned
             .into_iter()
             .flat_map(|row| row.columns.iter())
             .filter_map(|c| c.cells.first().map(|cell| (c.name.as_str(), cell.value.borrowed())));
-        let stored = stored.into_iter().flat_map(|(put, read, max_versions)| {
-            put.columns().filter_map(move |col| {
+        let stored = stored.into_iter().flat_map(|(columns, read, max_versions)| {
+            columns.iter().filter_map(move |col| {
                 if read.columns.as_ref().is_some_and(|cols| !cols.iter().any(|c| same_name(c, col.name))) {
                     return None;
                 }
-                let mut cells = col.cells().take(max_versions);
-                let value = match read.time_range {
-                    None => cells.next().map(|(_, value)| value),
-                    Some((s, e)) => cells.find(|(v, _)| *v >= s && *v < e).map(|(_, value)| value),
-                };
-                value.map(|v| (col.name, v))
+                selected(col, read, max_versions).map(|v| (col.name, v))
             })
         });
         let overlaid = overlaid.into_iter().flat_map(|(overlay, read)| {
@@ -138,7 +136,7 @@ impl<'a> RowRef<'a> {
     pub fn to_row(&self) -> Result<Row> {
         match &self.body {
             Body::Owned(row) => Ok((*row).clone()),
-            Body::Put { put, read, max_versions } => {
+            Body::Put { put, read, max_versions, .. } => {
                 let key = self.primary_key()?;
                 select_single_put(key, put.to_record(), *max_versions, read).ok_or_else(no_cell)
             }
@@ -153,6 +151,18 @@ impl<'a> RowRef<'a> {
                 visible(st, *max_versions, Ttl::Forever, 0).and_then(|st| select(&key, st, read)).ok_or_else(no_cell)
             }
         }
+    }
+}
+
+/// The newest cell of `col` within `max_versions` and the read's time range: the first cell
+/// (decoded when the column was read) unless a time range asks for an older one.
+fn selected<'a>(col: &ColumnRef<'a>, read: &ReadOptions, max_versions: usize) -> Option<ValueRef<'a>> {
+    if max_versions == 0 {
+        return None;
+    }
+    match read.time_range {
+        None => col.newest().map(|(_, value)| value),
+        Some((s, e)) => col.cells().take(max_versions).find(|(v, _)| *v >= s && *v < e).map(|(_, value)| value),
     }
 }
 
