@@ -12,6 +12,7 @@
 //! which the parts' locks may be taken is in docs/DESIGN.md ("Locks and the order they are
 //! taken in").
 
+mod apply;
 mod indexes;
 pub(crate) mod info;
 mod maintenance;
@@ -42,6 +43,7 @@ use crate::version::edit::VersionEdit;
 use crate::version::set::{Installed, VersionSet};
 use crate::write::Writer;
 
+pub use apply::{Applied, ApplyBatch};
 pub use indexes::IndexDescription;
 pub use tables::TableDescription;
 

@@ -70,6 +70,19 @@ impl Snapshot {
         self.at.seqno
     }
 
+    /// The applied mark of partition `partition` of `table` as of the snapshot
+    /// ([`crate::Db::applied_mark`]): the mark of exactly the entries whose rows it sees.
+    ///
+    /// # Errors
+    /// As [`crate::Db::applied_mark`].
+    pub fn applied_mark(
+        &self,
+        table: &str,
+        partition: crate::ids::PartitionId,
+    ) -> Result<Option<crate::write::applied::AppliedMark>> {
+        crate::write::applied::mark_at(&self.reader, &self.at, table, partition)
+    }
+
     /// GetRow as of the snapshot.
     ///
     /// # Errors

@@ -209,7 +209,7 @@ impl VersionEdit {
         for change in &self.changes {
             match change {
                 Change::CreateTable(t) => {
-                    if v.table(&t.schema.name).is_some() {
+                    if v.table_or_internal(&t.schema.name).is_some() {
                         return Err(Error::TableExists(t.schema.name.clone()));
                     }
                     v.put_table(t.clone());
@@ -222,6 +222,9 @@ impl VersionEdit {
                     }
                     for ix in &t.indexes {
                         v.remove_table(ix.table);
+                    }
+                    if let Some(marks) = v.applied_table_of(t.id).map(|m| m.id) {
+                        v.remove_table(marks);
                     }
                 }
                 Change::AddColumns { name, columns } => {

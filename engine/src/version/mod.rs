@@ -7,6 +7,7 @@
 
 use crate::ids::{FileId, PartitionId, TableId};
 #[cfg(any(test, debug_assertions))]
+pub(crate) mod applied;
 pub(crate) mod check;
 pub(crate) mod checkpoint;
 pub(crate) mod edit;
@@ -265,6 +266,12 @@ impl LsmVersion {
         {
             self.by_name.remove(&t.schema.name);
         }
+    }
+
+    /// The marks table of table `table_id` (`applied.rs`), once something was applied to it.
+    pub fn applied_table_of(&self, table_id: TableId) -> Option<&Arc<Table>> {
+        let name = applied::applied_name(table_id);
+        self.tables.values().find(|t| t.schema.name == name)
     }
 
     /// The table whose stream keeps its records in log table `log`.

@@ -152,12 +152,16 @@ pub fn is_internal(name: &str) -> bool {
 }
 
 /// Checks a table name read from a manifest: a name the data model allows, a log table's
-/// (`$stream_<table id>_<log id>`) or an index table's (`$index_<table id>_<index id>`), so a
-/// name from disk never leaves the database's folder.
+/// (`$stream_<table id>_<log id>`), an index table's (`$index_<table id>_<index id>`) or a
+/// marks table's (`$applied_<table id>`), so a name from disk never leaves the database's
+/// folder.
 ///
 /// # Errors
 /// `Invalid` (rule `name`) naming what is wrong.
 pub fn check_stored_name(name: &str) -> crate::error::Result<()> {
+    if name.strip_prefix(INTERNAL_PREFIX).is_some_and(crate::version::applied::is_applied_name) {
+        return Ok(());
+    }
     match name
         .strip_prefix(INTERNAL_PREFIX)
         .and_then(|r| r.strip_prefix("stream_").or_else(|| r.strip_prefix("index_")))
@@ -171,7 +175,7 @@ pub fn check_stored_name(name: &str) -> crate::error::Result<()> {
             } else {
                 Err(crate::error::Error::invalid(
                     "name",
-                    format!("internal table name {name:?} is not a stream's or an index's"),
+                    format!("internal table name {name:?} is not a stream's, an index's or a marks table's"),
                 ))
             }
         }

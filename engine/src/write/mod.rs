@@ -18,6 +18,7 @@
 //! acknowledged before its WAL write (and fsync, when required) succeeded; a failed WAL write or
 //! sync poisons the database, so entries inserted but never published are never flushed.
 
+pub(crate) mod applied;
 mod fold;
 pub(crate) mod index;
 mod locks;
@@ -81,6 +82,8 @@ pub(crate) enum Pending<'a> {
         /// The rows' encoded primary keys.
         pks: Vec<Vec<u8>>,
     },
+    /// [`crate::Db::apply`]: an entry of a replicated log, with its clock and mark.
+    Apply(Box<applied::Apply>),
 }
 
 /// The rows a transaction commits (`txn/`): each already checked, its increments and
@@ -157,6 +160,16 @@ impl Pending<'_> {
             // changed since: they read nothing here, but their index entries do.
             Pending::Txn(c) => indexed(&c.table),
             Pending::IndexRefresh { .. } => true,
+            // The partition's mark is read (and every earlier batch with it).
+            Pending::Apply(_) => true,
+        }
+    }
+
+    /// The clock the request brings (an applied entry's), instead of the engine's.
+    fn clock(&self) -> Option<u64> {
+        match self {
+            Pending::Apply(a) => Some(a.now_ms),
+            _ => None,
         }
     }
 }
@@ -673,6 +686,7 @@ impl Writer {
         // acknowledged, so no reader sees half a batch.
         let mut failed: Option<Error> = None;
         for (ticket, pending) in group {
+            let now = pending.clock().unwrap_or(now);
             if failed.is_none()
                 && pending.reads_rows(&version)
                 && let Err(e) = self.insert_rows(&active, deferred.drain(..), row_bufs)
@@ -723,6 +737,12 @@ impl Writer {
                                     &stamps,
                                     row_bufs,
                                 )
+                            })
+                            .and_then(|advanced| match &pending {
+                                Pending::Apply(a) => {
+                                    applied::append_mark(&version, a, &stamps, &mut rows, row_bufs).map(|()| advanced)
+                                }
+                                _ => Ok(advanced),
                             });
                     let advanced = match derived {
                         Ok(a) => a,
@@ -932,6 +952,7 @@ impl Writer {
             Pending::IndexRefresh { table, index, pks } => {
                 self.prepare_index_refresh(version, *table, *index, pks, now, SeqNo(first_seq - 1), bufs)
             }
+            Pending::Apply(a) => self.prepare_apply(version, a, now, first_seq, stamps, bufs),
         };
         // A broken invariant is a bug, not a refused row: nothing more is written until a
         // reopen, as after a failed sync.
@@ -973,6 +994,24 @@ impl Writer {
             index::entries_changed(version, t, pk, None, st.as_ref(), Some(index), &mut rows, bufs)?;
         }
         Ok(Ok(rows))
+    }
+
+    /// Prepares an applied entry (`applied.rs`): checked against the partition's mark, then
+    /// its rows as a batch's (the mark row follows the derived rows in `commit_group`).
+    fn prepare_apply(
+        &self,
+        version: &LsmVersion,
+        apply: &applied::Apply,
+        now: u64,
+        first_seq: u64,
+        stamps: &std::collections::BTreeMap<TableId, u64>,
+        bufs: &mut RowBufs,
+    ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
+        applied::check(version, &self.reader, apply, SeqNo(first_seq - 1))?;
+        if apply.mark_only || apply.ops.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
+        self.prepare_batch(version, &apply.ops, now, first_seq, stamps, bufs)
     }
 
     fn prepare_batch(
@@ -1829,6 +1868,48 @@ mod tests {
     /// batch which reads rows (a condition, an increment) must first see every earlier batch
     /// of its group: one group of a borrowed put, an increment of the row it wrote, a
     /// conditional put that needs it, and a conditional put that must fail for a row written
+    /// Two applies of the same entry in one group (a retry racing the original): the second
+    /// is checked against the first's mark, not the state before the group, so the entry's
+    /// increment counts once.
+    #[test]
+    fn an_entry_applied_twice_in_one_group_counts_once() -> Result<()> {
+        use crate::write::applied::{AppliedMark, Apply};
+        let db = db_with_table_t()?;
+        let partition = db.partitions("t")?.first().map(|p| p.id).ok_or(Error::NotApplied)?;
+        let entry = |index: u64| crate::ApplyBatch {
+            table: "t".into(),
+            partition,
+            ops: Vec::new(),
+            now_ms: 1_700_000_000_000,
+            mark: AppliedMark { index, data: vec![index as u8] },
+        };
+        // The first entry creates the marks table.
+        assert!(db.apply(entry(1))?.rows?.all_ok());
+        let pending = |index: u64| {
+            Pending::Apply(Box::new(Apply {
+                table: "t".into(),
+                partition,
+                ops: vec![UpdateRow::new("t", pk(1)).increment("n", 1).into()],
+                now_ms: 1_700_000_000_000,
+                mark: AppliedMark { index, data: vec![index as u8] },
+                mark_only: false,
+            }))
+        };
+        let put_elsewhere = Pending::Ops(vec![PutRow::new("t", pk(9)).column("m", 1).into()]);
+        let group = vec![(0, put_elsewhere), (1, pending(2)), (2, pending(2)), (3, pending(3))];
+        let results = db.writer()?.commit_group(group.into_iter());
+        let rule_of = |t: u64| match results.iter().find(|(ticket, _)| *ticket == t) {
+            Some((_, Err(Error::Invalid { rule, .. }))) => *rule,
+            Some((_, Ok(_))) => "ok",
+            _ => "other",
+        };
+        assert_eq!([rule_of(1), rule_of(2), rule_of(3)], ["ok", "applied-mark-order", "ok"]);
+        let n = db.get_row("t", &pk(1), &ReadOptions::default())?.and_then(|r| r.get("n").cloned());
+        assert_eq!(n, Some(Value::Integer(2)));
+        assert_eq!(db.applied_mark("t", partition)?.map(|m| m.index), Some(3));
+        Ok(())
+    }
+
     /// earlier in the group.
     #[test]
     fn a_batch_that_reads_rows_sees_the_earlier_batches_of_its_group() -> Result<()> {

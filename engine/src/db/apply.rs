@@ -1,0 +1,111 @@
+//! Applying a replicated log's entries ([`Db::apply`]) and reading back where a partition
+//! stands ([`Db::applied_mark`]). The write side is `write/applied.rs`; the marks' table is
+//! `version/applied.rs`.
+
+use super::Db;
+use crate::error::{Error, Result};
+use crate::ids::PartitionId;
+use crate::model::types::{BatchWriteResult, WriteOp};
+use crate::version::edit::{Change, VersionEdit};
+use crate::write::Pending;
+use crate::write::applied::{AppliedMark, Apply, RULE_PREFIX, mark_at};
+
+/// One entry of a replicated log for [`Db::apply`]: rows of one partition, the clock they are
+/// applied with and the mark recorded with them.
+#[derive(Debug, Clone)]
+pub struct ApplyBatch {
+    /// The table.
+    pub table: String,
+    /// The partition (an id from [`Db::partitions`]) every row lies in.
+    pub partition: PartitionId,
+    /// The rows, as for [`Db::batch_write`]; keys given whole (no auto-increment values).
+    /// Empty: only the mark moves (an entry without rows).
+    pub ops: Vec<WriteOp>,
+    /// The entry's clock (ms since the epoch): the version of engine-stamped cells, the time
+    /// TTL and the version-offset check are judged at. Every replica given the same entries
+    /// with the same clocks computes the same rows.
+    pub now_ms: u64,
+    /// The mark recorded with the rows; its index must be above the partition's.
+    pub mark: AppliedMark,
+}
+
+/// What an entry applied: its rows' outcome, exactly as [`Db::batch_write`] reports it. The
+/// mark moved either way: rows refused for a reason of their own (a failed condition, an
+/// invalid value) are the entry's outcome on every replica, so the entry counts as applied.
+#[derive(Debug)]
+pub struct Applied {
+    /// The rows' outcome.
+    pub rows: std::result::Result<BatchWriteResult, Error>,
+}
+
+impl Db {
+    /// Applies one entry of a replicated log to one partition: its rows and its mark in one
+    /// WAL record, so after any crash [`Db::applied_mark`] names the last entry whose rows
+    /// survived (never a newer one, never an older one). The rows are prepared with the
+    /// entry's clock (`now_ms`) instead of the engine's.
+    ///
+    /// # Errors
+    /// The entry was not applied and the mark did not move: `TableNotFound`; `Invalid` with
+    /// rules `applied-mark-order` (the index is not above the partition's: an entry applied
+    /// again), `applied-partition` (no such partition), `applied-row-outside` (a row of
+    /// another table or partition) and `applied-auto-increment`; and whatever refuses any
+    /// write (`Busy`, `Poisoned`, `ReadOnly`, `Closed`, I/O), after which applying the same
+    /// entry again is right.
+    pub fn apply(&self, batch: ApplyBatch) -> Result<Applied> {
+        let writer = self.writer()?;
+        self.ensure_marks_table(&batch.table)?;
+        let ApplyBatch { table, partition, ops, now_ms, mark } = batch;
+        let apply = |ops: Vec<WriteOp>, mark_only: bool| {
+            let a = Apply { table: table.clone(), partition, ops, now_ms, mark: mark.clone(), mark_only };
+            writer.write_ops(Pending::Apply(Box::new(a)))
+        };
+        let refused = match apply(ops, false) {
+            Ok(rows) if rows.iter().all(|r| r.is_ok()) => return Ok(Applied { rows: Ok(BatchWriteResult { rows }) }),
+            // Rows refused on their own merits: nothing of them was written.
+            Ok(rows) => Ok(BatchWriteResult { rows }),
+            Err(e) if entry_outcome(&e) => Err(e),
+            Err(e) => return Err(e),
+        };
+        apply(Vec::new(), true)?;
+        Ok(Applied { rows: refused })
+    }
+
+    /// The mark of the last entry applied to partition `partition` of `table` ([`Db::apply`]);
+    /// `None` before the first.
+    ///
+    /// # Errors
+    /// `TableNotFound`; I/O or corruption errors.
+    pub fn applied_mark(&self, table: &str, partition: PartitionId) -> Result<Option<AppliedMark>> {
+        mark_at(&self.reader, &self.reader.snapshot(), table, partition)
+    }
+
+    /// Creates `table`'s marks table unless it exists.
+    fn ensure_marks_table(&self, table: &str) -> Result<()> {
+        let v = self.versions.current();
+        let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.into()))?;
+        if v.applied_table_of(t.id).is_some() {
+            return Ok(());
+        }
+        let marks = crate::version::applied::applied_table(
+            t.id,
+            self.versions.next_table_id(),
+            self.versions.next_partition_id(),
+            self.ctx.clock.now_ms(),
+        );
+        match self.versions.log_and_apply(None, VersionEdit::of(vec![Change::CreateTable(marks)])) {
+            // Another caller created it first.
+            Ok(_) | Err(Error::TableExists(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// True when `e` is the entry's own outcome (the same on every replica), not a reason to
+/// leave it unapplied.
+fn entry_outcome(e: &Error) -> bool {
+    match e {
+        Error::Invalid { rule, .. } => !rule.starts_with(RULE_PREFIX),
+        Error::ConditionFailed(_) | Error::NotApplied => true,
+        _ => false,
+    }
+}

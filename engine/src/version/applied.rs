@@ -1,0 +1,51 @@
+//! Where applied marks live: each table that has been written through [`crate::Db::apply`]
+//! has an internal table `$applied_<table id>`, one row per partition (its id the key), whose
+//! cells are the partition's mark: `index` (Integer) and `mark` (Binary). The write leader puts
+//! the row in the same batch, so the WAL record that holds an applied batch holds its mark, and
+//! flushes, compactions, checkpoints and backups carry it as they carry any table.
+
+use std::sync::Arc;
+
+use super::{Partition, Table};
+use crate::ids::{PartitionId, TableId};
+use crate::model::schema::{PkColumn, TableOptions, TableSchema};
+use crate::version::stream::INTERNAL_PREFIX;
+use strata_format::key::KeyType;
+
+/// The column holding a mark's index.
+pub const INDEX_COLUMN: &str = "index";
+/// The column holding a mark's bytes.
+pub const MARK_COLUMN: &str = "mark";
+/// The prefix of a marks table's name, after [`INTERNAL_PREFIX`].
+pub const NAME_PREFIX: &str = "applied_";
+
+/// The name of table `table_id`'s marks table. Table ids are never reused, so a table dropped
+/// and created again under its name starts without marks.
+pub fn applied_name(table_id: TableId) -> String {
+    format!("{INTERNAL_PREFIX}{NAME_PREFIX}{table_id}")
+}
+
+/// A new, empty marks table for table `table_id`, with id `id` and one partition `pid`: one
+/// Integer key (the partition id), one version per cell, kept forever.
+pub fn applied_table(table_id: TableId, id: TableId, pid: PartitionId, now_ms: u64) -> Table {
+    Table {
+        id,
+        schema: TableSchema {
+            name: applied_name(table_id),
+            primary_key: vec![PkColumn { name: "partition".into(), key_type: KeyType::Integer, auto_increment: false }],
+            options: TableOptions { max_versions: 1, ..TableOptions::default() },
+            columns: Vec::new(),
+        },
+        created_ms: now_ms,
+        auto_reserved: 1,
+        stream: None,
+        indexes: Vec::new(),
+        partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new()))],
+    }
+}
+
+/// True when `rest` (an internal name after its prefix) names a marks table: `applied_` and
+/// digits.
+pub fn is_applied_name(rest: &str) -> bool {
+    rest.strip_prefix(NAME_PREFIX).is_some_and(|id| !id.is_empty() && id.bytes().all(|c| c.is_ascii_digit()))
+}
