@@ -29,7 +29,7 @@ fn mark(index: u64) -> AppliedMark {
 }
 
 fn entry(db: &Db, index: u64, now_ms: u64, ops: Vec<WriteOp>) -> ApplyBatch {
-    ApplyBatch { table: "t".into(), partition: partition(db), ops, now_ms, mark: mark(index) }
+    ApplyBatch { table: "t".into(), partition: partition(db), epoch: 1, ops, now_ms, mark: mark(index) }
 }
 
 /// Entry `i` of the crash workload: counts itself in row (1, 0) and writes its own row (1, i).
@@ -110,6 +110,35 @@ fn rows_refused_on_their_own_merits_still_move_the_mark() {
         db.apply(ApplyBatch { table: "nope".into(), ..entry(&db, 3, T0, vec![]) }),
         Err(Error::TableNotFound(_))
     ));
+}
+
+/// In a table cut by its caller, an entry applies to the partition and epoch it names: a row
+/// of another partition, or an entry made for another epoch, is refused and moves nothing.
+#[test]
+fn an_entry_names_its_partition_and_epoch() {
+    use strata::{PartitionSpec, PkValue};
+    let (opts, _fs, _clock) = strata_tests::mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    let id = |n: u64| PartitionId(PartitionId::FIRST_EXTERNAL.get() + n);
+    let layout =
+        [PartitionSpec { id: id(1), start: None }, PartitionSpec { id: id(2), start: Some(PkValue::Integer(10)) }];
+    db.create_table_partitioned(schema().ttl(Ttl::Forever), &layout).unwrap();
+    let at = |p: u64, epoch: u64, index: u64, k: i64| ApplyBatch {
+        table: "t".into(),
+        partition: id(p),
+        epoch,
+        ops: vec![PutRow::new("t", pk![k, 0i64]).column("v", Value::Integer(k)).into()],
+        now_ms: T0,
+        mark: mark(index),
+    };
+    assert!(db.apply(at(1, 1, 1, 3)).unwrap().rows.unwrap().all_ok());
+    assert!(db.apply(at(2, 1, 1, 12)).unwrap().rows.unwrap().all_ok(), "each partition has its own marks");
+    assert_eq!(rule(db.apply(at(1, 1, 2, 12)).unwrap_err()), "applied-row-outside");
+    assert_eq!(rule(db.apply(at(2, 1, 2, 9)).unwrap_err()), "applied-row-outside");
+    assert_eq!(rule(db.apply(at(2, 2, 2, 13)).unwrap_err()), "applied-epoch");
+    assert_eq!(db.applied_mark("t", id(1)).unwrap(), Some(mark(1)));
+    assert_eq!(db.applied_mark("t", id(2)).unwrap(), Some(mark(1)));
+    assert_eq!(newest(&db, &pk![13i64, 0i64], "v"), None);
 }
 
 /// The entry's clock stamps the cells, judges TTL and the version-offset check: two replicas
@@ -286,7 +315,7 @@ fn snapshots_see_each_mark_with_exactly_its_rows_under_background_work() {
                     counter += 1;
                 }
                 expected[ti].lock().push(counter);
-                let batch = ApplyBatch { table: t.into(), partition: p, ops, now_ms: T0 + i, mark: mark(i) };
+                let batch = ApplyBatch { table: t.into(), partition: p, epoch: 1, ops, now_ms: T0 + i, mark: mark(i) };
                 let applied = db.apply(batch).unwrap();
                 assert_eq!(applied.rows.unwrap().all_ok(), !refused, "entry {i} of {t}");
             }

@@ -368,3 +368,106 @@ fn a_single_hot_partition_key_is_reported_not_split() {
     db.run_split_planner().unwrap();
     assert_eq!(db.events().into_iter().filter(|e| e.kind == "hot-key").count(), 1, "not repeated");
 }
+
+/// A split's children and a merge's result start one epoch above their parents; epochs survive
+/// a reopen.
+#[test]
+fn splits_and_merges_raise_the_epoch() {
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", Options { start_paused: true, ..opts.clone() }).unwrap();
+    let schema = TableSchema::new("t").pk("p", KeyType::Integer).pk("c", KeyType::String);
+    db.create_table(schema.split_threshold_bytes(16 << 10).merge_threshold_bytes(2 << 10)).unwrap();
+    assert_eq!(db.partitions("t").unwrap()[0].epoch, 1);
+    for i in 0..4000i64 {
+        let k = pk![(i * 7919) % 400, format!("c{i:05}")];
+        db.put_row(PutRow::new("t", k).column("v", format!("value {i:06}"))).unwrap();
+    }
+    db.flush().unwrap();
+    assert!(db.run_split_planner().unwrap() >= 1);
+    let split = db.partitions("t").unwrap();
+    assert!(split.iter().all(|p| p.epoch >= 2), "{:?}", split.iter().map(|p| (p.id, p.epoch)).collect::<Vec<_>>());
+    db.delete_range("t", &PrimaryKey::inf_min(2), &PrimaryKey::inf_max(2)).unwrap();
+    db.compact_table("t").unwrap();
+    while db.run_split_planner().unwrap() > 0 {}
+    let merged = db.partitions("t").unwrap();
+    assert!(merged.len() < split.len(), "neighbours merged");
+    // A merge of two epoch-2 children is at 3, of its result and another at 4 ...
+    let new: Vec<u64> = merged.iter().filter(|p| split.iter().all(|s| s.id != p.id)).map(|p| p.epoch).collect();
+    assert!(!new.is_empty() && new.iter().all(|&e| e >= 3), "merged epochs {new:?}");
+    let epochs: Vec<(strata::PartitionId, u64)> = merged.iter().map(|p| (p.id, p.epoch)).collect();
+    drop(db);
+    let db = Db::open("/db", opts).unwrap();
+    assert_eq!(db.partitions("t").unwrap().iter().map(|p| (p.id, p.epoch)).collect::<Vec<_>>(), epochs);
+}
+
+/// A table created cut into partitions with the caller's ids keeps them: the planner neither
+/// splits nor merges it (however large or small its partitions), a reopen keeps ids, bounds and
+/// epochs, rows land in the partition their key says, and a layout that is not a cut of the
+/// key space, or an id the engine's or in use, is refused.
+#[test]
+fn a_table_created_cut_keeps_the_callers_partitions() {
+    use strata::{PartitionId, PartitionSpec};
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", opts.clone()).unwrap();
+    let id = |n: u64| PartitionId(PartitionId::FIRST_EXTERNAL.get() + n);
+    let layout: Vec<PartitionSpec> = [None, Some(100i64), Some(200), Some(300)]
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| PartitionSpec { id: id(i as u64 + 1), start: s.map(PkValue::Integer) })
+        .collect();
+    let schema = || {
+        TableSchema::new("t")
+            .pk("p", KeyType::Integer)
+            .pk("c", KeyType::String)
+            .split_threshold_bytes(8 << 10)
+            .merge_threshold_bytes(4 << 10)
+    };
+    db.create_table_partitioned(schema(), &layout).unwrap();
+    let described =
+        |db: &Db| db.partitions("t").unwrap().into_iter().map(|p| (p.id, p.start, p.end, p.epoch)).collect::<Vec<_>>();
+    let expected: Vec<_> = layout
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id, s.start.clone(), layout.get(i + 1).and_then(|n| n.start.clone()), 1))
+        .collect();
+    assert_eq!(described(&db), expected);
+    // Empty partitions are not merged; full ones are not split.
+    assert_eq!(db.run_split_planner().unwrap(), 0);
+    for i in 0..4000i64 {
+        db.put_row(PutRow::new("t", pk![(i * 7919) % 400, format!("c{i:05}")]).column("v", format!("value {i:06}")))
+            .unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(db.run_split_planner().unwrap(), 0);
+    assert!(db.partitions("t").unwrap().iter().all(|p| p.bytes > 8 << 10), "partitions over the threshold");
+    assert_eq!(described(&db), expected);
+    assert_eq!(all_keys(&db, false).len(), 4000);
+    drop(db);
+    let db = Db::open("/db", opts).unwrap();
+    assert_eq!(described(&db), expected);
+    assert_eq!(db.count_range("t", &pk![100, PkValue::InfMin], &pk![200, PkValue::InfMin]).unwrap(), 1000);
+    let rule = |r: strata::Result<()>| match r {
+        Err(strata::Error::Invalid { rule, .. }) => rule,
+        other => panic!("{other:?}"),
+    };
+    let spec = |n: u64, s: Option<i64>| PartitionSpec { id: id(n), start: s.map(PkValue::Integer) };
+    let u = || TableSchema::new("u").pk("p", KeyType::Integer);
+    assert_eq!(rule(db.create_table_partitioned(u(), &[spec(1, None)])), "partition-id", "an id in use");
+    let engine_id = PartitionSpec { id: PartitionId(7), start: None };
+    assert_eq!(rule(db.create_table_partitioned(u(), &[engine_id])), "partition-id");
+    assert_eq!(rule(db.create_table_partitioned(u(), &[spec(9, None), spec(9, Some(5))])), "partition-id");
+    for bad in [
+        vec![],
+        vec![spec(9, Some(1))],
+        vec![spec(9, None), spec(10, None)],
+        vec![spec(9, None), spec(10, Some(5)), spec(11, Some(5))],
+        vec![spec(9, None), spec(10, Some(5)), spec(11, Some(4))],
+        vec![spec(9, None), PartitionSpec { id: id(10), start: Some(PkValue::String("x".into())) }],
+        vec![spec(9, None), PartitionSpec { id: id(10), start: Some(PkValue::InfMax) }],
+    ] {
+        assert_eq!(rule(db.create_table_partitioned(u(), &bad)), "partition-layout", "{bad:?}");
+    }
+    assert!(db.list_tables() == vec!["t".to_string()], "nothing refused was created");
+    db.create_table_partitioned(u(), &[spec(9, None), spec(10, Some(5))]).unwrap();
+    assert_eq!(db.partitions("u").unwrap().len(), 2);
+}

@@ -60,6 +60,19 @@ id_type!(
     SeqNo
 );
 
+impl PartitionId {
+    /// The first id a caller may give ([`crate::Db::create_table_partitioned`]): ids from
+    /// here up are the caller's to hand out (a cluster names a partition alike on every
+    /// replica), ids below are the engine's own, so the two never meet.
+    pub const FIRST_EXTERNAL: PartitionId = PartitionId(1 << 63);
+
+    /// True for an id a caller gave: the partition is placed by the caller, and the engine's
+    /// split planner neither splits nor merges it.
+    pub const fn is_external(self) -> bool {
+        self.0 >= Self::FIRST_EXTERNAL.0
+    }
+}
+
 impl SeqNo {
     /// The number `n` after this one.
     pub const fn plus(self, n: u64) -> SeqNo {

@@ -86,7 +86,7 @@ mod write;
 pub use backup::{BackupCreated, BackupInfo, BackupProgress, BackupStore, PurgeInfo, RestoreInfo};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use db::info::{DbStats, LevelStats, PartitionInfo, TableStats};
-pub use db::{Applied, ApplyBatch, Db, IndexDescription, TableDescription};
+pub use db::{Applied, ApplyBatch, Db, IndexDescription, PartitionSpec, TableDescription};
 pub use error::{Error, Result};
 pub use ids::{FileId, PartitionId, SeqNo, TableId};
 pub use model::rowstate::{DropCounts, MAX_CONDITION_DEPTH};

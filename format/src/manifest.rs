@@ -12,8 +12,9 @@ pub const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATMAN");
 /// Format version of the manifest: 2 adds each table's auto-increment column and reservation
 /// (a version-1 manifest reads as tables without one); 3 adds each table's change stream (a
 /// version-2 manifest reads as tables without one); 4 adds each table's defined columns and
-/// secondary indexes (an older manifest reads as tables without them).
-pub const MANIFEST_FORMAT_VERSION: u32 = 4;
+/// secondary indexes (an older manifest reads as tables without them); 5 adds each partition's
+/// epoch (an older manifest reads as epoch 1).
+pub const MANIFEST_FORMAT_VERSION: u32 = 5;
 /// Size of the manifest header.
 pub const MANIFEST_HEADER_LEN: usize = crate::codec::FRAME_HEADER_LEN;
 
@@ -88,6 +89,9 @@ pub struct PartitionRecord {
     pub start: Option<Vec<u8>>,
     /// Exclusive upper bound; `None` is unbounded.
     pub end: Option<Vec<u8>>,
+    /// Raised each time the partition's key range changes (a split's and a merge's results
+    /// start above their parents'): a write naming an older epoch was meant for another range.
+    pub epoch: u64,
     /// Files, level by level; within level 0 newest first.
     pub files: Vec<FileRecord>,
 }
@@ -271,6 +275,7 @@ impl ManifestData {
                 put_varint(&mut b, p.id);
                 put_opt_bytes(&mut b, p.start.as_deref());
                 put_opt_bytes(&mut b, p.end.as_deref());
+                put_varint(&mut b, p.epoch);
                 put_varint(&mut b, p.files.len() as u64);
                 for f in &p.files {
                     put_varint(&mut b, f.id);
@@ -417,6 +422,7 @@ impl ManifestData {
                 let id = c.varint()?;
                 let start = c.opt_bytes()?.map(<[u8]>::to_vec);
                 let end = c.opt_bytes()?.map(<[u8]>::to_vec);
+                let epoch = if version >= 5 { c.varint()? } else { 1 };
                 let nf = c.count(12, "file count")?;
                 let mut files = Vec::with_capacity(nf);
                 for _ in 0..nf {
@@ -437,7 +443,7 @@ impl ManifestData {
                         clip_end: c.opt_bytes()?.map(<[u8]>::to_vec),
                     });
                 }
-                t.partitions.push(PartitionRecord { id, start, end, files });
+                t.partitions.push(PartitionRecord { id, start, end, epoch, files });
             }
             m.tables.push(t);
         }
@@ -508,6 +514,7 @@ mod tests {
                     id: 2,
                     start: None,
                     end: Some(vec![2, 1]),
+                    epoch: 3,
                     files: vec![FileRecord {
                         id: 9,
                         home_partition: 1,

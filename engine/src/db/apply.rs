@@ -18,6 +18,9 @@ pub struct ApplyBatch {
     pub table: String,
     /// The partition (an id from [`Db::partitions`]) every row lies in.
     pub partition: PartitionId,
+    /// The partition's epoch as the log's owner knows it ([`crate::PartitionInfo::epoch`]):
+    /// an entry naming another epoch was meant for another key range and is refused.
+    pub epoch: u64,
     /// The rows, as for [`Db::batch_write`]; keys given whole (no auto-increment values).
     /// Empty: only the mark moves (an entry without rows).
     pub ops: Vec<WriteOp>,
@@ -47,16 +50,17 @@ impl Db {
     /// # Errors
     /// The entry was not applied and the mark did not move: `TableNotFound`; `Invalid` with
     /// rules `applied-mark-order` (the index is not above the partition's: an entry applied
-    /// again), `applied-partition` (no such partition), `applied-row-outside` (a row of
+    /// again), `applied-partition` (no such partition), `applied-epoch` (the partition's
+    /// epoch is another), `applied-row-outside` (a row of
     /// another table or partition) and `applied-auto-increment`; and whatever refuses any
     /// write (`Busy`, `Poisoned`, `ReadOnly`, `Closed`, I/O), after which applying the same
     /// entry again is right.
     pub fn apply(&self, batch: ApplyBatch) -> Result<Applied> {
         let writer = self.writer()?;
         self.ensure_marks_table(&batch.table)?;
-        let ApplyBatch { table, partition, ops, now_ms, mark } = batch;
+        let ApplyBatch { table, partition, epoch, ops, now_ms, mark } = batch;
         let apply = |ops: Vec<WriteOp>, mark_only: bool| {
-            let a = Apply { table: table.clone(), partition, ops, now_ms, mark: mark.clone(), mark_only };
+            let a = Apply { table: table.clone(), partition, epoch, ops, now_ms, mark: mark.clone(), mark_only };
             writer.write_ops(Pending::Apply(Box::new(a)))
         };
         let refused = match apply(ops, false) {

@@ -38,6 +38,9 @@ pub struct PartitionInfo {
     pub start: Option<PkValue>,
     /// Exclusive last partition-key value (`None`: unbounded).
     pub end: Option<PkValue>,
+    /// Raised each time the partition's key range changes (a split's children and a merge's
+    /// result start one above their parents'); 1 for a partition made with its table.
+    pub epoch: u64,
     /// Levels.
     pub levels: Vec<LevelStats>,
     /// Estimated bytes of data blocks this partition reads (shared files clipped): what the
@@ -196,6 +199,7 @@ impl Db {
             id: p.id,
             start: bound_value(&p.start),
             end: bound_value(&p.end),
+            epoch: p.epoch,
             levels,
             bytes,
             file_bytes,

@@ -45,7 +45,7 @@ use crate::write::Writer;
 
 pub use apply::{Applied, ApplyBatch};
 pub use indexes::IndexDescription;
-pub use tables::TableDescription;
+pub use tables::{PartitionSpec, TableDescription};
 
 /// An open strata database. `Send + Sync`: share it between threads by reference or `Arc`.
 /// Closing (or dropping) flushes memtables and releases the folder lock.

@@ -7,13 +7,14 @@ use strata_format::manifest::PartitionRecord;
 
 use super::Db;
 use crate::error::{Error, Result};
-use crate::ids::FileId;
+use crate::ids::{FileId, PartitionId};
 use crate::model::schema::TableSchema;
-use crate::model::types::{StreamSetting, TableUpdate};
+use crate::model::types::{PkValue, PrimaryKey, StreamSetting, TableUpdate};
 use crate::paths;
 use crate::version::edit::{Change, StreamChange, VersionEdit};
 use crate::version::stream::{self, StreamMeta};
 use crate::version::{LsmVersion, Partition, Table};
+use strata_format::key::partition_key;
 
 impl Db {
     /// Creates a table.
@@ -26,7 +27,16 @@ impl Db {
         if self.versions.state.read().version.table(&schema.name).is_some() {
             return Err(Error::TableExists(schema.name.clone()));
         }
-        let (id, pid) = (self.versions.next_table_id(), self.versions.next_partition_id());
+        let pid = self.versions.next_partition_id();
+        self.create_table_with(schema, vec![Arc::new(Partition::new(pid, None, None, Vec::new()))])
+    }
+
+    /// Creates table `schema` with `partitions` (and its stream's log table when it has one).
+    fn create_table_with(&self, schema: TableSchema, partitions: Vec<Arc<Partition>>) -> Result<()> {
+        if self.versions.state.read().version.table(&schema.name).is_some() {
+            return Err(Error::TableExists(schema.name.clone()));
+        }
+        let id = self.versions.next_table_id();
         let now = self.ctx.clock.now_ms();
         let hours = schema.options.stream_hours;
         let mut table = Table {
@@ -37,7 +47,7 @@ impl Db {
             auto_reserved: 1,
             stream: None,
             indexes: Vec::new(),
-            partitions: vec![Arc::new(Partition::new(pid, None, None, Vec::new()))],
+            partitions,
         };
         let mut changes = Vec::new();
         if let Some(h) = hours {
@@ -50,6 +60,25 @@ impl Db {
             changes.push(Change::CreateTable(table));
         }
         self.versions.log_and_apply(None, VersionEdit::of(changes)).map(drop)
+    }
+
+    /// Creates a table already cut into `partitions`, each with the id given (at or above
+    /// [`PartitionId::FIRST_EXTERNAL`]) and its inclusive first partition-key value (the first
+    /// partition's is `None`, unbounded; each next one's above the one before; a partition ends
+    /// where the next begins). Every replica of a cluster creating the table this way names
+    /// and bounds its partitions alike. The split planner neither splits nor merges such a
+    /// table's partitions.
+    ///
+    /// # Errors
+    /// As [`Db::create_table`]; `Invalid` with rule `partition-layout` for bounds that are not
+    /// as above or a value of another type than the partition key's, `partition-id` for an id
+    /// below [`PartitionId::FIRST_EXTERNAL`], given twice or in use.
+    pub fn create_table_partitioned(&self, schema: TableSchema, partitions: &[PartitionSpec]) -> Result<()> {
+        schema.validate()?;
+        self.ctx.check_writable()?;
+        // Ids in use are refused where the table is installed (`Change::CreateTable`).
+        let partitions = partition_layout(&schema, partitions)?;
+        self.create_table_with(schema, partitions)
     }
 
     /// Drops a table and deletes its files.
@@ -169,4 +198,65 @@ pub struct TableDescription {
     pub sst_bytes: u64,
     /// SSTables.
     pub sst_files: usize,
+}
+
+/// One partition of a table created already cut ([`Db::create_table_partitioned`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionSpec {
+    /// The partition's id, at or above [`PartitionId::FIRST_EXTERNAL`].
+    pub id: PartitionId,
+    /// Its inclusive first partition-key value; `None` (unbounded) for the first partition
+    /// only.
+    pub start: Option<PkValue>,
+}
+
+/// Checks `partitions` against `schema` and makes them, empty, with their encoded bounds.
+fn partition_layout(schema: &TableSchema, partitions: &[PartitionSpec]) -> Result<Vec<Arc<Partition>>> {
+    let layout_error = |why: String| Error::invalid("partition-layout", why);
+    if partitions.is_empty() {
+        return Err(layout_error("a table has at least one partition".into()));
+    }
+    let mut starts: Vec<Option<Vec<u8>>> = Vec::with_capacity(partitions.len());
+    let mut ids = HashSet::new();
+    for (i, p) in partitions.iter().enumerate() {
+        if !p.id.is_external() {
+            return Err(Error::invalid(
+                "partition-id",
+                format!(
+                    "partition id {} is the engine's to give; ids a caller gives start at {}",
+                    p.id,
+                    PartitionId::FIRST_EXTERNAL
+                ),
+            ));
+        }
+        if !ids.insert(p.id) {
+            return Err(Error::invalid("partition-id", format!("partition id {} is given twice", p.id)));
+        }
+        let start = match (&p.start, i) {
+            (None, 0) => None,
+            (Some(_), 0) => return Err(layout_error("the first partition starts unbounded (start None)".into())),
+            (None, _) => return Err(layout_error(format!("partition {} (number {i}) has no first value", p.id))),
+            (Some(v), _) => {
+                if v.as_row_value().is_none() {
+                    return Err(layout_error(format!("partition {} starts at {v}, not a value", p.id)));
+                }
+                let key = crate::model::validate::encode_prefix_bound(schema, &PrimaryKey(vec![v.clone()]), true)
+                    .map_err(|e| layout_error(format!("partition {} starts at {v}: {e}", p.id)))?;
+                Some(partition_key(&key).to_vec())
+            }
+        };
+        if let (Some(Some(prev)), Some(s)) = (starts.last(), &start)
+            && prev >= s
+        {
+            return Err(layout_error(format!("partition {} does not start above the partition before it", p.id)));
+        }
+        starts.push(start);
+    }
+    let ends = starts.iter().skip(1).cloned().chain(std::iter::once(None));
+    Ok(partitions
+        .iter()
+        .zip(starts.clone())
+        .zip(ends)
+        .map(|((p, start), end)| Arc::new(Partition::new(p.id, start, end, Vec::new())))
+        .collect())
 }

@@ -451,7 +451,9 @@ pub(crate) fn load_version(
                     level.push(Arc::new(FileEntry { reader, rec: f.clone() }));
                 }
             }
-            partitions.push(Arc::new(Partition::new(PartitionId(p.id), p.start.clone(), p.end.clone(), levels)));
+            partitions.push(Arc::new(
+                Partition::new(PartitionId(p.id), p.start.clone(), p.end.clone(), levels).with_epoch(p.epoch),
+            ));
         }
         stamps.insert(TableId(t.id), t.last_stamp_ms);
         version.put_table(Table {

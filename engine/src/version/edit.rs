@@ -212,6 +212,13 @@ impl VersionEdit {
                     if v.table_or_internal(&t.schema.name).is_some() {
                         return Err(Error::TableExists(t.schema.name.clone()));
                     }
+                    // Ids a caller gave (`Db::create_table_partitioned`) may name a partition
+                    // that exists; the engine's own never do.
+                    if let Some(p) = t.partitions.iter().find(|p| {
+                        p.id.is_external() && v.tables.values().any(|o| o.partitions.iter().any(|q| q.id == p.id))
+                    }) {
+                        return Err(Error::invalid("partition-id", format!("partition id {} is in use", p.id)));
+                    }
                     v.put_table(t.clone());
                 }
                 Change::DropTable { name } => {

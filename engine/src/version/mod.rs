@@ -81,6 +81,9 @@ pub struct Partition {
     pub start: Option<Vec<u8>>,
     /// Exclusive upper bound; `None` is unbounded.
     pub end: Option<Vec<u8>>,
+    /// Raised each time the key range changes: a split's children and a merge's result start
+    /// one above their parents' highest. 1 for a partition made with its table.
+    pub epoch: u64,
     /// Levels; level 0 newest first, deeper levels ordered by key and non-overlapping.
     pub levels: Vec<Vec<Arc<FileEntry>>>,
     /// Per level deeper than 0 (index = level), the files' lower keys as flat search windows,
@@ -107,9 +110,15 @@ impl Partition {
         end: Option<Vec<u8>>,
         levels: Vec<Vec<Arc<FileEntry>>>,
     ) -> Partition {
-        let mut p = Partition { id, start, end, levels, level_search: Vec::new() };
+        let mut p = Partition { id, start, end, epoch: 1, levels, level_search: Vec::new() };
         p.normalize();
         p
+    }
+
+    /// The partition with epoch `epoch`.
+    pub fn with_epoch(mut self, epoch: u64) -> Partition {
+        self.epoch = epoch;
+        self
     }
 
     /// Sorts level 0 newest first and deeper levels by key, and rebuilds the level search
@@ -324,6 +333,7 @@ impl LsmVersion {
                             id: p.id.get(),
                             start: p.start.clone(),
                             end: p.end.clone(),
+                            epoch: p.epoch,
                             files: p
                                 .levels
                                 .iter()

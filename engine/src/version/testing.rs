@@ -63,7 +63,14 @@ pub type PartitionSpec = (Option<i64>, Option<i64>, Vec<Vec<Arc<FileEntry>>>);
 /// A partition with id `id`, its levels as given (not normalized, so broken orders can be
 /// built).
 pub fn partition(id: u64, (start, end, levels): PartitionSpec) -> Partition {
-    Partition { id: PartitionId(id), start: start.map(pk), end: end.map(pk), levels, level_search: Vec::new() }
+    Partition {
+        id: PartitionId(id),
+        start: start.map(pk),
+        end: end.map(pk),
+        epoch: 1,
+        levels,
+        level_search: Vec::new(),
+    }
 }
 
 /// A table `t` (one Integer key column) of the given partitions, ids 1, 2, ...

@@ -39,6 +39,8 @@ pub(crate) struct Apply {
     pub table: String,
     /// The partition every row lies in.
     pub partition: PartitionId,
+    /// The partition's epoch the entry was made for.
+    pub epoch: u64,
     /// The rows (empty: only the mark moves).
     pub ops: Vec<WriteOp>,
     /// The clock of the entry (ms): engine stamps, TTL and the version-offset check.
@@ -59,13 +61,22 @@ pub const RULE_PREFIX: &str = "applied-";
 /// row of the partition with a key the caller gave whole.
 ///
 /// # Errors
-/// `Invalid` with rules `applied-partition`, `applied-mark-order`, `applied-row-outside`,
+/// `Invalid` with rules `applied-partition`, `applied-epoch`, `applied-mark-order`, `applied-row-outside`,
 /// `applied-auto-increment`; `TableNotFound`.
 pub(super) fn check(version: &LsmVersion, reader: &Reader, apply: &Apply, snapshot: SeqNo) -> Result<()> {
     let table = version.table(&apply.table).ok_or_else(|| Error::TableNotFound(apply.table.clone()))?;
     let partition = table.partitions.iter().find(|p| p.id == apply.partition).ok_or_else(|| {
         Error::invalid("applied-partition", format!("table {:?} has no partition {}", apply.table, apply.partition))
     })?;
+    if partition.epoch != apply.epoch {
+        return Err(Error::invalid(
+            "applied-epoch",
+            format!(
+                "partition {} of table {:?} is at epoch {}; the entry was made for epoch {}",
+                apply.partition, apply.table, partition.epoch, apply.epoch
+            ),
+        ));
+    }
     let marks = version.applied_table_of(table.id).ok_or_else(|| {
         Error::invalid("applied-partition", format!("table {:?} has no marks table (it was re-created)", apply.table))
     })?;

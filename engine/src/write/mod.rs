@@ -1879,6 +1879,7 @@ mod tests {
         let entry = |index: u64| crate::ApplyBatch {
             table: "t".into(),
             partition,
+            epoch: 1,
             ops: Vec::new(),
             now_ms: 1_700_000_000_000,
             mark: AppliedMark { index, data: vec![index as u8] },
@@ -1889,6 +1890,7 @@ mod tests {
             Pending::Apply(Box::new(Apply {
                 table: "t".into(),
                 partition,
+                epoch: 1,
                 ops: vec![UpdateRow::new("t", pk(1)).increment("n", 1).into()],
                 now_ms: 1_700_000_000_000,
                 mark: AppliedMark { index, data: vec![index as u8] },

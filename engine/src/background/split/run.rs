@@ -44,6 +44,11 @@ impl Jobs {
             version.tables.values().flat_map(|t| t.partitions.iter().map(|p| p.id)).collect();
         self.ctx.stats.loads.retain(|id| live.contains(&id));
         for t in version.tables.values() {
+            // A table cut by its caller keeps the caller's partitions (a cluster changes them
+            // through its log, on every replica alike).
+            if t.partitions.iter().any(|p| p.id.is_external()) {
+                continue;
+            }
             let threshold = t.schema.options.split_threshold_bytes;
             for p in &t.partitions {
                 match plan_split(&size_views(p), threshold) {
