@@ -20,6 +20,16 @@ fn schema() -> TableSchema {
     TableSchema::new("t").pk("p", KeyType::Integer).pk("c", KeyType::Integer).max_versions(3).ttl(Ttl::Seconds(60))
 }
 
+/// The partition id table number `n` is created with (`create`).
+fn pid(n: u64) -> PartitionId {
+    PartitionId(PartitionId::FIRST_EXTERNAL.get() + n)
+}
+
+/// Creates `schema` as one partition the caller placed, `pid(n)`.
+fn create(db: &Db, schema: TableSchema, n: u64) {
+    db.create_table_partitioned(schema, &[strata::PartitionSpec { id: pid(n), start: None }]).unwrap();
+}
+
 fn partition(db: &Db) -> PartitionId {
     db.partitions("t").unwrap()[0].id
 }
@@ -55,7 +65,7 @@ fn newest(db: &Db, key: &PrimaryKey, column: &str) -> Option<Value> {
 fn an_entry_applies_its_rows_and_its_mark_once() {
     let (opts, _fs, _clock) = strata_tests::mem_options();
     let db = Db::open("/db", opts).unwrap();
-    db.create_table(schema().ttl(Ttl::Forever)).unwrap();
+    create(&db, schema().ttl(Ttl::Forever), 1);
     let p = partition(&db);
     assert_eq!(db.applied_mark("t", p).unwrap(), None);
     for i in 1..=3 {
@@ -82,7 +92,7 @@ fn an_entry_applies_its_rows_and_its_mark_once() {
 fn rows_refused_on_their_own_merits_still_move_the_mark() {
     let (opts, _fs, _clock) = strata_tests::mem_options();
     let db = Db::open("/db", opts).unwrap();
-    db.create_table(schema().ttl(Ttl::Forever)).unwrap();
+    create(&db, schema().ttl(Ttl::Forever), 1);
     let p = partition(&db);
     // A condition that fails: the entry's outcome on every replica.
     let failing = PutRow::new("t", pk![1i64, 5i64]).column("v", Value::Integer(5)).condition(Condition::expect_exist());
@@ -96,8 +106,7 @@ fn rows_refused_on_their_own_merits_still_move_the_mark() {
     assert_eq!(rule(applied.rows.unwrap_err()), "batch-duplicate-row");
     assert_eq!(db.applied_mark("t", p).unwrap(), Some(mark(2)));
     // Refusals of the entry itself leave the mark where it is.
-    let other = Db::create_table(&db, TableSchema::new("u").pk("k", KeyType::Integer));
-    other.unwrap();
+    db.create_table(TableSchema::new("u").pk("k", KeyType::Integer)).unwrap();
     let outside = PutRow::new("u", pk![1i64]).column("v", Value::Integer(1));
     assert_eq!(rule(db.apply(entry(&db, 3, T0, vec![outside.into()])).unwrap_err()), "applied-row-outside");
     let auto = PutRow::new("t", PrimaryKey(vec![strata::PkValue::Integer(1), strata::PkValue::AutoIncrement]));
@@ -149,7 +158,7 @@ fn replicas_with_different_clocks_apply_the_same_rows() {
         let clock = ManualClock::new(clock_ms);
         let opts = Options { fs: Arc::new(MemFs::new()), clock: Arc::new(clock.clone()), ..Options::small_for_tests() };
         let db = Db::open("/db", opts).unwrap();
-        db.create_table(schema()).unwrap();
+        create(&db, schema(), 1);
         (db, clock)
     };
     let ((a, clock_a), (b, clock_b)) = (replica(T0), replica(T0 + 86_400_000));
@@ -210,7 +219,7 @@ fn after_a_power_cut_the_mark_names_the_last_entry_that_survived() {
                 ..Options::small_for_tests()
             };
             let db = Db::open("/db", opts(&fs)).unwrap();
-            db.create_table(schema().ttl(Ttl::Forever)).unwrap();
+            create(&db, schema().ttl(Ttl::Forever), 1);
             db.sync().unwrap();
             fs.crash_after(cut, if cut % 2 == 0 { CrashMode::TornTail } else { CrashMode::DropUnsynced }, cut);
             let mut acknowledged = 0;
@@ -263,10 +272,10 @@ fn after_a_power_cut_the_mark_names_the_last_entry_that_survived() {
 fn marks_go_with_their_table() {
     let (opts, _fs, _clock) = strata_tests::mem_options();
     let db = Db::open("/db", opts).unwrap();
-    db.create_table(schema()).unwrap();
+    create(&db, schema(), 1);
     assert!(db.apply(entry(&db, 5, T0, counted(5))).unwrap().rows.unwrap().all_ok());
     db.drop_table("t").unwrap();
-    db.create_table(schema()).unwrap();
+    create(&db, schema(), 1);
     assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), None);
     assert!(db.apply(entry(&db, 1, T0, counted(1))).unwrap().rows.unwrap().all_ok());
     drop(db);
@@ -285,9 +294,9 @@ fn snapshots_see_each_mark_with_exactly_its_rows_under_background_work() {
     let opts = || Options { write_buffer_bytes: 16 << 10, ..Options::small_for_tests() };
     let db = Arc::new(Db::open(dir.path().join("db"), opts()).unwrap());
     let tables = ["t", "u"];
-    for t in tables {
+    for (n, t) in tables.into_iter().enumerate() {
         let s = schema().ttl(Ttl::Forever);
-        db.create_table(TableSchema { name: t.into(), ..s }).unwrap();
+        create(&db, TableSchema { name: t.into(), ..s }, n as u64 + 1);
     }
     db.create_table(TableSchema::new("noise").pk("k", KeyType::Integer)).unwrap();
     // Per table, the counter each entry leaves (index i at position i; entry 0: none yet).
@@ -404,4 +413,96 @@ fn check_marks(
         assert!(has(at), "{t}: entry {at}'s row missing");
     }
     at
+}
+
+/// A table the engine partitions (split and merged by size, each replica on its own) takes no
+/// entries: its partition ids and ranges are not the same on every replica.
+#[test]
+fn an_engine_placed_partition_takes_no_entries() {
+    let (opts, _fs, _clock) = strata_tests::mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(schema()).unwrap();
+    assert_eq!(rule(db.apply(entry(&db, 1, T0, counted(1))).unwrap_err()), "applied-partition");
+    assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), None);
+}
+
+/// Refusals that are this replica's alone leave the entry unapplied: a local transaction's
+/// lock on the row's partition-key value (`PartitionLocked`), a batch over this replica's
+/// size limit. The mark stays and the same entry applies once the cause is gone.
+#[test]
+fn a_refusal_of_this_replica_alone_leaves_the_entry_unapplied() {
+    let (opts, _fs, _clock) = strata_tests::mem_options();
+    let db = Db::open("/db", Options { max_batch_bytes: 4 << 10, ..opts }).unwrap();
+    create(&db, schema().ttl(Ttl::Forever), 1);
+    let txn = db.begin_transaction("t", 1i64, strata::TransactionOptions::default()).unwrap();
+    match db.apply(entry(&db, 1, T0, counted(1))) {
+        Err(Error::PartitionLocked { .. }) => {}
+        other => panic!("expected PartitionLocked, got {other:?}"),
+    }
+    assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), None);
+    txn.abort();
+    assert!(db.apply(entry(&db, 1, T0, counted(1))).unwrap().rows.unwrap().all_ok());
+    let big = PutRow::new("t", pk![1i64, 9i64]).column("v", Value::Binary(vec![1; 8 << 10]));
+    assert_eq!(rule(db.apply(entry(&db, 2, T0, vec![big.into()])).unwrap_err()), "batch-too-large");
+    assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), Some(mark(1)));
+    assert_eq!(newest(&db, &pk![1i64, 0i64], "n"), Some(Value::Integer(1)));
+}
+
+/// Two partitions' logs interleave differently on two replicas: the stamps (versions) each
+/// entry's cells get depend on the partition's own entries only, never on the table's other
+/// partitions or local writes; and an entry whose clock is behind its partition's previous
+/// one is stamped at the partition's previous stamp, so a row's versions never go back.
+#[test]
+fn stamps_follow_each_partitions_own_entries() {
+    use strata::{PartitionSpec, PkValue};
+    let replica = || {
+        let opts = Options {
+            fs: Arc::new(MemFs::new()),
+            clock: Arc::new(ManualClock::new(T0 + 2_000)),
+            ..Options::small_for_tests()
+        };
+        let db = Db::open("/db", opts).unwrap();
+        let layout = [
+            PartitionSpec { id: pid(1), start: None },
+            PartitionSpec { id: pid(2), start: Some(PkValue::Integer(10)) },
+        ];
+        db.create_table_partitioned(schema().ttl(Ttl::Forever), &layout).unwrap();
+        db
+    };
+    let put = |p: u64, index: u64, now: u64, k: i64| ApplyBatch {
+        table: "t".into(),
+        partition: pid(p),
+        epoch: 1,
+        ops: vec![PutRow::new("t", pk![k, 0i64]).column("v", Value::Integer(index as i64)).into()],
+        now_ms: now,
+        mark: mark(index),
+    };
+    let (a, b) = (replica(), replica());
+    // Replica a: partition 2's late entry first, then partition 1's; b the other way round.
+    assert!(a.apply(put(2, 1, T0 + 5_000, 12)).unwrap().rows.unwrap().all_ok());
+    assert!(a.apply(put(1, 1, T0 + 1_000, 3)).unwrap().rows.unwrap().all_ok());
+    assert!(b.apply(put(1, 1, T0 + 1_000, 3)).unwrap().rows.unwrap().all_ok());
+    // A local write to the table on b only (beside the replicated rows).
+    b.put_row(PutRow::new("t", pk![4i64, 0i64]).column("v", Value::Integer(0)).column_at(
+        "w",
+        Value::Integer(0),
+        T0 + 9_000,
+    ))
+    .unwrap();
+    assert!(b.apply(put(2, 1, T0 + 5_000, 12)).unwrap().rows.unwrap().all_ok());
+    // Partition 1's next entry carries a clock behind its previous one.
+    for db in [&a, &b] {
+        assert!(db.apply(put(1, 2, T0 + 500, 3)).unwrap().rows.unwrap().all_ok());
+    }
+    let versions = |db: &Db, k: i64| {
+        let read = ReadOptions::default().max_versions(3);
+        let row = db.get_row("t", &pk![k, 0i64], &read).unwrap().unwrap();
+        row.column("v").unwrap().cells.iter().map(|c| (c.version, c.value.clone())).collect::<Vec<_>>()
+    };
+    for k in [3, 12] {
+        assert_eq!(versions(&a, k), versions(&b, k), "row {k}");
+    }
+    // Entry 2 of partition 1 is stamped at entry 1's stamp and replaces its cell.
+    assert_eq!(versions(&a, 3), vec![(T0 + 1_000, Value::Integer(2))]);
+    assert_eq!(versions(&a, 12), vec![(T0 + 5_000, Value::Integer(1))]);
 }

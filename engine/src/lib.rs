@@ -106,6 +106,6 @@ pub use read::rowref::RowRef;
 pub use read::snapshot::Snapshot;
 pub use read::{Examined, RangeIter};
 pub use txn::{Transaction, TransactionOptions, TransactionReceipt};
+pub use version::applied::AppliedMark;
 pub use version::checkpoint::CheckpointInfo;
-pub use write::applied::AppliedMark;
 pub use write::putbatch::PutBatch;

@@ -7,8 +7,12 @@ use crate::error::{Error, Result};
 use crate::ids::PartitionId;
 use crate::model::types::{BatchWriteResult, WriteOp};
 use crate::version::edit::{Change, VersionEdit};
+use std::sync::atomic::AtomicU64;
+
+use crate::read::applied::mark_at;
+use crate::version::applied::AppliedMark;
 use crate::write::Pending;
-use crate::write::applied::{AppliedMark, Apply, RULE_PREFIX, mark_at};
+use crate::write::applied::Apply;
 
 /// One entry of a replicated log for [`Db::apply`]: rows of one partition, the clock they are
 /// applied with and the mark recorded with them.
@@ -42,36 +46,36 @@ pub struct Applied {
 }
 
 impl Db {
-    /// Applies one entry of a replicated log to one partition: its rows and its mark in one
-    /// WAL record, so after any crash [`Db::applied_mark`] names the last entry whose rows
-    /// survived (never a newer one, never an older one). The rows are prepared with the
-    /// entry's clock (`now_ms`) instead of the engine's.
+    /// Applies one entry of a replicated log to one partition of a table created with
+    /// [`Db::create_table_partitioned`]: its rows and its mark in one WAL record, so after any
+    /// crash [`Db::applied_mark`] names the last entry whose rows survived (never a newer one,
+    /// never an older one). The rows are prepared at the entry's clock (`now_ms`, raised to the
+    /// highest stamp the partition's earlier entries used) instead of the engine's.
     ///
     /// # Errors
     /// The entry was not applied and the mark did not move: `TableNotFound`; `Invalid` with
     /// rules `applied-mark-order` (the index is not above the partition's: an entry applied
-    /// again), `applied-partition` (no such partition), `applied-epoch` (the partition's
-    /// epoch is another), `applied-row-outside` (a row of
-    /// another table or partition) and `applied-auto-increment`; and whatever refuses any
-    /// write (`Busy`, `Poisoned`, `ReadOnly`, `Closed`, I/O), after which applying the same
-    /// entry again is right.
+    /// again), `applied-partition` (no such partition, or one the engine placed),
+    /// `applied-epoch` (the partition's epoch is another), `applied-row-outside` (a row of
+    /// another table or partition), `applied-auto-increment`, and `batch-too-large` (a limit
+    /// of this replica's options); a read error while preparing the rows, a local
+    /// transaction's lock (`PartitionLocked`), and whatever refuses any write (`Busy`,
+    /// `Poisoned`, `ReadOnly`, `Closed`, I/O). Applying the same entry again is right after
+    /// any of them.
     pub fn apply(&self, batch: ApplyBatch) -> Result<Applied> {
         let writer = self.writer()?;
         self.ensure_marks_table(&batch.table)?;
         let ApplyBatch { table, partition, epoch, ops, now_ms, mark } = batch;
-        let apply = |ops: Vec<WriteOp>, mark_only: bool| {
-            let a = Apply { table: table.clone(), partition, epoch, ops, now_ms, mark: mark.clone(), mark_only };
-            writer.write_ops(Pending::Apply(Box::new(a)))
-        };
-        let refused = match apply(ops, false) {
-            Ok(rows) if rows.iter().all(|r| r.is_ok()) => return Ok(Applied { rows: Ok(BatchWriteResult { rows }) }),
-            // Rows refused on their own merits: nothing of them was written.
-            Ok(rows) => Ok(BatchWriteResult { rows }),
-            Err(e) if entry_outcome(&e) => Err(e),
-            Err(e) => return Err(e),
-        };
-        apply(Vec::new(), true)?;
-        Ok(Applied { rows: refused })
+        let rows = ops.len();
+        let a = Apply { table, partition, epoch, ops, now_ms, mark, stamp: AtomicU64::new(0) };
+        let mut outcomes = writer.write_ops(Pending::Apply(Box::new(a)))?;
+        // The leader reports a refusal of the whole batch as one outcome (`write/applied.rs`).
+        if outcomes.len() != rows
+            && let Some(Err(e)) = outcomes.pop()
+        {
+            return Ok(Applied { rows: Err(e) });
+        }
+        Ok(Applied { rows: Ok(BatchWriteResult { rows: outcomes }) })
     }
 
     /// The mark of the last entry applied to partition `partition` of `table` ([`Db::apply`]);
@@ -101,15 +105,5 @@ impl Db {
             Ok(_) | Err(Error::TableExists(_)) => Ok(()),
             Err(e) => Err(e),
         }
-    }
-}
-
-/// True when `e` is the entry's own outcome (the same on every replica), not a reason to
-/// leave it unapplied.
-fn entry_outcome(e: &Error) -> bool {
-    match e {
-        Error::Invalid { rule, .. } => !rule.starts_with(RULE_PREFIX),
-        Error::ConditionFailed(_) | Error::NotApplied => true,
-        _ => false,
     }
 }

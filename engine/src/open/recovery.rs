@@ -413,6 +413,19 @@ pub(crate) fn load_version(
     data: &ManifestData,
     cache: &Arc<BlockCache>,
 ) -> Result<(LsmVersion, BTreeMap<TableId, u64>, HashSet<std::path::PathBuf>)> {
+    // The engine hands out partition ids below the callers' range: a counter inside it would
+    // make the engine's own splits name partitions as the caller's.
+    if data.next_partition_id > PartitionId::FIRST_EXTERNAL.get() {
+        return Err(Error::Corruption {
+            path: paths::manifest(path),
+            offset: 0,
+            detail: format!(
+                "next partition id {} lies in the range of ids callers give (from {})",
+                data.next_partition_id,
+                PartitionId::FIRST_EXTERNAL
+            ),
+        });
+    }
     let mut version = LsmVersion::default();
     let mut readers: BTreeMap<u64, Arc<SstReader>> = BTreeMap::new();
     let mut stamps = BTreeMap::new();

@@ -6,6 +6,7 @@
 //! first), then level 0 newest first, then one file per deeper level, stopping at the first
 //! record that hides everything older (a put or a delete).
 
+pub(crate) mod applied;
 pub mod iter;
 pub(crate) mod overlay;
 pub mod rowref;

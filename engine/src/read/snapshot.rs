@@ -79,8 +79,8 @@ impl Snapshot {
         &self,
         table: &str,
         partition: crate::ids::PartitionId,
-    ) -> Result<Option<crate::write::applied::AppliedMark>> {
-        crate::write::applied::mark_at(&self.reader, &self.at, table, partition)
+    ) -> Result<Option<crate::version::applied::AppliedMark>> {
+        super::applied::mark_at(&self.reader, &self.at, table, partition)
     }
 
     /// GetRow as of the snapshot.

@@ -1,8 +1,9 @@
 //! Where applied marks live: each table that has been written through [`crate::Db::apply`]
 //! has an internal table `$applied_<table id>`, one row per partition (its id the key), whose
-//! cells are the partition's mark: `index` (Integer) and `mark` (Binary). The write leader puts
-//! the row in the same batch, so the WAL record that holds an applied batch holds its mark, and
-//! flushes, compactions, checkpoints and backups carry it as they carry any table.
+//! cells are the partition's mark, `index` (Integer) and `mark` (Binary), and the highest
+//! engine stamp its entries used, `stamp` (Integer). The write leader puts the row in the same
+//! batch, so the WAL record that holds an applied batch holds its mark, and flushes,
+//! compactions, checkpoints and backups carry it as they carry any table.
 
 use std::sync::Arc;
 
@@ -16,6 +17,26 @@ use strata_format::key::KeyType;
 pub const INDEX_COLUMN: &str = "index";
 /// The column holding a mark's bytes.
 pub const MARK_COLUMN: &str = "mark";
+/// The column holding the partition's highest engine stamp.
+pub const STAMP_COLUMN: &str = "stamp";
+
+/// A partition's applied mark: the index of the last log entry applied to it (strictly
+/// increasing from entry to entry) and bytes the log's owner keeps with it (a Raft log id, a
+/// membership).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedMark {
+    /// The entry's index; each applied entry's is above the partition's current one.
+    pub index: u64,
+    /// Opaque bytes stored with the index.
+    pub data: Vec<u8>,
+}
+
+/// The key of partition `partition`'s mark row: its id's 64 bits as an Integer.
+pub fn mark_key(partition: PartitionId) -> Vec<u8> {
+    let mut key = Vec::new();
+    strata_format::key::PkRef::Integer(partition.get() as i64).encode(&mut key);
+    key
+}
 /// The prefix of a marks table's name, after [`INTERNAL_PREFIX`].
 pub const NAME_PREFIX: &str = "applied_";
 
@@ -44,8 +65,10 @@ pub fn applied_table(table_id: TableId, id: TableId, pid: PartitionId, now_ms: u
     }
 }
 
-/// True when `rest` (an internal name after its prefix) names a marks table: `applied_` and
-/// digits.
-pub fn is_applied_name(rest: &str) -> bool {
-    rest.strip_prefix(NAME_PREFIX).is_some_and(|id| !id.is_empty() && id.bytes().all(|c| c.is_ascii_digit()))
+/// The table whose marks table `name` is (`$applied_<table id>`, the id as written by
+/// [`applied_name`]: no sign, no leading zero); `None` for any other name.
+pub fn owner_of(name: &str) -> Option<TableId> {
+    let id = name.strip_prefix(INTERNAL_PREFIX)?.strip_prefix(NAME_PREFIX)?;
+    let owner = TableId(id.parse().ok()?);
+    (applied_name(owner) == name).then_some(owner)
 }

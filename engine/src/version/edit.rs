@@ -212,6 +212,13 @@ impl VersionEdit {
                     if v.table_or_internal(&t.schema.name).is_some() {
                         return Err(Error::TableExists(t.schema.name.clone()));
                     }
+                    // A marks table is made for a table that exists (one dropped meanwhile
+                    // would leave it behind, never dropped).
+                    if let Some(owner) = crate::version::applied::owner_of(&t.schema.name)
+                        && !v.tables.contains_key(&owner)
+                    {
+                        return Err(Error::TableNotFound(format!("table id {owner}")));
+                    }
                     // Ids a caller gave (`Db::create_table_partitioned`) may name a partition
                     // that exists; the engine's own never do.
                     if let Some(p) = t.partitions.iter().find(|p| {
@@ -537,6 +544,45 @@ mod tests {
         assert!(matches!(
             VersionEdit::of(vec![Change::DropTable { name: "t".into() }]).apply(&dropped),
             Err(Error::TableNotFound(_))
+        ));
+        Ok(())
+    }
+
+    /// A marks table is made only for a table that exists (one dropped meanwhile would leave
+    /// it behind for good), under its one canonical name, and goes with its table; a caller's
+    /// partition id in use is refused.
+    #[test]
+    fn marks_tables_belong_to_a_live_table_and_caller_ids_are_unique() -> Result<()> {
+        use crate::version::applied::{applied_table, owner_of};
+        let v = version(vec![(None, None, vec![])]);
+        let owner = v.table("t").map(|t| t.id).ok_or(Error::NotApplied)?;
+        let orphan = applied_table(TableId(99), TableId(50), PartitionId(50), 0);
+        assert!(matches!(VersionEdit::of(vec![Change::CreateTable(orphan)]).apply(&v), Err(Error::TableNotFound(_))));
+        let marks = applied_table(owner, TableId(51), PartitionId(51), 0);
+        let with = VersionEdit::of(vec![Change::CreateTable(marks.clone())]).apply(&v)?.version;
+        assert!(with.applied_table_of(owner).is_some());
+        assert!(matches!(VersionEdit::of(vec![Change::CreateTable(marks)]).apply(&with), Err(Error::TableExists(_))));
+        assert_eq!(owner_of(&format!("$applied_{owner}")), Some(owner));
+        for other in ["$applied_007", "$applied_", "$applied_-1", "$applied_1x", "applied_1", "$stream_1_2"] {
+            assert_eq!(owner_of(other), None, "{other}");
+        }
+        let dropped = VersionEdit::of(vec![Change::DropTable { name: "t".into() }]).apply(&with)?.version;
+        assert!(dropped.tables.is_empty(), "the marks table went with its table");
+        let caller = |name: &str, id: u64| Table {
+            id: TableId(id),
+            schema: TableSchema::new(name).pk("k", KeyType::Integer),
+            partitions: vec![Arc::new(crate::version::Partition::new(
+                PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1),
+                None,
+                None,
+                Vec::new(),
+            ))],
+            ..testing::table(vec![(None, None, vec![])])
+        };
+        let one = VersionEdit::of(vec![Change::CreateTable(caller("a", 60))]).apply(&v)?.version;
+        assert!(matches!(
+            VersionEdit::of(vec![Change::CreateTable(caller("b", 61))]).apply(&one),
+            Err(Error::Invalid { rule: "partition-id", .. })
         ));
         Ok(())
     }

@@ -42,7 +42,7 @@ pub(crate) fn split_children(p: &Partition, ids: (PartitionId, PartitionId), spl
             .iter()
             .map(|l| l.iter().filter_map(|f| clip_to(f, start.as_deref(), end.as_deref())).collect())
             .collect();
-        Arc::new(Partition::new(cid, start, end, levels).with_epoch(p.epoch + 1))
+        Arc::new(Partition::new(cid, start, end, levels).with_epoch(p.epoch.saturating_add(1)))
     };
     [child(ids.0, p.start.clone(), Some(split_key.to_vec())), child(ids.1, Some(split_key.to_vec()), p.end.clone())]
 }
@@ -75,5 +75,5 @@ pub(crate) fn merged_partition(pa: &Partition, pb: &Partition, id: PartitionId) 
         }
         levels.push(by_id.into_values().collect());
     }
-    Partition::new(id, pa.start.clone(), pb.end.clone(), levels).with_epoch(pa.epoch.max(pb.epoch) + 1)
+    Partition::new(id, pa.start.clone(), pb.end.clone(), levels).with_epoch(pa.epoch.max(pb.epoch).saturating_add(1))
 }

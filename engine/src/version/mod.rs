@@ -6,8 +6,8 @@
 //! installs.
 
 use crate::ids::{FileId, PartitionId, TableId};
-#[cfg(any(test, debug_assertions))]
 pub(crate) mod applied;
+#[cfg(any(test, debug_assertions))]
 pub(crate) mod check;
 pub(crate) mod checkpoint;
 pub(crate) mod edit;

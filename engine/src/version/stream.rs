@@ -159,7 +159,7 @@ pub fn is_internal(name: &str) -> bool {
 /// # Errors
 /// `Invalid` (rule `name`) naming what is wrong.
 pub fn check_stored_name(name: &str) -> crate::error::Result<()> {
-    if name.strip_prefix(INTERNAL_PREFIX).is_some_and(crate::version::applied::is_applied_name) {
+    if crate::version::applied::owner_of(name).is_some() {
         return Ok(());
     }
     match name

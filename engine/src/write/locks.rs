@@ -101,12 +101,13 @@ impl PartitionLocks {
         table: TableId,
         key: &[u8],
         txn: Option<u64>,
-        now_ms: u64,
+        now_ms: impl FnOnce() -> u64,
         describe: impl FnOnce() -> Error,
     ) -> Result<()> {
         if txn.is_none() && self.count.load(Ordering::Acquire) == 0 {
             return Ok(());
         }
+        let now_ms = now_ms();
         let mut held = self.held.lock();
         let k = (table, key.to_vec());
         // An expired entry goes as soon as anyone sees it: its owner's commit then finds it

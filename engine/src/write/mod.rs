@@ -716,6 +716,15 @@ impl Writer {
                 row_bufs.fold = Folding::Not;
                 prepared = self.prepare_pending(&version, &pending, now, next_seq, &stamps, row_bufs);
             }
+            // An applied entry whose rows every replica refuses alike writes its mark alone,
+            // here, against the state its rows were refused by (`applied.rs`).
+            let mut refused = None;
+            if matches!(pending, Pending::Apply(_)) {
+                prepared = applied::settle(prepared).map(|(rows, r)| {
+                    refused = r;
+                    Ok(rows)
+                });
+            }
             match prepared {
                 Err(e) => results.push((ticket, Err(e))),
                 Ok(Err(outcomes)) => results.push((ticket, Ok(outcomes))),
@@ -740,7 +749,7 @@ impl Writer {
                             })
                             .and_then(|advanced| match &pending {
                                 Pending::Apply(a) => {
-                                    applied::append_mark(&version, a, &stamps, &mut rows, row_bufs).map(|()| advanced)
+                                    applied::append_mark(&version, a, &mut rows, row_bufs).map(|()| advanced)
                                 }
                                 _ => Ok(advanced),
                             });
@@ -819,7 +828,7 @@ impl Writer {
                         .collect();
                     next_seq += rows.len() as u64;
                     deferred.push((first_seqno, rows));
-                    results.push((ticket, Ok(receipts)));
+                    results.push((ticket, Ok(refused.unwrap_or(receipts))));
                 }
             }
         }
@@ -952,7 +961,7 @@ impl Writer {
             Pending::IndexRefresh { table, index, pks } => {
                 self.prepare_index_refresh(version, *table, *index, pks, now, SeqNo(first_seq - 1), bufs)
             }
-            Pending::Apply(a) => self.prepare_apply(version, a, now, first_seq, stamps, bufs),
+            Pending::Apply(a) => self.prepare_apply(version, a, first_seq, bufs),
         };
         // A broken invariant is a bug, not a refused row: nothing more is written until a
         // reopen, as after a failed sync.
@@ -997,21 +1006,21 @@ impl Writer {
     }
 
     /// Prepares an applied entry (`applied.rs`): checked against the partition's mark, then
-    /// its rows as a batch's (the mark row follows the derived rows in `commit_group`).
+    /// its rows as a batch's at the entry's clock raised to the partition's highest stamp, and
+    /// without the table's local stamp (raised by other partitions' entries and local writes,
+    /// which replicas do not share). The mark row follows the derived rows in `commit_group`.
     fn prepare_apply(
         &self,
         version: &LsmVersion,
         apply: &applied::Apply,
-        now: u64,
         first_seq: u64,
-        stamps: &std::collections::BTreeMap<TableId, u64>,
         bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
-        applied::check(version, &self.reader, apply, SeqNo(first_seq - 1))?;
-        if apply.mark_only || apply.ops.is_empty() {
+        let clock = applied::check(version, &self.reader, apply, SeqNo(first_seq - 1))?;
+        if apply.ops.is_empty() {
             return Ok(Ok(Vec::new()));
         }
-        self.prepare_batch(version, &apply.ops, now, first_seq, stamps, bufs)
+        self.prepare_batch(version, &apply.ops, clock, first_seq, &std::collections::BTreeMap::new(), bufs)
     }
 
     fn prepare_batch(
@@ -1110,13 +1119,21 @@ impl Writer {
         )))
     }
 
-    /// Refuses a plain write to a partition-key value a live transaction holds.
-    fn check_unlocked(&self, table: &Table, pk: &[u8], now: u64) -> Result<()> {
+    /// Refuses a plain write to a partition-key value a live transaction holds. Whether the
+    /// lock has expired is judged by the engine's clock (read only when some lock is held),
+    /// never by an applied entry's: a transaction is this replica's own.
+    fn check_unlocked(&self, table: &Table, pk: &[u8]) -> Result<()> {
         let key = partition_key(pk);
-        self.locks.check(table.id, key, None, now, || Error::PartitionLocked {
-            table: table.schema.name.clone(),
-            key: crate::model::validate::describe_partition_key(key),
-        })
+        self.locks.check(
+            table.id,
+            key,
+            None,
+            || self.ctx.clock.now_ms(),
+            || Error::PartitionLocked {
+                table: table.schema.name.clone(),
+                key: crate::model::validate::describe_partition_key(key),
+            },
+        )
     }
 
     /// Prepares a transaction's commit: its resolved rows as they are, provided it still holds
@@ -1134,8 +1151,13 @@ impl Writer {
             .ok_or_else(|| Error::TableNotFound(commit.table.clone()))?;
         // For its owner the lock answers held (go) or gone (`TransactionExpired`); the
         // description of another holder is never asked for.
-        self.locks
-            .check(table.id, &commit.partition_key, Some(commit.txn), now, || Error::TransactionExpired(commit.txn))?;
+        self.locks.check(
+            table.id,
+            &commit.partition_key,
+            Some(commit.txn),
+            || now,
+            || Error::TransactionExpired(commit.txn),
+        )?;
         let RowBufs { records, keys, heat, .. } = bufs;
         let mut rows = Vec::with_capacity(commit.rows.len());
         if table.schema.options != commit.options {
@@ -1218,7 +1240,7 @@ impl Writer {
         let key_span = key_start..keys.len();
         let pk = span(keys, &key_span)?;
         if *fold != Folding::Never {
-            self.check_unlocked(table, pk, now)?;
+            self.check_unlocked(table, pk)?;
         }
         let stamp = table_stamp(table, now, stamps);
         let cond = op.condition();
@@ -1420,7 +1442,7 @@ impl Writer {
             .into_iter()
             .enumerate()
             .map(|(i, span)| {
-                self.check_unlocked(table, keys.get(span.clone()).unwrap_or_default(), now)?;
+                self.check_unlocked(table, keys.get(span.clone()).unwrap_or_default())?;
                 batch.row(i, &mut pk, &mut cells);
                 prepare_whole_put(table, &pk, span, cells.iter().copied(), stamp, now, records)
             })
@@ -1447,7 +1469,7 @@ impl Writer {
                 for v in one.pk {
                     v.encode(keys);
                 }
-                self.check_unlocked(table, keys.get(start..).unwrap_or_default(), now)?;
+                self.check_unlocked(table, keys.get(start..).unwrap_or_default())?;
                 let cells = one.columns.iter().map(|&(name, value)| (name, value, None));
                 let stamp = table_stamp(table, now, stamps);
                 prepare_whole_put(table, one.pk, start..keys.len(), cells, stamp, now, records)
@@ -1864,37 +1886,37 @@ mod tests {
         Ok(())
     }
 
-    /// The leader inserts a group's rows into the memtable after its WAL append, except that a
-    /// batch which reads rows (a condition, an increment) must first see every earlier batch
-    /// of its group: one group of a borrowed put, an increment of the row it wrote, a
-    /// conditional put that needs it, and a conditional put that must fail for a row written
     /// Two applies of the same entry in one group (a retry racing the original): the second
     /// is checked against the first's mark, not the state before the group, so the entry's
     /// increment counts once.
     #[test]
     fn an_entry_applied_twice_in_one_group_counts_once() -> Result<()> {
-        use crate::write::applied::{AppliedMark, Apply};
+        use crate::version::applied::AppliedMark;
+        use crate::write::applied::Apply;
         let db = db_with_table_t()?;
-        let partition = db.partitions("t")?.first().map(|p| p.id).ok_or(Error::NotApplied)?;
+        let partition = crate::PartitionId(crate::PartitionId::FIRST_EXTERNAL.get() + 1);
+        let spec = crate::PartitionSpec { id: partition, start: None };
+        db.create_table_partitioned(TableSchema::new("a").pk("k", KeyType::Integer), &[spec])?;
+        let mark = |index: u64| AppliedMark { index, data: vec![index as u8] };
         let entry = |index: u64| crate::ApplyBatch {
-            table: "t".into(),
+            table: "a".into(),
             partition,
             epoch: 1,
             ops: Vec::new(),
             now_ms: 1_700_000_000_000,
-            mark: AppliedMark { index, data: vec![index as u8] },
+            mark: mark(index),
         };
         // The first entry creates the marks table.
         assert!(db.apply(entry(1))?.rows?.all_ok());
         let pending = |index: u64| {
             Pending::Apply(Box::new(Apply {
-                table: "t".into(),
+                table: "a".into(),
                 partition,
                 epoch: 1,
-                ops: vec![UpdateRow::new("t", pk(1)).increment("n", 1).into()],
+                ops: vec![UpdateRow::new("a", pk(1)).increment("n", 1).into()],
                 now_ms: 1_700_000_000_000,
-                mark: AppliedMark { index, data: vec![index as u8] },
-                mark_only: false,
+                mark: mark(index),
+                stamp: std::sync::atomic::AtomicU64::new(0),
             }))
         };
         let put_elsewhere = Pending::Ops(vec![PutRow::new("t", pk(9)).column("m", 1).into()]);
@@ -1906,12 +1928,16 @@ mod tests {
             _ => "other",
         };
         assert_eq!([rule_of(1), rule_of(2), rule_of(3)], ["ok", "applied-mark-order", "ok"]);
-        let n = db.get_row("t", &pk(1), &ReadOptions::default())?.and_then(|r| r.get("n").cloned());
+        let n = db.get_row("a", &pk(1), &ReadOptions::default())?.and_then(|r| r.get("n").cloned());
         assert_eq!(n, Some(Value::Integer(2)));
-        assert_eq!(db.applied_mark("t", partition)?.map(|m| m.index), Some(3));
+        assert_eq!(db.applied_mark("a", partition)?.map(|m| m.index), Some(3));
         Ok(())
     }
 
+    /// The leader inserts a group's rows into the memtable after its WAL append, except that a
+    /// batch which reads rows (a condition, an increment) must first see every earlier batch
+    /// of its group: one group of a borrowed put, an increment of the row it wrote, a
+    /// conditional put that needs it, and a conditional put that must fail for a row written
     /// earlier in the group.
     #[test]
     fn a_batch_that_reads_rows_sees_the_earlier_batches_of_its_group() -> Result<()> {
