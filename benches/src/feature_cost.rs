@@ -16,8 +16,13 @@
 //! - Secondary indexes: fillrandom and then overwrite (the same keys again, every indexed value
 //!   changed) with 0, 1 and 3 indexes, alternating.
 //!
+//! - Entries of a replicated log: random 100-byte puts, one per entry, through `Db::apply`
+//!   (with its mark) against the same puts through `batch_write`, into the same table cut into
+//!   one partition the caller placed; and entries of 10 puts against batches of 10.
+//!
 //! `cargo run --release -p strata-benches --bin feature_cost -- --rows 1000000`
-//! (`--only transactions`, `--only stream` or `--only indexes` runs that part alone)
+//! (`--only transactions`, `--only stream`, `--only indexes` or `--only apply` runs that part
+//! alone)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -40,7 +45,7 @@ struct Args {
     /// Value bytes.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
-    /// Run one part only: `stats`, `backups`, `transactions`, `stream` or `indexes`.
+    /// Run one part only: `stats`, `backups`, `transactions`, `stream`, `indexes` or `apply`.
     #[arg(long)]
     only: Option<String>,
 }
@@ -75,6 +80,9 @@ fn main() {
     }
     if part("indexes") {
         indexes(a.rows, &value);
+    }
+    if part("apply") {
+        apply(a.rows, &value);
     }
     if !part("stats") && !part("backups") {
         return;
@@ -289,4 +297,47 @@ fn indexes(rows: u64, value: &[u8]) {
             println!("  indexes={n} round {round}: fillrandom {fill:>9.0} puts/s, overwrite {over:>9.0} puts/s");
         }
     }
+}
+
+/// Random puts in entries of `per` rows through `Db::apply`, against the same rows in batches
+/// of `per` through `batch_write`, alternating, into a table of one caller-placed partition.
+fn apply(rows: u64, value: &[u8]) {
+    use strata::{AppliedMark, ApplyBatch, PartitionId, PartitionSpec, WriteOp};
+    let partition = PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1);
+    for per in [1u64, 10] {
+        for round in 0..2 {
+            for applied in [false, true] {
+                let tmp = tempfile::tempdir().unwrap();
+                let db = Db::open(tmp.path(), Options::default()).unwrap();
+                let schema = TableSchema::new("t").pk("k", KeyType::Integer);
+                db.create_table_partitioned(schema, &[PartitionSpec { id: partition, start: None }]).unwrap();
+                let mut rng = StdRng::seed_from_u64(round);
+                let t = Instant::now();
+                for index in 1..=rows / per {
+                    let ops: Vec<WriteOp> = (0..per)
+                        .map(|_| {
+                            // From the whole range, so no two rows of a batch share a key.
+                            let k: i64 = rng.r#gen();
+                            PutRow::new("t", pk![k]).column("v", value.to_vec()).into()
+                        })
+                        .collect();
+                    if applied {
+                        let mark = AppliedMark { index, data: index.to_le_bytes().to_vec() };
+                        let entry = ApplyBatch { table: "t".into(), partition, epoch: 1, ops, now_ms: now_ms(), mark };
+                        assert!(db.apply(entry).unwrap().rows.unwrap().all_ok());
+                    } else {
+                        assert!(db.batch_write(ops).unwrap().all_ok());
+                    }
+                }
+                let rate = (rows / per * per) as f64 / t.elapsed().as_secs_f64();
+                db.close().unwrap();
+                let how = if applied { "apply" } else { "batch_write" };
+                println!("  {per:>2} puts per {how:<11} round {round}: {rate:>10.0} rows/s");
+            }
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
