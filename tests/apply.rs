@@ -426,14 +426,19 @@ fn an_engine_placed_partition_takes_no_entries() {
     assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), None);
 }
 
-/// Refusals that are this replica's alone leave the entry unapplied: a local transaction's
-/// lock on the row's partition-key value (`PartitionLocked`), a batch over this replica's
-/// size limit. The mark stays and the same entry applies once the cause is gone.
+/// A local transaction's lock on the row's partition-key value (`PartitionLocked`) is this
+/// replica's alone: the entry stays unapplied and applies once the lock is gone. Refusals
+/// every replica reaches alike move the mark without the rows: a batch over `max_batch_bytes`
+/// (replicas share their options), a row whose index entry breaks a key rule (refused only
+/// once the entry is derived), and the caller's mistakes (a clock no version holds, a mark
+/// too large) leave the mark.
 #[test]
-fn a_refusal_of_this_replica_alone_leaves_the_entry_unapplied() {
+fn refusals_of_this_replica_alone_leave_the_entry_and_shared_ones_move_the_mark() {
+    use strata::ColumnType;
     let (opts, _fs, _clock) = strata_tests::mem_options();
     let db = Db::open("/db", Options { max_batch_bytes: 4 << 10, ..opts }).unwrap();
-    create(&db, schema().ttl(Ttl::Forever), 1);
+    create(&db, schema().ttl(Ttl::Forever).defined_column("s", ColumnType::String), 1);
+    db.create_index("t", "by_s", &["s"], &[]).unwrap();
     let txn = db.begin_transaction("t", 1i64, strata::TransactionOptions::default()).unwrap();
     match db.apply(entry(&db, 1, T0, counted(1))) {
         Err(Error::PartitionLocked { .. }) => {}
@@ -443,9 +448,19 @@ fn a_refusal_of_this_replica_alone_leaves_the_entry_unapplied() {
     txn.abort();
     assert!(db.apply(entry(&db, 1, T0, counted(1))).unwrap().rows.unwrap().all_ok());
     let big = PutRow::new("t", pk![1i64, 9i64]).column("v", Value::Binary(vec![1; 8 << 10]));
-    assert_eq!(rule(db.apply(entry(&db, 2, T0, vec![big.into()])).unwrap_err()), "batch-too-large");
-    assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), Some(mark(1)));
-    assert_eq!(newest(&db, &pk![1i64, 0i64], "n"), Some(Value::Integer(1)));
+    let applied = db.apply(entry(&db, 2, T0, vec![counted(2).remove(0), big.into()])).unwrap();
+    assert_eq!(rule(applied.rows.unwrap_err()), "batch-too-large");
+    assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), Some(mark(2)));
+    let long = PutRow::new("t", pk![1i64, 8i64]).column("s", Value::String("x".repeat(2000)));
+    let applied = db.apply(entry(&db, 3, T0, vec![counted(3).remove(0), long.into()])).unwrap();
+    assert_eq!(rule(applied.rows.unwrap_err()), "pk-value-too-long");
+    assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), Some(mark(3)));
+    assert_eq!(newest(&db, &pk![1i64, 0i64], "n"), Some(Value::Integer(1)), "no row of a refused entry");
+    assert_eq!(rule(db.apply(entry(&db, 4, u64::MAX, vec![])).unwrap_err()), "applied-clock");
+    let mut huge = entry(&db, 4, T0, vec![]);
+    huge.mark.data = vec![0; 100 << 10];
+    assert_eq!(rule(db.apply(huge).unwrap_err()), "applied-mark-too-large");
+    assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), Some(mark(3)));
 }
 
 /// Two partitions' logs interleave differently on two replicas: the stamps (versions) each

@@ -5,36 +5,14 @@
 use super::Db;
 use crate::error::{Error, Result};
 use crate::ids::PartitionId;
-use crate::model::types::{BatchWriteResult, WriteOp};
+use crate::model::types::BatchWriteResult;
 use crate::version::edit::{Change, VersionEdit};
 use std::sync::atomic::AtomicU64;
 
 use crate::read::applied::mark_at;
 use crate::version::applied::AppliedMark;
 use crate::write::Pending;
-use crate::write::applied::Apply;
-
-/// One entry of a replicated log for [`Db::apply`]: rows of one partition, the clock they are
-/// applied with and the mark recorded with them.
-#[derive(Debug, Clone)]
-pub struct ApplyBatch {
-    /// The table.
-    pub table: String,
-    /// The partition (an id from [`Db::partitions`]) every row lies in.
-    pub partition: PartitionId,
-    /// The partition's epoch as the log's owner knows it ([`crate::PartitionInfo::epoch`]):
-    /// an entry naming another epoch was meant for another key range and is refused.
-    pub epoch: u64,
-    /// The rows, as for [`Db::batch_write`]; keys given whole (no auto-increment values).
-    /// Empty: only the mark moves (an entry without rows).
-    pub ops: Vec<WriteOp>,
-    /// The entry's clock (ms since the epoch): the version of engine-stamped cells, the time
-    /// TTL and the version-offset check are judged at. Every replica given the same entries
-    /// with the same clocks computes the same rows.
-    pub now_ms: u64,
-    /// The mark recorded with the rows; its index must be above the partition's.
-    pub mark: AppliedMark,
-}
+use crate::write::applied::{Apply, ApplyBatch};
 
 /// What an entry applied: its rows' outcome, exactly as [`Db::batch_write`] reports it. The
 /// mark moved either way: rows refused for a reason of their own (a failed condition, an
@@ -57,19 +35,20 @@ impl Db {
     /// rules `applied-mark-order` (the index is not above the partition's: an entry applied
     /// again), `applied-partition` (no such partition, or one the engine placed),
     /// `applied-epoch` (the partition's epoch is another), `applied-row-outside` (a row of
-    /// another table or partition), `applied-auto-increment`, and `batch-too-large` (a limit
-    /// of this replica's options); a read error while preparing the rows, a local
+    /// another table or partition), `applied-auto-increment`, `applied-clock` (a clock beyond
+    /// what a version holds) and `applied-mark-too-large` (the caller's mistakes: every
+    /// replica refuses them alike); a read error while preparing the rows, a local
     /// transaction's lock (`PartitionLocked`), and whatever refuses any write (`Busy`,
-    /// `Poisoned`, `ReadOnly`, `Closed`, I/O). Applying the same entry again is right after
-    /// any of them.
+    /// `Poisoned`, `ReadOnly`, `Closed`, I/O), after which applying the same entry again is
+    /// right.
     pub fn apply(&self, batch: ApplyBatch) -> Result<Applied> {
         let writer = self.writer()?;
         self.ensure_marks_table(&batch.table)?;
-        let ApplyBatch { table, partition, epoch, ops, now_ms, mark } = batch;
-        let rows = ops.len();
-        let a = Apply { table, partition, epoch, ops, now_ms, mark, stamp: AtomicU64::new(0) };
+        let rows = batch.ops.len();
+        let a = Apply { batch, stamp: AtomicU64::new(0) };
         let mut outcomes = writer.write_ops(Pending::Apply(Box::new(a)))?;
-        // The leader reports a refusal of the whole batch as one outcome (`write/applied.rs`).
+        // The leader reports a refusal of the whole batch as one outcome (`write/applied.rs`);
+        // an entry of one row refused as a whole reads as that row's refusal.
         if outcomes.len() != rows
             && let Some(Err(e)) = outcomes.pop()
         {

@@ -43,7 +43,8 @@ use crate::version::edit::VersionEdit;
 use crate::version::set::{Installed, VersionSet};
 use crate::write::Writer;
 
-pub use apply::{Applied, ApplyBatch};
+pub use crate::write::applied::ApplyBatch;
+pub use apply::Applied;
 pub use indexes::IndexDescription;
 pub use tables::{PartitionSpec, TableDescription};
 

@@ -415,7 +415,7 @@ pub(crate) fn load_version(
 ) -> Result<(LsmVersion, BTreeMap<TableId, u64>, HashSet<std::path::PathBuf>)> {
     // The engine hands out partition ids below the callers' range: a counter inside it would
     // make the engine's own splits name partitions as the caller's.
-    if data.next_partition_id > PartitionId::FIRST_EXTERNAL.get() {
+    if data.next_partition_id >= PartitionId::FIRST_EXTERNAL.get() {
         return Err(Error::Corruption {
             path: paths::manifest(path),
             offset: 0,

@@ -21,26 +21,38 @@ use strata_format::value::ValueRef;
 use super::{PreparedRow, RowBufs, append};
 use crate::error::{Error, Result};
 use crate::ids::{PartitionId, SeqNo};
-use crate::model::types::{PkValue, RowOutcome, WriteOp, WriteReceipt};
+use crate::model::types::{PkValue, RowOutcome, WriteOp};
 use crate::read::Reader;
 use crate::read::applied::stored_mark;
 use crate::version::LsmVersion;
 use crate::version::applied::{AppliedMark, INDEX_COLUMN, MARK_COLUMN, STAMP_COLUMN, mark_key};
 
-/// One entry to apply, as the leader receives it.
-pub(crate) struct Apply {
+/// One entry of a replicated log for [`crate::Db::apply`]: rows of one partition, the clock they are
+/// applied with and the mark recorded with them.
+#[derive(Debug, Clone)]
+pub struct ApplyBatch {
     /// The table.
     pub table: String,
-    /// The partition every row lies in.
+    /// The partition (an id from [`crate::Db::partitions`]) every row lies in.
     pub partition: PartitionId,
-    /// The partition's epoch the entry was made for.
+    /// The partition's epoch as the log's owner knows it ([`crate::PartitionInfo::epoch`]):
+    /// an entry naming another epoch was meant for another key range and is refused.
     pub epoch: u64,
-    /// The rows (empty: only the mark moves).
+    /// The rows, as for [`crate::Db::batch_write`]; keys given whole (no auto-increment values).
+    /// Empty: only the mark moves (an entry without rows).
     pub ops: Vec<WriteOp>,
-    /// The clock of the entry (ms): engine stamps, TTL and the version-offset check.
+    /// The entry's clock (ms since the epoch): the version of engine-stamped cells, the time
+    /// TTL and the version-offset check are judged at. Every replica given the same entries
+    /// with the same clocks computes the same rows.
     pub now_ms: u64,
-    /// The mark recorded with the rows.
+    /// The mark recorded with the rows; its index must be above the partition's.
     pub mark: AppliedMark,
+}
+
+/// One entry to apply, as the leader receives it.
+pub(crate) struct Apply {
+    /// The entry.
+    pub batch: ApplyBatch,
     /// The clock the rows were prepared at: the entry's, raised to the partition's highest
     /// stamp (set by the leader's check, read when it writes the mark row).
     pub stamp: AtomicU64,
@@ -50,12 +62,15 @@ pub(crate) struct Apply {
 /// retry, never an outcome of the entry itself.
 pub const RULE_PREFIX: &str = "applied-";
 
+/// The most bytes an entry's mark may carry (a Raft log id and membership fit many times).
+pub const MAX_MARK_BYTES: usize = 64 << 10;
+
 /// True when `e`, refusing a row or the entry's rows, is the entry's own outcome: every replica
-/// holding the same rows refuses them the same way. A read error, a local transaction's lock,
-/// a limit of this replica's options, or the engine refusing writes are not.
+/// holding the same rows, schema and options refuses them the same way. A read error, a local
+/// transaction's lock, or the engine refusing writes are not.
 pub(crate) fn entry_outcome(e: &Error) -> bool {
     match e {
-        Error::Invalid { rule, .. } => !rule.starts_with(RULE_PREFIX) && *rule != "batch-too-large",
+        Error::Invalid { rule, .. } => !rule.starts_with(RULE_PREFIX),
         Error::ConditionFailed(_) | Error::NotApplied => true,
         _ => false,
     }
@@ -90,12 +105,30 @@ pub(super) fn settle(
 /// to prepare the rows at: the entry's, raised to the partition's highest stamp.
 ///
 /// # Errors
-/// `Invalid` with rules `applied-partition`, `applied-epoch`, `applied-mark-order`,
+/// `Invalid` with rules `applied-clock`, `applied-mark-too-large`, `applied-partition`,
+/// `applied-epoch`, `applied-mark-order`,
 /// `applied-row-outside`, `applied-auto-increment`; `TableNotFound`.
 pub(super) fn check(version: &LsmVersion, reader: &Reader, apply: &Apply, snapshot: SeqNo) -> Result<u64> {
-    let table = version.table(&apply.table).ok_or_else(|| Error::TableNotFound(apply.table.clone()))?;
-    let partition = table.partitions.iter().find(|p| p.id == apply.partition).ok_or_else(|| {
-        Error::invalid("applied-partition", format!("table {:?} has no partition {}", apply.table, apply.partition))
+    // A clock no version can hold would become the partition's floor and refuse every later
+    // entry's rows on every replica.
+    if i64::try_from(apply.batch.now_ms).is_err() {
+        return Err(Error::invalid(
+            "applied-clock",
+            format!("an entry's clock of {} ms lies beyond what a version can hold", apply.batch.now_ms),
+        ));
+    }
+    if apply.batch.mark.data.len() > MAX_MARK_BYTES {
+        return Err(Error::invalid(
+            "applied-mark-too-large",
+            format!("a mark of {} bytes; a mark holds at most {MAX_MARK_BYTES}", apply.batch.mark.data.len()),
+        ));
+    }
+    let table = version.table(&apply.batch.table).ok_or_else(|| Error::TableNotFound(apply.batch.table.clone()))?;
+    let partition = table.partitions.iter().find(|p| p.id == apply.batch.partition).ok_or_else(|| {
+        Error::invalid(
+            "applied-partition",
+            format!("table {:?} has no partition {}", apply.batch.table, apply.batch.partition),
+        )
     })?;
     if !partition.id.is_external() {
         // The engine's own partitions split and merge by size, each replica on its own: an
@@ -104,39 +137,42 @@ pub(super) fn check(version: &LsmVersion, reader: &Reader, apply: &Apply, snapsh
             "applied-partition",
             format!(
                 "partition {} of table {:?} is the engine's; entries apply to tables created with create_table_partitioned",
-                apply.partition, apply.table
+                apply.batch.partition, apply.batch.table
             ),
         ));
     }
-    if partition.epoch != apply.epoch {
+    if partition.epoch != apply.batch.epoch {
         return Err(Error::invalid(
             "applied-epoch",
             format!(
                 "partition {} of table {:?} is at epoch {}; the entry was made for epoch {}",
-                apply.partition, apply.table, partition.epoch, apply.epoch
+                apply.batch.partition, apply.batch.table, partition.epoch, apply.batch.epoch
             ),
         ));
     }
     let marks = version.applied_table_of(table.id).ok_or_else(|| {
-        Error::invalid("applied-partition", format!("table {:?} has no marks table (it was re-created)", apply.table))
+        Error::invalid(
+            "applied-partition",
+            format!("table {:?} has no marks table (it was re-created)", apply.batch.table),
+        )
     })?;
-    let current = stored_mark(reader, &reader.snapshot_at(snapshot), marks, apply.partition)?;
+    let current = stored_mark(reader, &reader.snapshot_at(snapshot), marks, apply.batch.partition)?;
     if let Some(current) = &current
-        && apply.mark.index <= current.mark.index
+        && apply.batch.mark.index <= current.mark.index
     {
         return Err(Error::invalid(
             "applied-mark-order",
             format!(
                 "partition {} of table {:?} has applied index {}; an entry at {} is not after it",
-                apply.partition, apply.table, current.mark.index, apply.mark.index
+                apply.batch.partition, apply.batch.table, current.mark.index, apply.batch.mark.index
             ),
         ));
     }
-    for op in &apply.ops {
-        if op.table() != apply.table {
+    for op in &apply.batch.ops {
+        if op.table() != apply.batch.table {
             return Err(Error::invalid(
                 "applied-row-outside",
-                format!("an entry for table {:?} writes a row of table {:?}", apply.table, op.table()),
+                format!("an entry for table {:?} writes a row of table {:?}", apply.batch.table, op.table()),
             ));
         }
         if op.pk().0.iter().any(|v| matches!(v, PkValue::AutoIncrement)) {
@@ -151,11 +187,16 @@ pub(super) fn check(version: &LsmVersion, reader: &Reader, apply: &Apply, snapsh
         {
             return Err(Error::invalid(
                 "applied-row-outside",
-                format!("row {} of table {:?} is not in partition {}", op.pk(), apply.table, apply.partition),
+                format!(
+                    "row {} of table {:?} is not in partition {}",
+                    op.pk(),
+                    apply.batch.table,
+                    apply.batch.partition
+                ),
             ));
         }
     }
-    let clock = apply.now_ms.max(current.map_or(0, |c| c.stamp));
+    let clock = apply.batch.now_ms.max(current.map_or(0, |c| c.stamp));
     apply.stamp.store(clock, Ordering::Relaxed);
     Ok(clock)
 }
@@ -172,35 +213,25 @@ pub(super) fn append_mark(
     rows: &mut Vec<PreparedRow>,
     bufs: &mut RowBufs,
 ) -> Result<()> {
-    let marks = version
-        .table(&apply.table)
-        .and_then(|t| version.applied_table_of(t.id))
-        .ok_or_else(|| Error::invalid("applied-partition", format!("table {:?} has no marks table", apply.table)))?;
-    let stamp = apply.stamp.load(Ordering::Relaxed).max(apply.now_ms);
+    let marks = version.table(&apply.batch.table).and_then(|t| version.applied_table_of(t.id)).ok_or_else(|| {
+        Error::invalid("applied-partition", format!("table {:?} has no marks table", apply.batch.table))
+    })?;
+    let stamp = apply.stamp.load(Ordering::Relaxed).max(apply.batch.now_ms);
     // Integers hold the index's and the stamp's 64 bits, read back `as u64`.
     let mut cell = Vec::new();
     encode_put(
         None,
         &[
-            (INDEX_COLUMN, stamp, ValueRef::Integer(apply.mark.index as i64)),
-            (MARK_COLUMN, stamp, ValueRef::Binary(&apply.mark.data)),
+            (INDEX_COLUMN, stamp, ValueRef::Integer(apply.batch.mark.index as i64)),
+            (MARK_COLUMN, stamp, ValueRef::Binary(&apply.batch.mark.data)),
             (STAMP_COLUMN, stamp, ValueRef::Integer(stamp as i64)),
         ],
         &mut cell,
     );
-    super::check_record_size(&cell, || format!("applied mark of partition {}", apply.partition))?;
+    super::check_record_size(&cell, || format!("applied mark of partition {}", apply.batch.partition))?;
     let key_start = bufs.keys.len();
-    bufs.keys.extend_from_slice(&mark_key(apply.partition));
+    bufs.keys.extend_from_slice(&mark_key(apply.batch.partition));
     let record = append(&mut bufs.records, &cell);
-    rows.push(PreparedRow {
-        table_id: marks.id,
-        pk: key_start..bufs.keys.len(),
-        stamp,
-        record,
-        unfolded: None,
-        streamed: false,
-        indexed: false,
-        receipt: WriteReceipt::default(),
-    });
+    rows.push(PreparedRow::derived(marks.id, key_start..bufs.keys.len(), stamp, record));
     Ok(())
 }

@@ -21,7 +21,7 @@ use super::{PreparedRow, RowBufs, RowStates, append, span};
 use crate::error::{Error, Result};
 use crate::ids::{SeqNo, TableId};
 use crate::model::rowstate::{DropCounts, RowState, visible};
-use crate::model::types::{PkValue, PrimaryKey, Value, WriteReceipt};
+use crate::model::types::{PkValue, PrimaryKey, Value};
 use crate::model::validate::encode_row_key;
 use crate::version::index::IndexMeta;
 use crate::version::{LsmVersion, Table};
@@ -95,16 +95,7 @@ pub(crate) fn entry(
 fn push(rows: &mut Vec<PreparedRow>, bufs: &mut RowBufs, table_id: TableId, key: &[u8], record: &[u8]) {
     let pk = append(&mut bufs.keys, key);
     let record = append(&mut bufs.records, record);
-    rows.push(PreparedRow {
-        table_id,
-        pk,
-        stamp: 0,
-        record,
-        unfolded: None,
-        streamed: false,
-        indexed: false,
-        receipt: WriteReceipt::default(),
-    });
+    rows.push(PreparedRow::derived(table_id, pk, 0, record));
 }
 
 /// The changes of the entries of `table`'s indexes from state `old` to state `new` of the row

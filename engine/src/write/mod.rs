@@ -168,7 +168,7 @@ impl Pending<'_> {
     /// The clock the request brings (an applied entry's), instead of the engine's.
     fn clock(&self) -> Option<u64> {
         match self {
-            Pending::Apply(a) => Some(a.now_ms),
+            Pending::Apply(a) => Some(a.batch.now_ms),
             _ => None,
         }
     }
@@ -379,6 +379,24 @@ struct PreparedRow {
     /// The row's table has secondary indexes (`index.rs`), likewise.
     indexed: bool,
     receipt: WriteReceipt,
+}
+
+impl PreparedRow {
+    /// A row the leader derives from a batch's rows (a stream record, an index entry, an
+    /// applied mark): an internal table's, from which nothing derives further and of which
+    /// the caller gets no receipt.
+    fn derived(table_id: TableId, pk: std::ops::Range<usize>, stamp: u64, record: std::ops::Range<usize>) -> Self {
+        PreparedRow {
+            table_id,
+            pk,
+            stamp,
+            record,
+            unfolded: None,
+            streamed: false,
+            indexed: false,
+            receipt: WriteReceipt::default(),
+        }
+    }
 }
 
 /// The write path of a writable database: the group-commit queue, the WAL and the sequence
@@ -664,6 +682,8 @@ impl Writer {
         row_bufs.keys.clear();
         row_bufs.records.clear();
         let mut results = Vec::with_capacity(group.len());
+        // Tickets whose rows go into this group's WAL record.
+        let mut logged: Vec<u64> = Vec::new();
         let (active, version) = {
             let st = self.versions.state.read();
             (st.active.clone(), st.version.clone())
@@ -732,6 +752,12 @@ impl Writer {
                     // An index build's rows are index rows already: nothing derives from them.
                     let users = if matches!(pending, Pending::IndexRefresh { .. }) { 0 } else { rows.len() };
                     let snapshot = SeqNo(next_seq - 1);
+                    // An applied entry's derived rows are judged at the clock its rows were
+                    // prepared at (the entry's, raised to its partition's stamp).
+                    let now = match &pending {
+                        Pending::Apply(a) => a.stamp.load(Ordering::Relaxed).max(now),
+                        _ => now,
+                    };
                     let derived =
                         index::derive(&version, self.reader.as_ref(), &mut rows, users, snapshot, now, row_bufs)
                             .and_then(|()| {
@@ -746,13 +772,40 @@ impl Writer {
                                     &stamps,
                                     row_bufs,
                                 )
-                            })
-                            .and_then(|advanced| match &pending {
-                                Pending::Apply(a) => {
-                                    applied::append_mark(&version, a, &mut rows, row_bufs).map(|()| advanced)
-                                }
-                                _ => Ok(advanced),
                             });
+                    // An applied entry whose derived rows every replica refuses alike (an index
+                    // key over its limits) is refused as a whole: its mark is written alone.
+                    let derived = match (&pending, derived) {
+                        (Pending::Apply(_), Err(e)) if refused.is_none() && applied::entry_outcome(&e) => {
+                            rows.clear();
+                            refused = Some(vec![Err(e)]);
+                            Ok(Vec::new())
+                        }
+                        (_, d) => d,
+                    };
+                    let mut derived = derived.and_then(|advanced| match &pending {
+                        Pending::Apply(a) => applied::append_mark(&version, a, &mut rows, row_bufs).map(|()| advanced),
+                        _ => Ok(advanced),
+                    });
+                    if let Pending::Apply(a) = &pending
+                        && derived.is_ok()
+                        && refused.is_none()
+                        && payload_of(&rows) > limit
+                    {
+                        // Too large to log: the entry's outcome (replicas share max_batch_bytes,
+                        // DATA-MODEL.md), so the mark goes alone.
+                        let e = Error::invalid(
+                            "batch-too-large",
+                            format!(
+                                "the entry's {} rows encode to {} bytes; one batch may hold at most {limit}",
+                                rows.len(),
+                                payload_of(&rows)
+                            ),
+                        );
+                        rows.clear();
+                        refused = Some(vec![Err(e)]);
+                        derived = applied::append_mark(&version, a, &mut rows, row_bufs).map(|()| Vec::new());
+                    }
                     let advanced = match derived {
                         Ok(a) => a,
                         Err(e) => {
@@ -828,6 +881,7 @@ impl Writer {
                         .collect();
                     next_seq += rows.len() as u64;
                     deferred.push((first_seqno, rows));
+                    logged.push(ticket);
                     results.push((ticket, Ok(refused.unwrap_or(receipts))));
                 }
             }
@@ -835,7 +889,7 @@ impl Writer {
         drop(stamps);
         drop(load);
         if let Some(e) = failed {
-            return Self::unacknowledged(results, &e);
+            return Self::unacknowledged(results, &logged, &e);
         }
         self.ctx.opts.pause_hook.fire(crate::hooks::PausePoint::LeaderPrepared);
         if !wal_buf.is_empty() {
@@ -854,12 +908,12 @@ impl Writer {
                     r = wal.sync();
                 }
                 if let Err(e) = inserted {
-                    return Self::unacknowledged(results, &e);
+                    return Self::unacknowledged(results, &logged, &e);
                 }
             }
             if let Err(e) = r {
                 self.ctx.poison(&format!("WAL write failed: {e}"));
-                return Self::unacknowledged(results, &Error::Poisoned(e.to_string()));
+                return Self::unacknowledged(results, &logged, &Error::Poisoned(e.to_string()));
             }
             self.ctx.stats.wal_bytes.fetch_add(wal_buf.len() as u64, Ordering::Relaxed);
             self.ctx.stats.user_bytes.fetch_add(written_bytes, Ordering::Relaxed);
@@ -928,10 +982,12 @@ impl Writer {
 
     /// The group's results once it cannot be acknowledged: every batch that would have been
     /// applied gets `error` (batches refused on their own keep their refusal).
-    fn unacknowledged(mut results: Vec<(u64, GroupResult)>, error: &Error) -> Vec<(u64, GroupResult)> {
-        for (_, res) in &mut results {
+    /// Replaces the result of every request whose rows were to be logged (`logged`: an
+    /// applied entry refused as a whole logs its mark, and reports only refusals) with `error`.
+    fn unacknowledged(mut results: Vec<(u64, GroupResult)>, logged: &[u64], error: &Error) -> Vec<(u64, GroupResult)> {
+        for (ticket, res) in &mut results {
             if let Ok(rows) = res
-                && rows.iter().any(|o| o.is_ok())
+                && (rows.iter().any(|o| o.is_ok()) || logged.contains(ticket))
             {
                 *res = Err(error.same_refusal());
             }
@@ -1017,10 +1073,10 @@ impl Writer {
         bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
         let clock = applied::check(version, &self.reader, apply, SeqNo(first_seq - 1))?;
-        if apply.ops.is_empty() {
+        if apply.batch.ops.is_empty() {
             return Ok(Ok(Vec::new()));
         }
-        self.prepare_batch(version, &apply.ops, clock, first_seq, &std::collections::BTreeMap::new(), bufs)
+        self.prepare_batch(version, &apply.batch.ops, clock, first_seq, &std::collections::BTreeMap::new(), bufs)
     }
 
     fn prepare_batch(
@@ -1909,15 +1965,9 @@ mod tests {
         // The first entry creates the marks table.
         assert!(db.apply(entry(1))?.rows?.all_ok());
         let pending = |index: u64| {
-            Pending::Apply(Box::new(Apply {
-                table: "a".into(),
-                partition,
-                epoch: 1,
-                ops: vec![UpdateRow::new("a", pk(1)).increment("n", 1).into()],
-                now_ms: 1_700_000_000_000,
-                mark: mark(index),
-                stamp: std::sync::atomic::AtomicU64::new(0),
-            }))
+            let mut batch = entry(index);
+            batch.ops = vec![UpdateRow::new("a", pk(1)).increment("n", 1).into()];
+            Pending::Apply(Box::new(Apply { batch, stamp: std::sync::atomic::AtomicU64::new(0) }))
         };
         let put_elsewhere = Pending::Ops(vec![PutRow::new("t", pk(9)).column("m", 1).into()]);
         let group = vec![(0, put_elsewhere), (1, pending(2)), (2, pending(2)), (3, pending(3))];

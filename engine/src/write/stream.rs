@@ -17,7 +17,6 @@ use strata_format::value::ValueRef;
 use super::{PreparedRow, RowBufs, append, span, table_stamp};
 use crate::error::{Error, Result};
 use crate::ids::TableId;
-use crate::model::types::WriteReceipt;
 use crate::read::Reader;
 use crate::version::LsmVersion;
 use crate::version::stream::LOG_COLUMN;
@@ -127,16 +126,7 @@ pub(super) fn derive(
         let key_start = bufs.keys.len();
         PkRef::Integer(i64::try_from(seq).unwrap_or(i64::MAX)).encode(&mut bufs.keys);
         let record = append(&mut bufs.records, &cell);
-        rows.push(PreparedRow {
-            table_id: log_id,
-            pk: key_start..bufs.keys.len(),
-            stamp,
-            record,
-            unfolded: None,
-            streamed: false,
-            indexed: false,
-            receipt: WriteReceipt::default(),
-        });
+        rows.push(PreparedRow::derived(log_id, key_start..bufs.keys.len(), stamp, record));
         advanced.push((log_id, seq));
     }
     Ok(advanced)
