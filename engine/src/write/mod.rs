@@ -1925,6 +1925,33 @@ mod tests {
         Ok(())
     }
 
+    /// An applied entry whose rows were refused logs its mark alone; when that mark cannot be
+    /// written (the insert fails after the WAL append), the entry is not reported applied.
+    #[test]
+    fn a_refused_entry_whose_mark_is_lost_is_not_reported_applied() -> Result<()> {
+        use crate::version::applied::AppliedMark;
+        let db = db_with_table_t()?;
+        let partition = crate::PartitionId(crate::PartitionId::FIRST_EXTERNAL.get() + 1);
+        let spec = crate::PartitionSpec { id: partition, start: None };
+        db.create_table_partitioned(TableSchema::new("a").pk("k", KeyType::Integer), &[spec])?;
+        let entry = |index: u64, ops: Vec<WriteOp>| crate::ApplyBatch {
+            table: "a".into(),
+            partition,
+            epoch: 1,
+            ops,
+            now_ms: 1_700_000_000_000,
+            mark: AppliedMark { index, data: vec![index as u8] },
+        };
+        assert!(db.apply(entry(1, Vec::new()))?.rows?.all_ok());
+        let refused: WriteOp =
+            PutRow::new("a", pk(1)).column("m", 1).condition(Condition::row(RowExistence::ExpectExist)).into();
+        crate::memtable::insert_fault::fail_after(Some(0));
+        let applied = db.apply(entry(2, vec![refused]));
+        crate::memtable::insert_fault::fail_after(None);
+        assert!(matches!(applied, Err(Error::Poisoned(_))), "{applied:?}");
+        Ok(())
+    }
+
     /// A broken invariant found while preparing a write (a key span outside the leader's
     /// buffer) fails that write with `Internal` and poisons the database: later writes are
     /// refused instead of carrying on past a bug.
