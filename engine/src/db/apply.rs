@@ -2,21 +2,22 @@
 //! stands ([`Db::applied_mark`]). The write side is `write/applied.rs`; the marks' table is
 //! `version/applied.rs`.
 
+use std::sync::atomic::AtomicU64;
+
 use super::Db;
 use crate::error::{Error, Result};
 use crate::ids::PartitionId;
 use crate::model::types::BatchWriteResult;
-use crate::version::edit::{Change, VersionEdit};
-use std::sync::atomic::AtomicU64;
-
 use crate::read::applied::mark_at;
 use crate::version::applied::AppliedMark;
+use crate::version::edit::{Change, VersionEdit};
 use crate::write::Pending;
 use crate::write::applied::{Apply, ApplyBatch};
 
-/// What an entry applied: its rows' outcome, exactly as [`Db::batch_write`] reports it. The
-/// mark moved either way: rows refused for a reason of their own (a failed condition, an
-/// invalid value) are the entry's outcome on every replica, so the entry counts as applied.
+/// What an entry applied: its rows' outcome, as [`Db::batch_write`] reports it (a refusal of
+/// the whole batch as `Err`). The mark moved either way: rows refused for a reason every
+/// replica shares (a failed condition, an invalid value) are the entry's outcome, so the entry
+/// counts as applied.
 #[derive(Debug)]
 pub struct Applied {
     /// The rows' outcome.

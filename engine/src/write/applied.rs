@@ -7,9 +7,10 @@
 //! The leader checks, against the state before the batch, that the mark's index is above the
 //! partition's current one (an entry applied twice would apply its increments twice), that the
 //! partition and epoch are the entry's and that every row lies in the partition. Rows refused
-//! for reasons every replica shares (a failed condition, an invalid value) are the entry's
-//! outcome: the leader writes the mark alone, in the same group slot, against the same state.
-//! Any other refusal (a read error, a local transaction's lock, a local limit) leaves the
+//! for reasons every replica shares (a failed condition, an invalid value, an index key over
+//! its limits, a batch too large: replicas share schema and options) are the entry's outcome:
+//! the leader writes the mark alone, in the same group slot, against the same state. Any other
+//! refusal (a read error, a local transaction's lock, the engine refusing writes) leaves the
 //! entry unapplied.
 
 use std::sync::atomic::{AtomicU64, Ordering};
