@@ -813,7 +813,19 @@ fn misuses_of_the_shell_filters_backups_and_dumps_are_refused_or_right() {
     std::fs::write(&csv, text).unwrap();
     ok(&["import", s, "t", csv.to_str().unwrap()]);
     ok(&["compact", s]);
-    let partitions = ok(&["partitions", s, "t", "--json"]).lines().count();
+    let listed = ok(&["partitions", s, "t", "--json"]);
+    let partitions = listed.lines().count();
+    // Partitions a split made carry an epoch above 1, in JSON and marked in the text.
+    let epochs: Vec<u64> = listed
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["epoch"].as_u64().unwrap())
+        .collect();
+    if partitions > 1 {
+        assert!(epochs.iter().all(|&e| e >= 2), "{epochs:?}");
+        assert!(ok(&["partitions", s, "t"]).contains("epoch:"));
+    } else {
+        assert_eq!(epochs, vec![1]);
+    }
     let out = Command::new(env!("CARGO_BIN_EXE_sst-dump")).args([s, "--json"]).output().unwrap();
     let dumped = String::from_utf8(out.stdout).unwrap();
     let rows: std::collections::BTreeSet<(i64, i64)> = dumped

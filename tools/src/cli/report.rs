@@ -58,6 +58,7 @@ fn partition_json(p: &PartitionInfo) -> serde_json::Value {
         "files": p.levels.iter().map(|l| l.files).sum::<usize>(),
         "levels": p.levels.iter().map(|l| json!({"files": l.files, "bytes": l.bytes})).collect::<Vec<_>>(),
         "shared_files": p.shared_files,
+        "epoch": p.epoch,
         "writes": p.load_total.writes, "write_bytes": p.load_total.write_bytes,
         "reads": p.load_total.reads, "read_bytes": p.load_total.read_bytes,
         "writes_last_minute": p.load_recent.writes, "reads_last_minute": p.load_recent.reads,
@@ -202,6 +203,10 @@ pub fn partitions(a: &TableJson, out: &mut dyn Write) -> CliResult {
             }
             if p.shared_files > 0 {
                 marks.push(format!("shared:{}", p.shared_files));
+            }
+            // Raised by each split and merge that made the partition; 1 is left unsaid.
+            if p.epoch > 1 {
+                marks.push(format!("epoch:{}", p.epoch));
             }
             writeln!(
                 out,
