@@ -460,6 +460,10 @@ fn refusals_of_this_replica_alone_leave_the_entry_and_shared_ones_move_the_mark(
     let mut huge = entry(&db, 4, T0, vec![]);
     huge.mark.data = vec![0; 100 << 10];
     assert_eq!(rule(db.apply(huge).unwrap_err()), "applied-mark-too-large");
+    // A mark that would not fit in a batch of its own under this database's limit (4 KiB).
+    let mut wide = entry(&db, 4, T0, vec![]);
+    wide.mark.data = vec![0; 4000];
+    assert_eq!(rule(db.apply(wide).unwrap_err()), "applied-mark-too-large");
     assert_eq!(db.applied_mark("t", partition(&db)).unwrap(), Some(mark(3)));
 }
 
@@ -552,14 +556,19 @@ fn a_killed_applier_resumes_from_its_mark() {
                 .unwrap();
             let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
             assert_eq!(lines.next().and_then(|l| l.ok()).as_deref(), Some("open"), "cycle {cycle}");
+            // The kill comes a random while after the child's first acknowledged entry.
+            let first = lines.next().and_then(|l| l.ok()).unwrap_or_default();
+            assert!(first.starts_with("a "), "cycle {cycle}: the child applied nothing ({first:?})");
             let reader = std::thread::spawn(move || lines.map_while(|l| l.ok()).collect::<Vec<_>>());
-            std::thread::sleep(Duration::from_millis(rng.gen_range(20..400)));
+            std::thread::sleep(Duration::from_millis(rng.gen_range(10..300)));
             let _ = child.kill();
-            child.wait().unwrap();
-            let acked: Vec<u64> = reader
-                .join()
-                .unwrap()
-                .iter()
+            let status = child.wait().unwrap();
+            {
+                use std::os::unix::process::ExitStatusExt;
+                assert_eq!(status.signal(), Some(9), "cycle {cycle}: the child ended on its own: {status:?}");
+            }
+            let acked: Vec<u64> = std::iter::once(first)
+                .chain(reader.join().unwrap())
                 .filter_map(|l| l.strip_prefix("a ").and_then(|n| n.parse().ok()))
                 .collect();
             let db = Db::open(dir.path(), Options::default()).unwrap();

@@ -65,6 +65,8 @@ pub const RULE_PREFIX: &str = "applied-";
 
 /// The most bytes an entry's mark may carry (a Raft log id and membership fit many times).
 pub const MAX_MARK_BYTES: usize = 64 << 10;
+/// More than a mark row adds to its bytes in a batch: key, cells, versions, framing.
+const MARK_ROW_OVERHEAD: usize = 256;
 
 /// True when `e`, refusing a row or the entry's rows, is the entry's own outcome: every replica
 /// holding the same rows, schema and options refuses them the same way. A read error, a local
@@ -75,6 +77,21 @@ pub(crate) fn entry_outcome(e: &Error) -> bool {
         Error::ConditionFailed(_) | Error::NotApplied => true,
         _ => false,
     }
+}
+
+/// True when `e`, refusing the rows derived from an entry's rows (index entries, stream
+/// records), is the entry's own outcome: an index key over its limits is; a stream record too
+/// large is not (it carries this replica's sequence numbers, so its size differs by a few
+/// bytes from replica to replica).
+pub(crate) fn derived_outcome(e: &Error) -> bool {
+    entry_outcome(e) && !matches!(e, Error::Invalid { rule: "stream-record-too-large", .. })
+}
+
+/// The bytes of an entry's own rows as every replica encodes them (keys and records, without
+/// the table ids and sequence numbers the WAL adds): what decides whether the entry is too
+/// large everywhere.
+pub(super) fn own_bytes(rows: &[PreparedRow]) -> usize {
+    rows.iter().map(|r| r.pk.len() + r.record.len()).sum()
 }
 
 /// What the leader makes of an entry's prepared rows: the rows to write, or, for a refusal
@@ -109,7 +126,13 @@ pub(super) fn settle(
 /// `Invalid` with rules `applied-clock`, `applied-mark-too-large`, `applied-partition`,
 /// `applied-epoch`, `applied-mark-order`,
 /// `applied-row-outside`, `applied-auto-increment`; `TableNotFound`.
-pub(super) fn check(version: &LsmVersion, reader: &Reader, apply: &Apply, snapshot: SeqNo) -> Result<u64> {
+pub(super) fn check(
+    version: &LsmVersion,
+    reader: &Reader,
+    apply: &Apply,
+    snapshot: SeqNo,
+    limit: usize,
+) -> Result<u64> {
     // A clock no version can hold would become the partition's floor and refuse every later
     // entry's rows on every replica.
     if i64::try_from(apply.batch.now_ms).is_err() {
@@ -118,10 +141,12 @@ pub(super) fn check(version: &LsmVersion, reader: &Reader, apply: &Apply, snapsh
             format!("an entry's clock of {} ms lies beyond what a version can hold", apply.batch.now_ms),
         ));
     }
-    if apply.batch.mark.data.len() > MAX_MARK_BYTES {
+    // A mark must fit in a batch of its own, or a refused entry could never move it.
+    let most = MAX_MARK_BYTES.min(limit.saturating_sub(MARK_ROW_OVERHEAD));
+    if apply.batch.mark.data.len() > most {
         return Err(Error::invalid(
             "applied-mark-too-large",
-            format!("a mark of {} bytes; a mark holds at most {MAX_MARK_BYTES}", apply.batch.mark.data.len()),
+            format!("a mark of {} bytes; a mark holds at most {most}", apply.batch.mark.data.len()),
         ));
     }
     let table = version.table(&apply.batch.table).ok_or_else(|| Error::TableNotFound(apply.batch.table.clone()))?;

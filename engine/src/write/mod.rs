@@ -725,7 +725,13 @@ impl Writer {
                 )
             };
             // Folds need every earlier batch of the group readable (`fold.rs`).
-            row_bufs.fold = if deferred.is_empty() { Folding::Allowed } else { Folding::Not };
+            // An applied entry is never folded: whether an update is folded depends on this
+            // replica's heat and group, and the entry's size must not.
+            row_bufs.fold = if deferred.is_empty() && !matches!(pending, Pending::Apply(_)) {
+                Folding::Allowed
+            } else {
+                Folding::Not
+            };
             let mark = (row_bufs.keys.len(), row_bufs.records.len());
             let mut prepared = self.prepare_pending(&version, &pending, now, next_seq, &stamps, row_bufs);
             if row_bufs.folded > 0 && matches!(&prepared, Ok(Ok(rows)) if payload_of(rows) > limit) {
@@ -776,7 +782,7 @@ impl Writer {
                     // An applied entry whose derived rows every replica refuses alike (an index
                     // key over its limits) is refused as a whole: its mark is written alone.
                     let derived = match (&pending, derived) {
-                        (Pending::Apply(_), Err(e)) if refused.is_none() && applied::entry_outcome(&e) => {
+                        (Pending::Apply(_), Err(e)) if refused.is_none() && applied::derived_outcome(&e) => {
                             rows.clear();
                             refused = Some(vec![Err(e)]);
                             Ok(Vec::new())
@@ -787,19 +793,19 @@ impl Writer {
                         Pending::Apply(a) => applied::append_mark(&version, a, &mut rows, row_bufs).map(|()| advanced),
                         _ => Ok(advanced),
                     });
+                    // Too large to log on every replica: the entry's own rows, measured without
+                    // anything this replica adds (table ids, derived rows), are over the limit
+                    // replicas share, so the mark goes alone. Over it only with derived rows,
+                    // the refusal is this replica's (below).
                     if let Pending::Apply(a) = &pending
                         && derived.is_ok()
                         && refused.is_none()
-                        && payload_of(&rows) > limit
+                        && applied::own_bytes(&rows[..users.min(rows.len())]) > limit
                     {
-                        // Too large to log: the entry's outcome (replicas share max_batch_bytes,
-                        // DATA-MODEL.md), so the mark goes alone.
                         let e = Error::invalid(
                             "batch-too-large",
                             format!(
-                                "the entry's {} rows encode to {} bytes; one batch may hold at most {limit}",
-                                rows.len(),
-                                payload_of(&rows)
+                                "the entry's {users} rows encode to more than {limit} bytes; one batch may hold at most {limit}"
                             ),
                         );
                         rows.clear();
@@ -1072,7 +1078,8 @@ impl Writer {
         first_seq: u64,
         bufs: &mut RowBufs,
     ) -> Result<Result<Vec<PreparedRow>, Vec<RowOutcome>>> {
-        let clock = applied::check(version, &self.reader, apply, SeqNo(first_seq - 1))?;
+        let limit = self.ctx.opts.max_batch_bytes.min(MAX_PAYLOAD_BYTES);
+        let clock = applied::check(version, &self.reader, apply, SeqNo(first_seq - 1), limit)?;
         if apply.batch.ops.is_empty() {
             return Ok(Ok(Vec::new()));
         }
