@@ -38,8 +38,9 @@ impl Db {
     /// `applied-epoch` (the partition's epoch is another), `applied-row-outside` (a row of
     /// another table or partition), `applied-auto-increment`, `applied-clock` (a clock beyond
     /// what a version holds) and `applied-mark-too-large` (the caller's mistakes: every
-    /// replica refuses them alike); a read error while preparing the rows, a local
-    /// transaction's lock (`PartitionLocked`), and whatever refuses any write (`Busy`,
+    /// replica refuses them alike); `batch-too-large` when the rows fit but not with the
+    /// stream records and index entries this replica adds, a read error while preparing the
+    /// rows, a local transaction's lock (`PartitionLocked`), and whatever refuses any write (`Busy`,
     /// `Poisoned`, `ReadOnly`, `Closed`, I/O), after which applying the same entry again is
     /// right.
     pub fn apply(&self, batch: ApplyBatch) -> Result<Applied> {
