@@ -30,6 +30,14 @@ fn create(db: &Db, schema: TableSchema, n: u64) {
     db.create_table_partitioned(schema, &[strata::PartitionSpec { id: pid(n), start: None }]).unwrap();
 }
 
+/// A database on an in-memory file system with table `t` (kept forever) cut into one partition
+/// the caller placed, and the options it was opened with.
+fn opened_with(opts: Options) -> Db {
+    let db = Db::open("/db", opts).unwrap();
+    create(&db, schema().ttl(Ttl::Forever), 1);
+    db
+}
+
 fn partition(db: &Db) -> PartitionId {
     db.partitions("t").unwrap()[0].id
 }
@@ -63,9 +71,7 @@ fn newest(db: &Db, key: &PrimaryKey, column: &str) -> Option<Value> {
 
 #[test]
 fn an_entry_applies_its_rows_and_its_mark_once() {
-    let (opts, _fs, _clock) = strata_tests::mem_options();
-    let db = Db::open("/db", opts).unwrap();
-    create(&db, schema().ttl(Ttl::Forever), 1);
+    let db = opened_with(strata_tests::mem_options().0);
     let p = partition(&db);
     assert_eq!(db.applied_mark("t", p).unwrap(), None);
     for i in 1..=3 {
@@ -90,9 +96,7 @@ fn an_entry_applies_its_rows_and_its_mark_once() {
 
 #[test]
 fn rows_refused_on_their_own_merits_still_move_the_mark() {
-    let (opts, _fs, _clock) = strata_tests::mem_options();
-    let db = Db::open("/db", opts).unwrap();
-    create(&db, schema().ttl(Ttl::Forever), 1);
+    let db = opened_with(strata_tests::mem_options().0);
     let p = partition(&db);
     // A condition that fails: the entry's outcome on every replica.
     let failing = PutRow::new("t", pk![1i64, 5i64]).column("v", Value::Integer(5)).condition(Condition::expect_exist());

@@ -1760,6 +1760,22 @@ mod tests {
         Ok(db)
     }
 
+    /// Table `a` of `db`, cut into one partition the caller placed, and entry `index` of its
+    /// log with `ops`.
+    fn partitioned_a(db: &Db) -> Result<impl Fn(u64, Vec<WriteOp>) -> crate::ApplyBatch> {
+        let partition = crate::PartitionId(crate::PartitionId::FIRST_EXTERNAL.get() + 1);
+        let spec = crate::PartitionSpec { id: partition, start: None };
+        db.create_table_partitioned(TableSchema::new("a").pk("k", KeyType::Integer), &[spec])?;
+        Ok(move |index: u64, ops: Vec<WriteOp>| crate::ApplyBatch {
+            table: "a".into(),
+            partition,
+            epoch: 1,
+            ops,
+            now_ms: 1_700_000_000_000,
+            mark: crate::version::applied::AppliedMark { index, data: vec![index as u8] },
+        })
+    }
+
     /// Records a read of row `k` of `t` walks now (newest first, down to a whole-row record).
     fn records_walked(db: &Db, k: i64) -> Result<usize> {
         let snap = db.reader.snapshot();
@@ -1936,19 +1952,8 @@ mod tests {
     /// written (the insert fails after the WAL append), the entry is not reported applied.
     #[test]
     fn a_refused_entry_whose_mark_is_lost_is_not_reported_applied() -> Result<()> {
-        use crate::version::applied::AppliedMark;
         let db = db_with_table_t()?;
-        let partition = crate::PartitionId(crate::PartitionId::FIRST_EXTERNAL.get() + 1);
-        let spec = crate::PartitionSpec { id: partition, start: None };
-        db.create_table_partitioned(TableSchema::new("a").pk("k", KeyType::Integer), &[spec])?;
-        let entry = |index: u64, ops: Vec<WriteOp>| crate::ApplyBatch {
-            table: "a".into(),
-            partition,
-            epoch: 1,
-            ops,
-            now_ms: 1_700_000_000_000,
-            mark: AppliedMark { index, data: vec![index as u8] },
-        };
+        let entry = partitioned_a(&db)?;
         assert!(db.apply(entry(1, Vec::new()))?.rows?.all_ok());
         let refused: WriteOp =
             PutRow::new("a", pk(1)).column("m", 1).condition(Condition::row(RowExistence::ExpectExist)).into();
@@ -1981,26 +1986,14 @@ mod tests {
     /// increment counts once.
     #[test]
     fn an_entry_applied_twice_in_one_group_counts_once() -> Result<()> {
-        use crate::version::applied::AppliedMark;
         use crate::write::applied::Apply;
         let db = db_with_table_t()?;
-        let partition = crate::PartitionId(crate::PartitionId::FIRST_EXTERNAL.get() + 1);
-        let spec = crate::PartitionSpec { id: partition, start: None };
-        db.create_table_partitioned(TableSchema::new("a").pk("k", KeyType::Integer), &[spec])?;
-        let mark = |index: u64| AppliedMark { index, data: vec![index as u8] };
-        let entry = |index: u64| crate::ApplyBatch {
-            table: "a".into(),
-            partition,
-            epoch: 1,
-            ops: Vec::new(),
-            now_ms: 1_700_000_000_000,
-            mark: mark(index),
-        };
+        let entry = partitioned_a(&db)?;
         // The first entry creates the marks table.
-        assert!(db.apply(entry(1))?.rows?.all_ok());
+        assert!(db.apply(entry(1, Vec::new()))?.rows?.all_ok());
+        let partition = entry(1, Vec::new()).partition;
         let pending = |index: u64| {
-            let mut batch = entry(index);
-            batch.ops = vec![UpdateRow::new("a", pk(1)).increment("n", 1).into()];
+            let batch = entry(index, vec![UpdateRow::new("a", pk(1)).increment("n", 1).into()]);
             Pending::Apply(Box::new(Apply { batch, stamp: std::sync::atomic::AtomicU64::new(0) }))
         };
         let put_elsewhere = Pending::Ops(vec![PutRow::new("t", pk(9)).column("m", 1).into()]);
