@@ -19,6 +19,14 @@ pub enum PausePoint {
     FlushBeforeInstall,
     /// A flush has installed its files and retired its memtable.
     FlushInstalled,
+    /// A partition image's export has taken its read point; no file is linked yet.
+    ImageExportPinned,
+    /// A partition image's install has verified its files and linked them into the partition's
+    /// folder; it has not taken the write leader's role yet.
+    ImageVerified,
+    /// A partition image's install has verified and linked its files and flushed every
+    /// memtable, holding the write leader's role; the manifest is not written yet.
+    ImageBeforeInstall,
     /// A background or manual compaction has chosen its input files and logged its start;
     /// nothing is read, written or installed yet.
     CompactionStarted,

@@ -51,6 +51,7 @@ mod health;
 #[doc(hidden)]
 pub mod hooks;
 mod ids;
+mod image;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod memtable;
@@ -89,6 +90,7 @@ pub use db::info::{DbStats, LevelStats, PartitionInfo, TableStats};
 pub use db::{Applied, ApplyBatch, Db, IndexDescription, PartitionSpec, TableDescription};
 pub use error::{Error, Result};
 pub use ids::{FileId, PartitionId, SeqNo, TableId};
+pub use image::{IMAGE_FILE, ImageInfo};
 pub use model::rowstate::{DropCounts, MAX_CONDITION_DEPTH};
 pub use model::schema::{ColumnDef, PkColumn, TableOptions, TableSchema, Ttl};
 pub use model::types::{

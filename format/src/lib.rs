@@ -10,6 +10,7 @@ pub mod block;
 pub mod bloom;
 pub mod codec;
 pub mod error;
+pub mod image;
 pub mod fuzz_bodies;
 pub mod key;
 pub mod keysearch;

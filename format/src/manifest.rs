@@ -13,8 +13,9 @@ pub const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATMAN");
 /// (a version-1 manifest reads as tables without one); 3 adds each table's change stream (a
 /// version-2 manifest reads as tables without one); 4 adds each table's defined columns and
 /// secondary indexes (an older manifest reads as tables without them); 5 adds each partition's
-/// epoch (an older manifest reads as epoch 1).
-pub const MANIFEST_FORMAT_VERSION: u32 = 5;
+/// epoch (an older manifest reads as epoch 1); 6 adds each file's origin (an older manifest's
+/// files have none).
+pub const MANIFEST_FORMAT_VERSION: u32 = 6;
 /// Size of the manifest header.
 pub const MANIFEST_HEADER_LEN: usize = crate::codec::FRAME_HEADER_LEN;
 
@@ -44,6 +45,20 @@ pub struct FileRecord {
     pub clip_start: Option<Vec<u8>>,
     /// Exclusive upper partition-key bound (`None`: unbounded).
     pub clip_end: Option<Vec<u8>>,
+    /// For a file another database wrote (a partition image installed here): the table id and
+    /// file id its properties carry, which differ from this database's. `None`: this
+    /// database wrote it, under the record's own ids.
+    pub origin: Option<FileOrigin>,
+}
+
+/// The ids an SSTable written by another database carries in its properties (2 and 24), which
+/// its record here is checked against instead of its ids in this database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileOrigin {
+    /// The table id the file was written under.
+    pub table_id: u64,
+    /// The file id the file was written under.
+    pub file_id: u64,
 }
 
 impl FileRecord {
@@ -59,8 +74,12 @@ impl FileRecord {
             }
         };
         differ("the size", size.to_string(), self.size.to_string());
+        let (table_id, file_id) = match self.origin {
+            Some(o) => (o.table_id, o.file_id),
+            None => (table_id, self.id),
+        };
         if props.file_id != 0 {
-            differ("the file id", props.file_id.to_string(), self.id.to_string());
+            differ("the file id", props.file_id.to_string(), file_id.to_string());
         }
         differ("the table id", props.table_id.to_string(), table_id.to_string());
         differ("the writing partition", props.partition_id.to_string(), self.home_partition.to_string());
@@ -278,17 +297,7 @@ impl ManifestData {
                 put_varint(&mut b, p.epoch);
                 put_varint(&mut b, p.files.len() as u64);
                 for f in &p.files {
-                    put_varint(&mut b, f.id);
-                    put_varint(&mut b, f.home_partition);
-                    put_varint(&mut b, u64::from(f.level));
-                    put_varint(&mut b, f.size);
-                    put_bytes(&mut b, &f.smallest);
-                    put_bytes(&mut b, &f.largest);
-                    put_varint(&mut b, f.min_seqno);
-                    put_varint(&mut b, f.max_seqno);
-                    put_varint(&mut b, f.entries);
-                    put_opt_bytes(&mut b, f.clip_start.as_deref());
-                    put_opt_bytes(&mut b, f.clip_end.as_deref());
+                    put_file_record(&mut b, f);
                 }
             }
         }
@@ -426,22 +435,7 @@ impl ManifestData {
                 let nf = c.count(12, "file count")?;
                 let mut files = Vec::with_capacity(nf);
                 for _ in 0..nf {
-                    let id = c.varint()?;
-                    let home_partition = c.varint()?;
-                    let level = u32::try_from(c.varint()?).map_err(|_| c.invalid("level out of range"))?;
-                    files.push(FileRecord {
-                        id,
-                        home_partition,
-                        level,
-                        size: c.varint()?,
-                        smallest: c.bytes()?.to_vec(),
-                        largest: c.bytes()?.to_vec(),
-                        min_seqno: c.varint()?,
-                        max_seqno: c.varint()?,
-                        entries: c.varint()?,
-                        clip_start: c.opt_bytes()?.map(<[u8]>::to_vec),
-                        clip_end: c.opt_bytes()?.map(<[u8]>::to_vec),
-                    });
+                    files.push(read_file_record(&mut c, version)?);
                 }
                 t.partitions.push(PartitionRecord { id, start, end, epoch, files });
             }
@@ -450,6 +444,59 @@ impl ManifestData {
         c.finish()?;
         Ok(m)
     }
+}
+
+/// Appends `f` as a manifest file record (FORMAT.md, "Manifest": `file`), as the current
+/// version writes it.
+pub(crate) fn put_file_record(b: &mut Vec<u8>, f: &FileRecord) {
+    put_varint(b, f.id);
+    put_varint(b, f.home_partition);
+    put_varint(b, u64::from(f.level));
+    put_varint(b, f.size);
+    put_bytes(b, &f.smallest);
+    put_bytes(b, &f.largest);
+    put_varint(b, f.min_seqno);
+    put_varint(b, f.max_seqno);
+    put_varint(b, f.entries);
+    put_opt_bytes(b, f.clip_start.as_deref());
+    put_opt_bytes(b, f.clip_end.as_deref());
+    match f.origin {
+        None => b.push(0),
+        Some(o) => {
+            b.push(1);
+            put_varint(b, o.table_id);
+            put_varint(b, o.file_id);
+        }
+    }
+}
+
+/// Reads a file record as manifest version `version` wrote it (the origin from version 6 on).
+pub(crate) fn read_file_record(c: &mut Cursor<'_>, version: u32) -> Result<FileRecord, DecodeError> {
+    let id = c.varint()?;
+    let home_partition = c.varint()?;
+    let level = u32::try_from(c.varint()?).map_err(|_| c.invalid("level out of range"))?;
+    Ok(FileRecord {
+        id,
+        home_partition,
+        level,
+        size: c.varint()?,
+        smallest: c.bytes()?.to_vec(),
+        largest: c.bytes()?.to_vec(),
+        min_seqno: c.varint()?,
+        max_seqno: c.varint()?,
+        entries: c.varint()?,
+        clip_start: c.opt_bytes()?.map(<[u8]>::to_vec),
+        clip_end: c.opt_bytes()?.map(<[u8]>::to_vec),
+        origin: if version >= 6 {
+            match c.u8()? {
+                0 => None,
+                1 => Some(FileOrigin { table_id: c.varint()?, file_id: c.varint()? }),
+                x => return Err(c.invalid(format!("file origin flag {x}"))),
+            }
+        } else {
+            None
+        },
+    })
 }
 
 #[cfg(test)]
@@ -527,6 +574,7 @@ mod tests {
                         entries: 40,
                         clip_start: None,
                         clip_end: Some(vec![2, 1]),
+                        origin: Some(FileOrigin { table_id: 4, file_id: 77 }),
                     }],
                 }],
             }],

@@ -121,7 +121,7 @@ impl FlushJob<'_> {
             bytes += table_bytes;
         }
         let files = changes.iter().filter(|c| matches!(c, Change::AddFile { .. })).count();
-        let edit = VersionEdit { changes, flushed_seqno: Some(mem.max_seqno()), min_wal_number: None };
+        let edit = VersionEdit { changes, flushed_seqno: Some(mem.max_seqno()), ..VersionEdit::default() };
         Ok(Flushed { edit, bytes, files, table_bytes: per_table })
     }
 }

@@ -79,6 +79,7 @@ impl FileMaker<'_> {
             entries: p.entry_count,
             clip_start: None,
             clip_end: None,
+            origin: None,
         };
         Ok(Arc::new(FileEntry { reader, rec }))
     }

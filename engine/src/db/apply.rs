@@ -69,7 +69,7 @@ impl Db {
     }
 
     /// Creates `table`'s marks table unless it exists.
-    fn ensure_marks_table(&self, table: &str) -> Result<()> {
+    pub(crate) fn ensure_marks_table(&self, table: &str) -> Result<()> {
         let v = self.versions.current();
         let t = v.table(table).ok_or_else(|| Error::TableNotFound(table.into()))?;
         if v.applied_table_of(t.id).is_some() {

@@ -14,6 +14,7 @@
 
 mod apply;
 mod indexes;
+mod images;
 pub(crate) mod info;
 mod maintenance;
 mod reads;

@@ -37,6 +37,23 @@ pub fn mark_key(partition: PartitionId) -> Vec<u8> {
     strata_format::key::PkRef::Integer(partition.get() as i64).encode(&mut key);
     key
 }
+/// The record of a mark row: a put of the three cells, each at version `stamp` (the clock the
+/// entry's rows were prepared at). Integers hold the index's and the stamp's 64 bits, read
+/// back `as u64`.
+pub fn mark_record(index: u64, data: &[u8], stamp: u64) -> Vec<u8> {
+    let mut record = Vec::new();
+    strata_format::record::encode_put(
+        None,
+        &[
+            (INDEX_COLUMN, stamp, strata_format::value::ValueRef::Integer(index as i64)),
+            (MARK_COLUMN, stamp, strata_format::value::ValueRef::Binary(data)),
+            (STAMP_COLUMN, stamp, strata_format::value::ValueRef::Integer(stamp as i64)),
+        ],
+        &mut record,
+    );
+    record
+}
+
 /// The prefix of a marks table's name, after [`INTERNAL_PREFIX`].
 pub const NAME_PREFIX: &str = "applied_";
 

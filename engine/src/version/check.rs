@@ -52,6 +52,17 @@ impl LsmVersion {
     }
 }
 
+impl Partition {
+    /// Checks the partition's own invariants (2 to 5 above): a partition built from files
+    /// another database wrote is checked before it is installed.
+    ///
+    /// # Errors
+    /// A description of the first invariant found broken.
+    pub fn check(&self) -> Result<(), String> {
+        check_partition(self)
+    }
+}
+
 fn check_partition(p: &Partition) -> Result<(), String> {
     if let (Some(s), Some(e)) = (&p.start, &p.end)
         && s >= e

@@ -176,6 +176,10 @@ pub struct VersionEdit {
     pub flushed_seqno: Option<SeqNo>,
     /// The oldest WAL still needed.
     pub min_wal_number: Option<u64>,
+    /// Readers may see every sequence number up to this one from the moment the new version is
+    /// installed (a partition image's files carry sequence numbers of the database they were
+    /// taken from, up to it). Never lowers the visible sequence number.
+    pub publish_seqno: Option<SeqNo>,
 }
 
 /// An edit applied: the new version, and the files added by changes that were skipped (their

@@ -234,6 +234,11 @@ impl VersionSet {
         let max_l0 = new_v.max_l0_files();
         {
             let mut st = self.state.write();
+            // Under the lock readers take their sequence number under (`snapshot`): no reader
+            // sees the new files at the old number.
+            if let Some(s) = edit.publish_seqno {
+                self.visible_seqno.fetch_max(s.get(), Ordering::AcqRel);
+            }
             st.version = Arc::new(new_v);
             if let Some(m) = retire {
                 st.sealed.retain(|x| !Arc::ptr_eq(x, m));

@@ -49,6 +49,7 @@ pub fn record(id: u64, lo: i64, hi: i64, size: u64, seq: u64) -> FileRecord {
         entries: 1,
         clip_start: None,
         clip_end: None,
+        origin: None,
     }
 }
 

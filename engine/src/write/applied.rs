@@ -16,8 +16,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use strata_format::key::partition_key;
-use strata_format::record::encode_put;
-use strata_format::value::ValueRef;
 
 use super::{PreparedRow, RowBufs, append};
 use crate::error::{Error, Result};
@@ -26,7 +24,7 @@ use crate::model::types::{PkValue, RowOutcome, WriteOp};
 use crate::read::Reader;
 use crate::read::applied::stored_mark;
 use crate::version::LsmVersion;
-use crate::version::applied::{AppliedMark, INDEX_COLUMN, MARK_COLUMN, STAMP_COLUMN, mark_key};
+use crate::version::applied::{AppliedMark, mark_key, mark_record};
 
 /// One entry of a replicated log for [`crate::Db::apply`]: rows of one partition, the clock they are
 /// applied with and the mark recorded with them.
@@ -243,17 +241,7 @@ pub(super) fn append_mark(
         Error::invalid("applied-partition", format!("table {:?} has no marks table", apply.batch.table))
     })?;
     let stamp = apply.stamp.load(Ordering::Relaxed).max(apply.batch.now_ms);
-    // Integers hold the index's and the stamp's 64 bits, read back `as u64`.
-    let mut cell = Vec::new();
-    encode_put(
-        None,
-        &[
-            (INDEX_COLUMN, stamp, ValueRef::Integer(apply.batch.mark.index as i64)),
-            (MARK_COLUMN, stamp, ValueRef::Binary(&apply.batch.mark.data)),
-            (STAMP_COLUMN, stamp, ValueRef::Integer(stamp as i64)),
-        ],
-        &mut cell,
-    );
+    let cell = mark_record(apply.batch.mark.index, &apply.batch.mark.data, stamp);
     super::check_record_size(&cell, || format!("applied mark of partition {}", apply.batch.partition))?;
     let key_start = bufs.keys.len();
     bufs.keys.extend_from_slice(&mark_key(apply.batch.partition));

@@ -51,6 +51,26 @@ impl Writer {
         Ok(())
     }
 
+    /// Seals the active memtable while the caller holds the leader role, so no write follows
+    /// until it lets go; returns the first log of the new active memtable (every sealed one
+    /// starts below it).
+    ///
+    /// # Errors
+    /// Whatever refuses writes; a failed rotation (which poisons).
+    pub(crate) fn seal_leading(&self, _lead: &crate::write::LeadGuard<'_>) -> Result<u64> {
+        self.ctx.check_writable()?;
+        self.rotate_memtable()?;
+        Ok(self.versions.state.read().active.first_wal)
+    }
+
+    /// Raises the last sequence number handed out to `seqno` while the caller holds the leader
+    /// role (a partition image installed with sequence numbers up to it): the next write
+    /// takes one above it, so it is newer than every entry of the image.
+    pub(crate) fn raise_seqno(&self, _lead: &crate::write::LeadGuard<'_>, seqno: crate::ids::SeqNo) {
+        self.last_seqno.fetch_max(seqno.get(), Ordering::AcqRel);
+        self.versions.state.read().active.cover_seqno(seqno);
+    }
+
     /// Backpressure: slows or stalls a writer while flushes or compactions are behind, and
     /// fails with `Busy` after `stall_timeout`.
     pub(crate) fn wait_for_room(&self) -> Result<()> {

@@ -1,0 +1,50 @@
+//! Partition images ([`Db::export_partition`], [`Db::install_partition_image`]); the work is
+//! in `image/`.
+
+use std::path::Path;
+
+use super::Db;
+use crate::error::Result;
+use crate::ids::PartitionId;
+use crate::image::ImageInfo;
+
+impl Db {
+    /// Exports partition `partition` of `table` (a table created with
+    /// [`Db::create_table_partitioned`], without a change stream or secondary indexes) into the
+    /// folder `dest`, which must be new or empty and outside the database: its SSTables as of
+    /// one moment (hard links where the file system allows, so the time follows the number of
+    /// files, not the data), its rows still in memtables as one more SSTable, and `IMAGE`, its
+    /// description with the partition's bounds, epoch and applied mark (docs/FORMAT.md,
+    /// "Partition images"). Writes go on meanwhile; the image holds exactly the writes
+    /// published when it began. A folder without `IMAGE` is an export a crash cut short.
+    ///
+    /// # Errors
+    /// `TableNotFound`; `Invalid` with rules `image-partition` (no such partition, or one the
+    /// engine placed), `image-table` (a change stream or indexes) and `image-destination`; I/O
+    /// errors.
+    pub fn export_partition(&self, table: &str, partition: PartitionId, dest: &Path) -> Result<ImageInfo> {
+        crate::image::export(&self.ctx, &self.versions, &self.reader, table, partition, dest)
+    }
+
+    /// Installs the partition image in folder `src` ([`Db::export_partition`], from this or
+    /// another database) in place of the same partition's contents: its rows and its applied
+    /// mark replace the partition's in one manifest write, so after a crash at any point the
+    /// partition holds the old contents with the old mark or the new with the new. The table
+    /// must exist here with the same name and key columns, the partition with the same bounds
+    /// and epoch, and the image's mark must not be behind the partition's. Every byte of the
+    /// image is verified before anything changes. Writes to every table wait while the
+    /// memtables are flushed and the image goes in; snapshots taken before keep the old
+    /// contents. `src` is left as it was.
+    ///
+    /// # Errors
+    /// Nothing changed: `Corruption` for a damaged image or one that is not what its `IMAGE`
+    /// says; `TableNotFound`; `Invalid` with rules `image-table`, `image-partition`,
+    /// `image-schema`, `image-stale`; whatever refuses writes (`ReadOnly`, `Poisoned`); I/O
+    /// errors.
+    pub fn install_partition_image(&self, src: &Path) -> Result<ImageInfo> {
+        let writer = self.writer()?;
+        let meta = crate::image::read_meta(self.ctx.fs.as_ref(), src)?;
+        self.ensure_marks_table(&meta.table)?;
+        crate::image::install(&self.reader, writer, &self.jobs, src)
+    }
+}
