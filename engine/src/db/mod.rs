@@ -13,8 +13,8 @@
 //! taken in").
 
 mod apply;
-mod indexes;
 mod images;
+mod indexes;
 pub(crate) mod info;
 mod maintenance;
 mod reads;

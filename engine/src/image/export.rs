@@ -69,8 +69,11 @@ pub(crate) fn export(
         files.push(rec);
     }
     let mark = match at.version.applied_table_of(t.id) {
-        Some(marks) => stored_mark(reader, &at, marks, partition)?
-            .map(|s| ImageMark { index: s.mark.index, data: s.mark.data, stamp: s.stamp }),
+        Some(marks) => stored_mark(reader, &at, marks, partition)?.map(|s| ImageMark {
+            index: s.mark.index,
+            data: s.mark.data,
+            stamp: s.stamp,
+        }),
         None => None,
     };
     let meta = ImageMeta {

@@ -65,9 +65,10 @@ pub(crate) fn install(reader: &Reader, writer: &Writer, jobs: &Jobs, src: &Path)
     let (table_id, current_mark) = {
         let at = versions.snapshot();
         let t = matching_table(&at.version, &meta)?;
-        let marks = at.version.applied_table_of(t.id).ok_or_else(|| {
-            Error::invalid("image-table", format!("table {:?} has no marks table", meta.table))
-        })?;
+        let marks = at
+            .version
+            .applied_table_of(t.id)
+            .ok_or_else(|| Error::invalid("image-table", format!("table {:?} has no marks table", meta.table)))?;
         (t.id, stored_mark(reader, &at, marks, pid)?)
     };
     check_not_stale(&meta, current_mark.as_ref())?;
@@ -136,7 +137,10 @@ fn link_and_swap(
             levels.resize_with(level + 1, Vec::new);
         }
         if let Some(l) = levels.get_mut(level) {
-            l.push(Arc::new(FileEntry { reader, rec: FileRecord { id: id.get(), home_partition: pid.get(), ..rec.clone() } }));
+            l.push(Arc::new(FileEntry {
+                reader,
+                rec: FileRecord { id: id.get(), home_partition: pid.get(), ..rec.clone() },
+            }));
         }
     }
     ctx.fs.sync_dir(&dir).map_err(|e| Error::io("sync dir", &dir, e))?;
@@ -207,11 +211,10 @@ fn write_mark(
 ) -> Result<(PartitionId, Arc<FileEntry>)> {
     let key = mark_key(pid);
     let index = marks.partition_index(strata_format::key::partition_key(&key));
-    let home = marks
-        .partitions
-        .get(index)
-        .map(|p| p.id)
-        .ok_or_else(|| Error::Internal(format!("marks table {:?} has no partition for {pid}", marks.schema.name)))?;
+    let home =
+        marks.partitions.get(index).map(|p| p.id).ok_or_else(|| {
+            Error::Internal(format!("marks table {:?} has no partition for {pid}", marks.schema.name))
+        })?;
     let record = match &meta.mark {
         Some(m) => mark_record(m.index, &m.data, m.stamp),
         None => {
