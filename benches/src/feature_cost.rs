@@ -16,6 +16,10 @@
 //! - Secondary indexes: fillrandom and then overwrite (the same keys again, every indexed value
 //!   changed) with 0, 1 and 3 indexes, alternating.
 //!
+//! - Partition images: a partition of about 10 MB, 100 MB and 1 GB (`--image-mib`) exported
+//!   (links and the memtable part) and installed into a second database (every byte verified,
+//!   files linked, memtables flushed, one manifest write), with the time of each.
+//!
 //! - Entries of a replicated log: random 100-byte puts, one per entry, through `Db::apply`
 //!   (with its mark) against the same puts through `batch_write`, into the same table cut into
 //!   one partition the caller placed; and entries of 10 puts against batches of 10.
@@ -45,9 +49,13 @@ struct Args {
     /// Value bytes.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
-    /// Run one part only: `stats`, `backups`, `transactions`, `stream`, `indexes` or `apply`.
+    /// Run one part only: `stats`, `backups`, `transactions`, `stream`, `indexes`, `apply` or
+    /// `images`.
     #[arg(long)]
     only: Option<String>,
+    /// Partition sizes (MiB of values) for `images`.
+    #[arg(long, value_delimiter = ',', default_values_t = [10u64, 100, 1000])]
+    image_mib: Vec<u64>,
 }
 
 fn load(db: &Db, rows: u64, value: &[u8], seed: u64) -> f64 {
@@ -83,6 +91,9 @@ fn main() {
     }
     if part("apply") {
         apply(a.rows, &value);
+    }
+    if part("images") {
+        images(&a.image_mib);
     }
     if !part("stats") && !part("backups") {
         return;
@@ -335,6 +346,49 @@ fn apply(rows: u64, value: &[u8]) {
                 println!("  {per:>2} puts per {how:<11} round {round}: {rate:>10.0} rows/s");
             }
         }
+    }
+}
+
+/// A partition of `mib` MiB of 1 KB values, written through `Db::apply` (its last 64 MiB or so
+/// still in memtables), exported and installed into a second database; the times of both.
+fn images(sizes: &[u64]) {
+    use strata::{AppliedMark, ApplyBatch, PartitionId, PartitionSpec, WriteOp};
+    let partition = PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1);
+    let value = vec![b'v'; 1000];
+    let create = |db: &Db| {
+        let schema = TableSchema::new("t").pk("k", KeyType::Integer);
+        db.create_table_partitioned(schema, &[PartitionSpec { id: partition, start: None }]).unwrap();
+    };
+    for &mib in sizes {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = Db::open(tmp.path().join("a"), Options::default()).unwrap();
+        create(&src);
+        let rows = mib << 10;
+        let mut rng = StdRng::seed_from_u64(mib);
+        for index in 1..=rows / 100 {
+            let ops: Vec<WriteOp> =
+                (0..100).map(|_| PutRow::new("t", pk![rng.r#gen::<i64>()]).column("v", value.clone()).into()).collect();
+            let mark = AppliedMark { index, data: Vec::new() };
+            let entry = ApplyBatch { table: "t".into(), partition, epoch: 1, ops, now_ms: now_ms(), mark };
+            src.apply(entry).unwrap();
+        }
+        src.wait_idle(std::time::Duration::from_secs(600)).unwrap();
+        let dst = Db::open(tmp.path().join("b"), Options::default()).unwrap();
+        create(&dst);
+        let t = Instant::now();
+        let info = src.export_partition("t", partition, &tmp.path().join("image")).unwrap();
+        let export_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        dst.install_partition_image(&tmp.path().join("image")).unwrap();
+        let install_s = t.elapsed().as_secs_f64();
+        println!(
+            "  image of {mib:>5} MiB of values: {} files, {:.1} MB; export {:.3} s, install {:.3} s ({:.0} MB/s verified)",
+            info.files,
+            info.bytes as f64 / 1e6,
+            export_s,
+            install_s,
+            info.bytes as f64 / 1e6 / install_s
+        );
     }
 }
 

@@ -7,7 +7,6 @@
 
 use crate::ids::{FileId, PartitionId, TableId};
 pub(crate) mod applied;
-#[cfg(any(test, debug_assertions))]
 pub(crate) mod check;
 pub(crate) mod checkpoint;
 pub(crate) mod edit;
