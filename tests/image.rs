@@ -229,6 +229,7 @@ fn a_damaged_or_mismatched_image_changes_nothing() {
     let before = contents(&b, 1);
     let folder = "/b/tables/t/p9223372036854775809";
     let files_before = fs.list(Path::new(folder)).unwrap_or_default();
+    let marks_tables = |db: &Db| db.stats().tables.iter().filter(|t| t.name.starts_with("$applied_")).count();
     let unchanged = |b: &Db, what: &str| {
         assert_eq!(contents(b, 1), before, "{what}");
         assert_eq!(mark_index(b, 1), 10, "{what}");
@@ -273,6 +274,7 @@ fn a_damaged_or_mismatched_image_changes_nothing() {
     overwrite(&fs, &sst(1), &two);
     let e = b.install_partition_image(Path::new("/img")).unwrap_err();
     assert!(e.to_string().contains("not the SSTable the image names"), "{e}");
+    unchanged(&b, "another file in a file's place");
     overwrite(&fs, &sst(1), &one);
     let image = fs.read(Path::new("/img/IMAGE")).unwrap();
     let mut bad = image.clone();
@@ -307,6 +309,9 @@ fn a_damaged_or_mismatched_image_changes_nothing() {
         )
         .unwrap();
     assert_eq!(rule(other_key.install_partition_image(Path::new("/img")).unwrap_err()), "image-schema");
+    for (db, what) in [(&cut_elsewhere, "another partitioning"), (&other_key, "other key columns")] {
+        assert_eq!(marks_tables(db), 0, "{what}: a refused install made a marks table");
+    }
     let no_table = Db::open("/h", mem_opts(&fs)).unwrap();
     assert!(matches!(no_table.install_partition_image(Path::new("/img")), Err(Error::TableNotFound(_))));
 
@@ -557,9 +562,9 @@ fn a_write_during_an_install_lands_after_it() {
             r
         })
     };
-    // The writer cannot pass the install; if it could, it would have by now.
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    assert!(!landed.load(Ordering::Acquire), "a write went through while the install held the partition");
+    // Had the write gone before the swap (the partition at mark 5, entry 301 above it), the
+    // install's second check would find the partition past the image and refuse it.
+    assert!(!landed.load(Ordering::Acquire), "a write went through while the install held the leader's role");
     gate.release.wait();
     installer.join().unwrap().unwrap();
     assert!(writer.join().unwrap().unwrap().rows.unwrap().all_ok());
@@ -593,4 +598,243 @@ fn an_export_keeps_the_files_of_its_read_point_under_a_compaction() {
     let b = other_db(&fs, "/b", 2);
     b.install_partition_image(Path::new("/img")).unwrap();
     assert_eq!(contents(&b, 1), want);
+}
+
+/// A recovery that skipped a log's records (of a table dropped before the crash) leaves an
+/// empty memtable over that log: the install must still start a new log, or the next open reads
+/// the writes after it as a gap in the sequence numbers.
+#[test]
+fn an_install_over_a_log_of_skipped_records_reopens_with_the_writes_after_it() {
+    let fs = MemFs::new();
+    let opts = |fs: &MemFs| Options { sync_mode: SyncMode::Always, ..mem_opts(fs) };
+    let a = Db::open("/a", opts(&fs)).unwrap();
+    create(&a);
+    apply_range(&a, 1, 1, 40);
+    a.export_partition("t", pid(1), Path::new("/img")).unwrap();
+    let b = Db::open("/b", opts(&fs)).unwrap();
+    create(&b);
+    b.create_table(TableSchema::new("gone").pk("k", KeyType::Integer)).unwrap();
+    for k in 0..20i64 {
+        b.put_row(PutRow::new("gone", pk![k]).column("x", Value::Integer(k))).unwrap();
+    }
+    b.drop_table("gone").unwrap();
+    fs.crash(CrashMode::DropUnsynced, 1);
+    drop(b);
+    let b = Db::open("/b", opts(&fs)).unwrap();
+    b.install_partition_image(Path::new("/img")).unwrap();
+    apply_range(&b, 1, 41, 45);
+    fs.crash(CrashMode::DropUnsynced, 2);
+    drop(b);
+    let b = Db::open("/b", opts(&fs)).unwrap();
+    assert_eq!(mark_index(&b, 1), 45);
+    check_whole(&b.snapshot(), 1, "reopened after the install");
+}
+
+/// A local transaction holding a partition-key value of the partition loses its lock to an
+/// install: its commit fails instead of writing rows computed from the rows replaced.
+#[test]
+fn a_transaction_inside_the_partition_cannot_commit_over_an_install() {
+    let fs = MemFs::new();
+    let a = Db::open("/a", mem_opts(&fs)).unwrap();
+    create(&a);
+    apply_range(&a, 1, 1, 100);
+    a.export_partition("t", pid(1), Path::new("/img")).unwrap();
+    let b = other_db(&fs, "/b", 1);
+    apply_range(&b, 1, 1, 5);
+    let mut tx = b.begin_transaction("t", base(1), strata::TransactionOptions::default()).unwrap();
+    let n = tx.get_row(&pk![base(1), 0i64], &ReadOptions::default()).unwrap().and_then(|r| r.get("n").cloned());
+    assert_eq!(n, Some(Value::Integer(5)));
+    tx.put_row(PutRow::new("t", pk![base(1), 0i64]).column("n", Value::Integer(6))).unwrap();
+    // Another partition's transaction keeps its lock.
+    let mut other = b.begin_transaction("t", base(2), strata::TransactionOptions::default()).unwrap();
+    other.put_row(PutRow::new("t", pk![base(2), 0i64]).column("n", Value::Integer(1))).unwrap();
+    b.install_partition_image(Path::new("/img")).unwrap();
+    assert!(matches!(tx.commit(), Err(Error::TransactionExpired(_))));
+    other.commit().unwrap();
+    assert_eq!(check_whole(&b.snapshot(), 1, "after the refused commit"), 100);
+}
+
+/// Local writes after an install are stamped above the image's versions, though the image's
+/// source stamped them by a clock an hour ahead.
+#[test]
+fn local_writes_after_an_install_are_stamped_above_the_image() {
+    let fs = MemFs::new();
+    let ahead = Arc::new(strata::ManualClock::new(T0 + 3_600_000));
+    let a = Db::open("/a", Options { clock: ahead, ..mem_opts(&fs) }).unwrap();
+    create(&a);
+    apply_range(&a, 1, 1, 3);
+    a.put_row(PutRow::new("t", pk![base(1), 7i64]).column("local", Value::Integer(1))).unwrap();
+    a.export_partition("t", pid(1), Path::new("/img")).unwrap();
+    let b = Db::open("/b", Options { clock: Arc::new(strata::ManualClock::new(T0)), ..mem_opts(&fs) }).unwrap();
+    create(&b);
+    b.install_partition_image(Path::new("/img")).unwrap();
+    // An update of one cell: versions decide which value is newest.
+    b.update_row(UpdateRow::new("t", pk![base(1), 7i64]).put("local", Value::Integer(2))).unwrap();
+    let row = b.get_row("t", &pk![base(1), 7i64], &ReadOptions::default()).unwrap().unwrap();
+    assert_eq!(row.get("local"), Some(&Value::Integer(2)), "the acknowledged write is hidden under the image's");
+}
+
+/// A change made to an image's description.
+type ImageChange = dyn FnOnce(&mut strata_format::image::ImageMeta);
+
+/// Rewrites `/img/IMAGE` with `change` applied to its description.
+fn edit_image(fs: &MemFs, change: impl FnOnce(&mut strata_format::image::ImageMeta)) -> Vec<u8> {
+    let good = fs.read(Path::new("/img/IMAGE")).unwrap();
+    let mut meta = strata_format::image::ImageMeta::decode(&good).unwrap();
+    change(&mut meta);
+    overwrite(fs, Path::new("/img/IMAGE"), &meta.encode());
+    good
+}
+
+/// Numbers a database cannot go on from, a file named twice and a level the database does not
+/// have are refused, with nothing changed.
+#[test]
+fn an_image_with_hostile_numbers_is_refused() {
+    let fs = MemFs::new();
+    let a = Db::open("/a", mem_opts(&fs)).unwrap();
+    create(&a);
+    apply_range(&a, 1, 1, 200);
+    a.flush().unwrap();
+    apply_range(&a, 1, 201, 210);
+    a.export_partition("t", pid(1), Path::new("/img")).unwrap();
+    let b = other_db(&fs, "/b", 1);
+    apply_range(&b, 1, 1, 3);
+    let before = contents(&b, 1);
+    let cases: Vec<(&str, Box<ImageChange>)> = vec![
+        ("seqno", Box::new(|m| m.seqno = u64::MAX - 1)),
+        (
+            "file seqno",
+            Box::new(|m| {
+                m.seqno = u64::MAX;
+                m.files[0].max_seqno = u64::MAX;
+            }),
+        ),
+        ("mark stamp", Box::new(|m| m.mark.as_mut().unwrap().stamp = u64::MAX)),
+        ("table stamp", Box::new(|m| m.table_stamp = 1 << 63)),
+        ("level", Box::new(|m| m.files[0].level = 9)),
+        (
+            "file twice",
+            Box::new(|m| {
+                let f = m.files[0].clone();
+                m.files.push(f);
+            }),
+        ),
+        ("no origin", Box::new(|m| m.files[0].origin = None)),
+        ("another partition's file", Box::new(|m| m.files[0].home_partition = pid(2).get())),
+    ];
+    for (what, change) in cases {
+        let good = edit_image(&fs, change);
+        let e = b.install_partition_image(Path::new("/img")).unwrap_err();
+        assert!(matches!(e, Error::Corruption { .. } | Error::Invalid { rule: "image-limits", .. }), "{what}: {e:?}");
+        assert_eq!(contents(&b, 1), before, "{what}");
+        overwrite(&fs, Path::new("/img/IMAGE"), &good);
+    }
+    b.install_partition_image(Path::new("/img")).unwrap();
+    assert_eq!(contents(&b, 1), contents(&a, 1));
+    b.apply(entry(1, 211, ops(1, 211))).unwrap();
+}
+
+/// A change stream or an index created, or the table dropped, while an install waits to swap:
+/// the install's edit refuses (the index would miss the image's rows; a dropped table would
+/// make the edit a silent no-op).
+#[test]
+fn a_schema_change_during_an_install_refuses_it() {
+    for change in ["index", "drop"] {
+        let fs = MemFs::new();
+        let a = Db::open("/a", mem_opts(&fs)).unwrap();
+        create(&a);
+        apply_range(&a, 1, 1, 20);
+        a.export_partition("t", pid(1), Path::new("/img")).unwrap();
+        let (hook, gate) = gated(PausePoint::ImageBeforeInstall);
+        let b = Arc::new(Db::open("/b", Options { pause_hook: hook, ..mem_opts(&fs) }).unwrap());
+        create(&b);
+        apply_range(&b, 1, 1, 2);
+        let installer = {
+            let b = b.clone();
+            std::thread::spawn(move || b.install_partition_image(Path::new("/img")))
+        };
+        gate.reached.wait();
+        let changer = {
+            let b = b.clone();
+            std::thread::spawn(move || match change {
+                "index" => b.create_index("t", "by_c", &["c"], &[]),
+                _ => b.drop_table("t"),
+            })
+        };
+        // The index (or the drop) is in the structure after the install's last checks and
+        // before its manifest write; an index's build then waits for the install's leader role.
+        while !changer.is_finished()
+            && match change {
+                "index" => b.indexes("t").map_or(true, |ix| ix.is_empty()),
+                _ => b.partitions("t").is_ok(),
+            }
+        {
+            std::thread::yield_now();
+        }
+        gate.release.wait();
+        let r = installer.join().unwrap();
+        changer.join().unwrap().unwrap();
+        match change {
+            "index" => {
+                assert_eq!(rule(r.unwrap_err()), "image-table");
+                assert_eq!(mark_index(&b, 1), 2);
+            }
+            _ => assert!(matches!(r, Err(Error::TableNotFound(_))), "{r:?}"),
+        }
+        assert!(b.check().unwrap().is_empty(), "{change}");
+    }
+}
+
+/// On a real disk: the installed files are hard links of the image's, the database keeps them
+/// once the image folder is deleted (a symbolic link in the image is copied from its target),
+/// and a reopen, a read-only open, a checkpoint and a restored backup all read the installed
+/// partition.
+#[test]
+fn on_a_real_disk_installed_files_outlive_the_image_and_travel_with_the_database() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let opts = || Options { write_buffer_bytes: 16 << 10, ..Options::small_for_tests() };
+    let a = Db::open(root.join("a"), opts()).unwrap();
+    create(&a);
+    apply_range(&a, 1, 1, 200);
+    a.flush().unwrap();
+    apply_range(&a, 1, 201, 220);
+    let image = root.join("img");
+    a.export_partition("t", pid(1), &image).unwrap();
+    let want = contents(&a, 1);
+    // One file of the image moved away and named by a symbolic link.
+    let moved = root.join("elsewhere.sst");
+    std::fs::rename(image.join("00000001.sst"), &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, image.join("00000001.sst")).unwrap();
+    let b = Db::open(root.join("b"), opts()).unwrap();
+    create(&b);
+    b.install_partition_image(&image).unwrap();
+    let folder = root.join("b/tables/t/p9223372036854775809");
+    let inodes: Vec<u64> = std::fs::read_dir(&folder).unwrap().map(|e| e.unwrap().metadata().unwrap().ino()).collect();
+    let second = std::fs::metadata(image.join("00000002.sst")).unwrap().ino();
+    assert!(inodes.contains(&second), "the image's second file was copied, not linked");
+    for e in std::fs::read_dir(&folder).unwrap() {
+        assert!(!e.unwrap().file_type().unwrap().is_symlink(), "a symbolic link in the database");
+    }
+    std::fs::remove_dir_all(&image).unwrap();
+    std::fs::remove_file(&moved).unwrap();
+    assert_eq!(contents(&b, 1), want);
+    b.checkpoint(root.join("cp")).unwrap();
+    let store = strata::BackupStore::open(root.join("backups")).unwrap();
+    store.create(&b).unwrap();
+    let ro = Db::open_read_only(root.join("b"), opts()).unwrap();
+    assert_eq!(contents(&ro, 1), want);
+    drop(ro);
+    drop(b);
+    let b = Db::open(root.join("b"), opts()).unwrap();
+    assert_eq!(contents(&b, 1), want);
+    assert!(b.check().unwrap().is_empty());
+    let cp = Db::open(root.join("cp"), opts()).unwrap();
+    assert_eq!(contents(&cp, 1), want);
+    store.restore(Some(1), root.join("restored")).unwrap();
+    let restored = Db::open(root.join("restored"), opts()).unwrap();
+    assert_eq!(contents(&restored, 1), want);
+    apply_range(&restored, 1, 221, 225);
+    check_whole(&restored.snapshot(), 1, "restored");
 }

@@ -354,7 +354,6 @@ fn apply(rows: u64, value: &[u8]) {
 fn images(sizes: &[u64]) {
     use strata::{AppliedMark, ApplyBatch, PartitionId, PartitionSpec, WriteOp};
     let partition = PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1);
-    let value = vec![b'v'; 1000];
     let create = |db: &Db| {
         let schema = TableSchema::new("t").pk("k", KeyType::Integer);
         db.create_table_partitioned(schema, &[PartitionSpec { id: partition, start: None }]).unwrap();
@@ -366,8 +365,13 @@ fn images(sizes: &[u64]) {
         let rows = mib << 10;
         let mut rng = StdRng::seed_from_u64(mib);
         for index in 1..=rows / 100 {
-            let ops: Vec<WriteOp> =
-                (0..100).map(|_| PutRow::new("t", pk![rng.r#gen::<i64>()]).column("v", value.clone()).into()).collect();
+            // Random bytes: values that compress would make the partition far smaller on disk.
+            let ops: Vec<WriteOp> = (0..100)
+                .map(|_| {
+                    let value: Vec<u8> = (0..1000).map(|_| rng.r#gen::<u8>()).collect();
+                    PutRow::new("t", pk![rng.r#gen::<i64>()]).column("v", value).into()
+                })
+                .collect();
             let mark = AppliedMark { index, data: Vec::new() };
             let entry = ApplyBatch { table: "t".into(), partition, epoch: 1, ops, now_ms: now_ms(), mark };
             src.apply(entry).unwrap();
@@ -382,7 +386,7 @@ fn images(sizes: &[u64]) {
         dst.install_partition_image(&tmp.path().join("image")).unwrap();
         let install_s = t.elapsed().as_secs_f64();
         println!(
-            "  image of {mib:>5} MiB of values: {} files, {:.1} MB; export {:.3} s, install {:.3} s ({:.0} MB/s verified)",
+            "  image of {mib:>5} MiB of values: {} files, {:.1} MB; export {:.4} s, install {:.3} s ({:.0} MB/s verified)",
             info.files,
             info.bytes as f64 / 1e6,
             export_s,

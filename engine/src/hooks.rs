@@ -24,8 +24,9 @@ pub enum PausePoint {
     /// A partition image's install has verified its files and linked them into the partition's
     /// folder; it has not taken the write leader's role yet.
     ImageVerified,
-    /// A partition image's install has verified and linked its files and flushed every
-    /// memtable, holding the write leader's role; the manifest is not written yet.
+    /// A partition image's install holds the write leader's role, has flushed every memtable,
+    /// checked the table and the mark again and written the mark's file; the manifest is not
+    /// written yet.
     ImageBeforeInstall,
     /// A background or manual compaction has chosen its input files and logged its start;
     /// nothing is read, written or installed yet.

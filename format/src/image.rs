@@ -50,6 +50,9 @@ pub struct ImageMeta {
     pub seqno: u64,
     /// When it was taken, ms since the epoch (the source database's clock).
     pub created_ms: u64,
+    /// The highest version the source database had stamped for the table then: the table's
+    /// stamps where the image is installed go on above it.
+    pub table_stamp: u64,
     /// The partition's applied mark as of `seqno`; `None` if no entry was applied.
     pub mark: Option<ImageMark>,
     /// The SSTables: `id` is the file's number in the image folder (`<id:08>.sst`),
@@ -80,6 +83,7 @@ impl ImageMeta {
         put_varint(&mut b, self.epoch);
         put_varint(&mut b, self.seqno);
         put_varint(&mut b, self.created_ms);
+        put_varint(&mut b, self.table_stamp);
         match &self.mark {
             None => b.push(0),
             Some(m) => {
@@ -124,6 +128,7 @@ impl ImageMeta {
         let epoch = c.varint()?;
         let seqno = c.varint()?;
         let created_ms = c.varint()?;
+        let table_stamp = c.varint()?;
         let mark = match c.u8()? {
             0 => None,
             1 => Some(ImageMark { index: c.varint()?, data: c.bytes()?.to_vec(), stamp: c.varint()? }),
@@ -135,7 +140,7 @@ impl ImageMeta {
             files.push(read_file_record(&mut c, FILE_RECORD_VERSION)?);
         }
         c.finish()?;
-        Ok(ImageMeta { table, table_id, pk, partition, start, end, epoch, seqno, created_ms, mark, files })
+        Ok(ImageMeta { table, table_id, pk, partition, start, end, epoch, seqno, created_ms, table_stamp, mark, files })
     }
 }
 
@@ -156,6 +161,7 @@ mod tests {
             epoch: 2,
             seqno: 900,
             created_ms: 1_764_000_000_000,
+            table_stamp: 1_764_000_000_700,
             mark: Some(ImageMark { index: 41, data: b"term 3".to_vec(), stamp: 1_764_000_000_500 }),
             files: vec![FileRecord {
                 id: 1,

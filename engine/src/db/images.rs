@@ -34,17 +34,21 @@ impl Db {
     /// and epoch, and the image's mark must not be behind the partition's. Every byte of the
     /// image is verified before anything changes. Writes to every table wait while the
     /// memtables are flushed and the image goes in; snapshots taken before keep the old
-    /// contents. `src` is left as it was.
+    /// contents. A local transaction holding a partition-key value of the partition loses its
+    /// lock (its commit fails with `TransactionExpired`). `src` is left as it was, and its
+    /// SSTables become hard links of the partition's files where the file system allows: never
+    /// write to them in place.
     ///
     /// # Errors
     /// Nothing changed: `Corruption` for a damaged image or one that is not what its `IMAGE`
     /// says; `TableNotFound`; `Invalid` with rules `image-table`, `image-partition`,
-    /// `image-schema`, `image-stale`; whatever refuses writes (`ReadOnly`, `Poisoned`); I/O
+    /// `image-schema`, `image-stale`, `image-limits` (numbers this database cannot go on from, a
+    /// level it does not have); whatever refuses writes (`ReadOnly`, `Poisoned`); I/O
     /// errors.
     pub fn install_partition_image(&self, src: &Path) -> Result<ImageInfo> {
         let writer = self.writer()?;
-        let meta = crate::image::read_meta(self.ctx.fs.as_ref(), src)?;
-        self.ensure_marks_table(&meta.table)?;
-        crate::image::install(&self.reader, writer, &self.jobs, src)
+        let prepared = crate::image::prepare(&self.reader, &self.jobs, src)?;
+        self.ensure_marks_table(prepared.table())?;
+        prepared.swap(&self.reader, writer, &self.jobs)
     }
 }

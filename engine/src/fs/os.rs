@@ -376,9 +376,11 @@ impl FileSystem for OsFs {
         Ok(fs::metadata(path)?.len())
     }
     fn link_or_copy(&self, from: &Path, to: &Path) -> io::Result<()> {
-        // A link shares the (already synced) data; another device or a file system without
-        // links gets a synced copy.
-        if fs::hard_link(from, to).is_ok() {
+        // A link shares the data; another device or a file system without links gets a synced
+        // copy. A symbolic link is copied from its target: a link to it would name the link
+        // itself, which breaks when its target goes.
+        let symlink = fs::symlink_metadata(from).is_ok_and(|m| m.file_type().is_symlink());
+        if !symlink && fs::hard_link(from, to).is_ok() {
             return Ok(());
         }
         fs::copy(from, to)?;

@@ -86,6 +86,7 @@ pub(crate) fn export(
         epoch: p.epoch,
         seqno: at.seqno.get(),
         created_ms: ctx.clock.now_ms(),
+        table_stamp: versions.stamps.lock().get(&t.id).copied().unwrap_or(0),
         mark,
         files,
     };
@@ -210,7 +211,8 @@ fn check_destination(ctx: &Context, dest: &Path) -> Result<()> {
             format!("{} is not empty; an image goes into a new or empty folder", dest.display()),
         ));
     }
-    if dest.starts_with(&ctx.path) || ctx.path.starts_with(dest) {
+    let (dest_r, db_r) = (resolved(dest), resolved(&ctx.path));
+    if dest_r.starts_with(&db_r) || db_r.starts_with(&dest_r) {
         return Err(Error::invalid(
             "image-destination",
             format!(
@@ -221,4 +223,24 @@ fn check_destination(ctx: &Context, dest: &Path) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// `p` with its longest existing ancestor resolved (symbolic links, `..`, a relative start), so
+/// two names of one folder compare equal.
+fn resolved(p: &Path) -> std::path::PathBuf {
+    let absolute = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut head = absolute.as_path();
+    let mut tail = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(head) {
+            return tail.iter().rev().fold(real, |acc, part| acc.join(part));
+        }
+        match (head.parent(), head.file_name()) {
+            (Some(parent), Some(name)) => {
+                tail.push(name.to_owned());
+                head = parent;
+            }
+            _ => return absolute,
+        }
+    }
 }

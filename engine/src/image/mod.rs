@@ -22,7 +22,7 @@ use crate::ids::{PartitionId, SeqNo};
 use crate::version::applied::AppliedMark;
 
 pub(crate) use export::export;
-pub(crate) use install::install;
+pub(crate) use install::prepare;
 
 /// The name of an image's description in its folder.
 pub const IMAGE_FILE: &str = "IMAGE";

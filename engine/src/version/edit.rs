@@ -139,6 +139,20 @@ pub enum Change {
         /// The index's table.
         index_table: TableId,
     },
+    /// A partition's files replaced by a partition image's (`image/install.rs`). Refused, with
+    /// nothing changed, when the table (`TableNotFound`) or the partition is gone, the
+    /// partition's epoch is no longer `epoch`, or the table has a change stream or indexes
+    /// by then (`Invalid`, `image-table`: their rows would miss the image's).
+    InstallImage {
+        /// Table id.
+        table_id: TableId,
+        /// The partition whose files are replaced.
+        partition_id: PartitionId,
+        /// The epoch the image was checked against.
+        epoch: u64,
+        /// The partition's new levels.
+        levels: Vec<Vec<Arc<FileEntry>>>,
+    },
     /// The newest record flushed to a stream's log table (a flush); never lowers the mark.
     /// Skipped if the stream is gone.
     StreamHead {
@@ -324,6 +338,29 @@ impl VersionEdit {
                     }
                     t.schema.options.validate()?;
                     v.put_table(t);
+                }
+                Change::InstallImage { table_id, partition_id, epoch, levels } => {
+                    let t =
+                        v.tables.get(table_id).ok_or_else(|| Error::TableNotFound(format!("table id {table_id}")))?;
+                    if t.stream.is_some() || !t.indexes.is_empty() {
+                        return Err(Error::invalid(
+                            "image-table",
+                            format!("table {:?} has a change stream or indexes now", t.schema.name),
+                        ));
+                    }
+                    let p = t.partitions.iter().find(|p| p.id == *partition_id).ok_or_else(|| {
+                        Error::invalid("image-partition", format!("partition {partition_id} is gone"))
+                    })?;
+                    if p.epoch != *epoch {
+                        return Err(Error::invalid(
+                            "image-partition",
+                            format!("partition {partition_id} is at epoch {} now, not {epoch}", p.epoch),
+                        ));
+                    }
+                    edit_partition(&mut v, *table_id, *partition_id, |p| {
+                        p.levels = levels.clone();
+                        Ok(())
+                    })?;
                 }
                 Change::StreamHead { log, seq } => match v.stream_owner(*log).cloned() {
                     Some(t) => {

@@ -127,6 +127,24 @@ impl PartitionLocks {
         }
     }
 
+    /// Takes every lock of `table` whose partition-key value `inside` accepts from its holder
+    /// (a partition image replaced those rows): each holder's commit then fails with
+    /// `TransactionExpired` instead of writing rows it computed from the rows replaced.
+    /// Returns how many it took.
+    pub(crate) fn revoke_in(&self, table: TableId, inside: impl Fn(&[u8]) -> bool) -> usize {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        let mut held = self.held.lock();
+        let before = held.len();
+        held.retain(|(t, key), _| *t != table || !inside(key));
+        let taken = before - held.len();
+        self.count.fetch_sub(taken, Ordering::Release);
+        drop(held);
+        self.released.notify_all();
+        taken
+    }
+
     /// Gives up `txn`'s lock on `(table, key)`, if it still holds it.
     pub(crate) fn release(&self, table: TableId, key: &[u8], txn: u64) {
         let mut held = self.held.lock();

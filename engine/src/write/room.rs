@@ -24,8 +24,14 @@ impl Writer {
     /// poisons the database: its acknowledged writes may be lost, and a retried fsync proves
     /// nothing.
     pub(crate) fn rotate_memtable(&self) -> Result<()> {
+        self.rotate(false)
+    }
+
+    /// [`Writer::rotate_memtable`]; `even_empty` starts a new log though the memtable is empty
+    /// (its log may still hold records recovery skipped, numbered below what comes next).
+    fn rotate(&self, even_empty: bool) -> Result<()> {
         let mut wal = self.wal.lock();
-        if self.versions.state.read().active.is_empty() {
+        if !even_empty && self.versions.state.read().active.is_empty() {
             return Ok(());
         }
         if let Err(e) = wal.sync() {
@@ -51,15 +57,15 @@ impl Writer {
         Ok(())
     }
 
-    /// Seals the active memtable while the caller holds the leader role, so no write follows
-    /// until it lets go; returns the first log of the new active memtable (every sealed one
-    /// starts below it).
+    /// Seals the active memtable, even an empty one, while the caller holds the leader role, so
+    /// no write follows until it lets go; returns the first log of the new active memtable (a
+    /// new, empty log; every sealed memtable starts below it).
     ///
     /// # Errors
     /// Whatever refuses writes; a failed rotation (which poisons).
     pub(crate) fn seal_leading(&self, _lead: &crate::write::LeadGuard<'_>) -> Result<u64> {
         self.ctx.check_writable()?;
-        self.rotate_memtable()?;
+        self.rotate(true)?;
         Ok(self.versions.state.read().active.first_wal)
     }
 
