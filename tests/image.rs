@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 
-use strata::fs::{CrashMode, FileSystem, MemFs};
+use strata::fs::{CrashMode, FaultFs, FaultKind, FaultPlan, FileSystem, MemFs};
 use strata::hooks::{PauseHook, PausePoint};
 use strata::{
     AppliedMark, ApplyBatch, Db, Error, KeyType, Options, PartitionId, PartitionSpec, PkValue, PutRow, RangeOptions,
@@ -837,4 +837,64 @@ fn on_a_real_disk_installed_files_outlive_the_image_and_travel_with_the_database
     assert_eq!(contents(&restored, 1), want);
     apply_range(&restored, 1, 221, 225);
     check_whole(&restored.snapshot(), 1, "restored");
+}
+
+/// An I/O error at each file-system operation of an install in turn: the install fails and
+/// leaves the partition as it was (a retry then installs it), or the database is poisoned and
+/// the reopen finds the old partition or the new, whole; files it verifies clean either way.
+#[test]
+fn an_io_error_at_any_step_of_an_install_leaves_the_old_partition_or_the_new() {
+    let (mut retried, mut poisoned) = (0, 0);
+    for n in 1.. {
+        let fs = MemFs::new();
+        let a = Db::open("/a", mem_opts(&fs)).unwrap();
+        create(&a);
+        apply_range(&a, 1, 1, 120);
+        a.flush().unwrap();
+        apply_range(&a, 1, 121, 130);
+        a.export_partition("t", pid(1), Path::new("/img")).unwrap();
+        let want_new = contents(&a, 1);
+        drop(a);
+        let fault = FaultFs::new(Arc::new(fs.clone()));
+        let opts = Options { fs: Arc::new(fault.clone()), ..mem_opts(&fs) };
+        let b = Db::open("/b", opts.clone()).unwrap();
+        create(&b);
+        apply_range(&b, 1, 1, 8);
+        apply_range(&b, 2, 1, 20);
+        b.sync().unwrap();
+        let (want_old, want_2) = (contents(&b, 1), contents(&b, 2));
+        fault.set_plan(Some(FaultPlan { fail_at: n, only: vec![], kind: FaultKind::Io, sticky: false }));
+        let r = b.install_partition_image(Path::new("/img"));
+        let fired = fault.failures() > 0;
+        fault.set_plan(None);
+        if !fired {
+            r.unwrap();
+            assert_eq!(contents(&b, 1), want_new);
+            break;
+        }
+        if let Err(e) = r {
+            // A database that still takes writes was not poisoned: the install changed
+            // nothing, and can be retried. (The probe writes partition 2's next entry.)
+            if b.apply(entry(2, 21, ops(2, 21))).is_ok() {
+                assert_eq!(contents(&b, 1), want_old, "N={n}: {e}");
+                b.install_partition_image(Path::new("/img")).unwrap_or_else(|e| panic!("N={n}: retry: {e}"));
+                assert_eq!(contents(&b, 1), want_new, "N={n}");
+                retried += 1;
+            } else {
+                poisoned += 1;
+            }
+        }
+        drop(b);
+        let b = Db::open("/b", opts).unwrap_or_else(|e| panic!("N={n}: reopen: {e}"));
+        let at = mark_index(&b, 1);
+        assert_eq!(contents(&b, 1), if at == 130 { want_new.clone() } else { want_old.clone() }, "N={n}: mark {at}");
+        assert!(at == 130 || at == 8, "N={n}: mark {at}");
+        if mark_index(&b, 2) == 20 {
+            assert_eq!(contents(&b, 2), want_2, "N={n}: partition 2 changed");
+        }
+        check_whole(&b.snapshot(), 2, &format!("N={n}"));
+        assert!(b.check().unwrap().is_empty(), "N={n}");
+        assert!(n < 500, "the install never ran without a fault");
+    }
+    assert!(retried > 3 && poisoned > 0, "retried {retried}, poisoned {poisoned}");
 }
