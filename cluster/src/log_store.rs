@@ -1,0 +1,275 @@
+//! A Raft group's log and vote in two tables of the node's one strata database, so every group
+//! of the node shares one WAL and one group commit:
+//! - `_raft_log`, key `(group, index)`, one cell `e`: the entry, serialized;
+//! - `_raft_state`, key `(group, name)`, one cell `v`: the vote (`vote`) and the last purged
+//!   log id (`purged`).
+//!
+//! An append (and a vote) is synced (`Db::sync`) before openraft is told it is durable. A
+//! truncation deletes the entries from an index on; a purge records the purged id first, then
+//! deletes the entries up to it.
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use strata::{
+    Db, DeleteRow, Direction, KeyType, PkValue, PrimaryKey, PutRow, RangeOptions, ReadOptions, TableSchema, Value,
+    WriteOp,
+};
+
+use crate::error::{StoreError, blocking, io};
+use crate::raft::{
+    Entry, ErrorSubject, ErrorVerb, LogFlushed, LogId, LogState, OptionalSend, RaftLogReader, RaftLogStorage,
+    StorageResult, TypeConfig, Vote,
+};
+
+/// The table of log entries.
+pub const LOG_TABLE: &str = "_raft_log";
+/// The table of votes and purge marks.
+pub const STATE_TABLE: &str = "_raft_state";
+const ENTRY: &str = "e";
+const VALUE: &str = "v";
+
+/// Creates the log's tables in `db` unless they exist.
+///
+/// # Errors
+/// What `Db::create_table` returns, but `TableExists`.
+pub fn create_tables(db: &Db) -> strata::Result<()> {
+    let tables = [
+        TableSchema::new(LOG_TABLE).pk("group", KeyType::Integer).pk("index", KeyType::Integer),
+        TableSchema::new(STATE_TABLE).pk("group", KeyType::Integer).pk("name", KeyType::String),
+    ];
+    for t in tables {
+        match db.create_table(t.max_versions(1)) {
+            Ok(()) | Err(strata::Error::TableExists(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The log of group `group` in a node's database.
+#[derive(Clone)]
+pub struct LogStore {
+    db: Arc<Db>,
+    group: i64,
+}
+
+impl Debug for LogStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LogStore(group {})", self.group)
+    }
+}
+
+impl LogStore {
+    /// The log of group `group` (its tables made by [`create_tables`]).
+    pub fn new(db: Arc<Db>, group: i64) -> LogStore {
+        LogStore { db, group }
+    }
+}
+
+/// An entry's index as a key column (indexes stay below 2^63).
+fn index_key(index: u64) -> Result<i64, StoreError> {
+    i64::try_from(index).map_err(|_| StoreError::Decode(format!("log index {index} is beyond 2^63")))
+}
+
+/// Every entry of `group` with an index in `range`, in order.
+fn read_entries(db: &Db, group: i64, range: (Bound<u64>, Bound<u64>)) -> Result<Vec<Entry>, StoreError> {
+    let lo = match range.0 {
+        Bound::Included(i) => i,
+        Bound::Excluded(i) => i.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let hi = match range.1 {
+        Bound::Included(i) => Some(i.saturating_add(1)),
+        Bound::Excluded(i) => Some(i),
+        Bound::Unbounded => None,
+    };
+    // The engine refuses an empty range; openraft asks for them.
+    if hi.is_some_and(|h| h <= lo) {
+        return Ok(Vec::new());
+    }
+    let start = PkValue::Integer(index_key(lo)?);
+    let end = match hi {
+        Some(h) => PkValue::Integer(index_key(h)?),
+        None => PkValue::InfMax,
+    };
+    let rows = db.range(
+        LOG_TABLE,
+        &PrimaryKey(vec![PkValue::Integer(group), start]),
+        &PrimaryKey(vec![PkValue::Integer(group), end]),
+        &RangeOptions::default(),
+    )?;
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(decode_entry(&row?)?);
+    }
+    Ok(out)
+}
+
+fn decode_entry(row: &strata::Row) -> Result<Entry, StoreError> {
+    match row.get(ENTRY) {
+        Some(Value::Binary(b)) => serde_json::from_slice(b).map_err(|e| StoreError::Decode(format!("log entry: {e}"))),
+        _ => Err(StoreError::Decode(format!("log row {} has no entry", row.primary_key))),
+    }
+}
+
+/// The last entry of `group`, if any.
+fn last_entry(db: &Db, group: i64) -> Result<Option<Entry>, StoreError> {
+    let opts = RangeOptions { direction: Direction::Backward, limit: Some(1), ..RangeOptions::default() };
+    let mut rows = db.range(
+        LOG_TABLE,
+        &PrimaryKey(vec![PkValue::Integer(group), PkValue::InfMax]),
+        &PrimaryKey(vec![PkValue::Integer(group), PkValue::InfMin]),
+        &opts,
+    )?;
+    rows.next().transpose()?.map(|r| decode_entry(&r)).transpose()
+}
+
+/// The keys of `group`'s entries in `[from, to)`.
+fn entry_keys(db: &Db, group: i64, from: PkValue, to: PkValue) -> Result<Vec<PrimaryKey>, StoreError> {
+    let opts = RangeOptions { read: ReadOptions::default().columns(Vec::<String>::new()), ..RangeOptions::default() };
+    let rows = db.range(
+        LOG_TABLE,
+        &PrimaryKey(vec![PkValue::Integer(group), from]),
+        &PrimaryKey(vec![PkValue::Integer(group), to]),
+        &opts,
+    )?;
+    rows.map(|r| r.map(|r| r.primary_key).map_err(StoreError::from)).collect()
+}
+
+fn state_key(group: i64, name: &str) -> PrimaryKey {
+    PrimaryKey(vec![PkValue::Integer(group), PkValue::String(name.into())])
+}
+
+fn read_state<T: DeserializeOwned>(db: &Db, group: i64, name: &str) -> Result<Option<T>, StoreError> {
+    match db.get_row(STATE_TABLE, &state_key(group, name), &ReadOptions::default())? {
+        None => Ok(None),
+        Some(row) => match row.get(VALUE) {
+            Some(Value::Binary(b)) => {
+                serde_json::from_slice(b).map(Some).map_err(|e| StoreError::Decode(format!("{name}: {e}")))
+            }
+            _ => Err(StoreError::Decode(format!("state row {name} has no value"))),
+        },
+    }
+}
+
+fn state_put<T: Serialize>(group: i64, name: &str, value: &T) -> Result<WriteOp, StoreError> {
+    let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Decode(format!("{name}: {e}")))?;
+    Ok(PutRow::new(STATE_TABLE, state_key(group, name)).column(VALUE, Value::Binary(bytes)).into())
+}
+
+/// Writes `ops` as one batch, every row of which must go in.
+fn write_all(db: &Db, ops: Vec<WriteOp>) -> Result<(), StoreError> {
+    if ops.is_empty() {
+        return Ok(());
+    }
+    let r = db.batch_write(ops)?;
+    for row in r.rows {
+        row?;
+    }
+    Ok(())
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<Entry>> {
+        let (group, bounds) = (self.group, (range.start_bound().cloned(), range.end_bound().cloned()));
+        blocking(&self.db, move |db| read_entries(db, group, bounds))
+            .await
+            .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Read, e))
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
+        let group = self.group;
+        let (last, purged) = blocking(&self.db, move |db| {
+            Ok((last_entry(db, group)?.map(|e| e.log_id), read_state::<LogId>(db, group, "purged")?))
+        })
+        .await
+        .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Read, e))?;
+        Ok(LogState { last_purged_log_id: purged, last_log_id: last.or(purged) })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> StorageResult<()> {
+        let (group, vote) = (self.group, *vote);
+        blocking(&self.db, move |db| {
+            write_all(db, vec![state_put(group, "vote", &vote)?])?;
+            Ok(db.sync()?)
+        })
+        .await
+        .map_err(|e| io(ErrorSubject::Vote, ErrorVerb::Write, e))
+    }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote>> {
+        let group = self.group;
+        blocking(&self.db, move |db| read_state::<Vote>(db, group, "vote"))
+            .await
+            .map_err(|e| io(ErrorSubject::Vote, ErrorVerb::Read, e))
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+    {
+        let group = self.group;
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let written = blocking(&self.db, move |db| {
+            let mut ops = Vec::with_capacity(entries.len());
+            for e in &entries {
+                let bytes = serde_json::to_vec(e).map_err(|e| StoreError::Decode(format!("log entry: {e}")))?;
+                let key = PrimaryKey(vec![PkValue::Integer(group), PkValue::Integer(index_key(e.log_id.index)?)]);
+                ops.push(PutRow::new(LOG_TABLE, key).column(ENTRY, Value::Binary(bytes)).into());
+            }
+            write_all(db, ops)?;
+            // Durable before openraft is told so: it counts this node toward a quorum.
+            Ok(db.sync()?)
+        })
+        .await;
+        match written {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                Err(io(ErrorSubject::Logs, ErrorVerb::Write, e))
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> StorageResult<()> {
+        let group = self.group;
+        blocking(&self.db, move |db| {
+            let keys = entry_keys(db, group, PkValue::Integer(index_key(log_id.index)?), PkValue::InfMax)?;
+            write_all(db, keys.into_iter().map(|k| DeleteRow::new(LOG_TABLE, k).into()).collect())?;
+            Ok(db.sync()?)
+        })
+        .await
+        .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Delete, e))
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> StorageResult<()> {
+        let group = self.group;
+        blocking(&self.db, move |db| {
+            // The mark first: entries below it are then never read, whatever a crash leaves.
+            write_all(db, vec![state_put(group, "purged", &log_id)?])?;
+            let end = PkValue::Integer(index_key(log_id.index.saturating_add(1))?);
+            let keys = entry_keys(db, group, PkValue::InfMin, end)?;
+            write_all(db, keys.into_iter().map(|k| DeleteRow::new(LOG_TABLE, k).into()).collect())
+        })
+        .await
+        .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Delete, e))
+    }
+}

@@ -1,0 +1,281 @@
+//! A Raft group's state machine: one partition of a table cut by the caller
+//! (`Db::create_table_partitioned`). Each entry is applied with `Db::apply`, its rows and the
+//! partition's applied mark in one WAL record; the mark's bytes hold the entry's log id and the
+//! group's membership as of it, so after any crash the machine's applied state is exactly what
+//! its rows reflect. Blank and membership entries move the mark alone.
+//!
+//! Snapshots are partition images: built with `Db::export_partition` and packed into one byte
+//! string; installed by unpacking into a folder and `Db::install_partition_image`, which
+//! replaces the partition's rows and mark at once. The last snapshot built or installed is
+//! kept in `<dir>/current` (written through a temporary file, synced, renamed) for openraft to
+//! send to followers.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+use strata::{AppliedMark, ApplyBatch, Db, PartitionId};
+use strata_format::image::{is_image_file_name, pack, unpack};
+
+use crate::command::CommandResult;
+use crate::error::{StoreError, blocking, io};
+use crate::raft::{
+    Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, Membership, RaftSnapshotBuilder, RaftStateMachine, Snapshot,
+    SnapshotMeta, StorageResult, TypeConfig,
+};
+
+/// What a partition's applied mark holds besides the index: the entry's log id and the
+/// group's membership as of it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct MarkData {
+    last_applied: Option<LogId>,
+    membership: Membership,
+}
+
+/// The state machine of the group that replicates one partition.
+#[derive(Clone)]
+pub struct PartitionMachine {
+    db: Arc<Db>,
+    table: String,
+    partition: PartitionId,
+    epoch: u64,
+    /// Where snapshots are built and received, and the current one kept.
+    dir: PathBuf,
+    /// Numbers the folders of snapshots built or received.
+    next: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for PartitionMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PartitionMachine({} partition {})", self.table, self.partition)
+    }
+}
+
+impl PartitionMachine {
+    /// The machine of partition `partition` (at `epoch`) of `table` in `db`, keeping snapshots
+    /// in `dir` (created if missing; outside the database's folder).
+    ///
+    /// # Errors
+    /// The folder cannot be made.
+    pub fn new(db: Arc<Db>, table: &str, partition: PartitionId, epoch: u64, dir: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(PartitionMachine {
+            db,
+            table: table.to_owned(),
+            partition,
+            epoch,
+            dir: dir.to_path_buf(),
+            next: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// A new folder name under `dir` for a snapshot being built or received.
+    fn scratch(&self, what: &str) -> PathBuf {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        self.dir.join(format!("{what}-{}-{n}", std::process::id()))
+    }
+}
+
+/// The partition's mark as the machine records it.
+fn read_mark(db: &Db, table: &str, partition: PartitionId) -> Result<MarkData, StoreError> {
+    match db.applied_mark(table, partition)? {
+        None => Ok(MarkData::default()),
+        Some(m) => decode_mark(&m),
+    }
+}
+
+fn decode_mark(m: &AppliedMark) -> Result<MarkData, StoreError> {
+    serde_json::from_slice(&m.data).map_err(|e| StoreError::Decode(format!("applied mark: {e}")))
+}
+
+/// The outcome of one applied entry as the client sees it.
+fn result_of(applied: strata::Applied) -> CommandResult {
+    let rows = match applied.rows {
+        Ok(r) => Ok(r.rows.into_iter().map(|o| o.map(drop).map_err(|e| e.to_string())).collect()),
+        Err(e) => Err(e.to_string()),
+    };
+    CommandResult { rows: Some(rows) }
+}
+
+/// Writes `meta` and `packed` as the machine's current snapshot: `<dir>/current` holds the
+/// meta's length (u32 LE), the meta as JSON and the packed image.
+fn save_current(dir: &Path, meta: &SnapshotMeta, packed: &[u8]) -> Result<(), StoreError> {
+    let m = serde_json::to_vec(meta).map_err(|e| StoreError::Decode(format!("snapshot meta: {e}")))?;
+    let len = u32::try_from(m.len()).map_err(|_| StoreError::Decode("snapshot meta too large".into()))?;
+    let mut bytes = Vec::with_capacity(4 + m.len() + packed.len());
+    bytes.extend_from_slice(&len.to_le_bytes());
+    bytes.extend_from_slice(&m);
+    bytes.extend_from_slice(packed);
+    let tmp = dir.join("current.tmp");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, dir.join("current"))?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// The machine's current snapshot, if one was built or installed.
+fn load_current(dir: &Path) -> Result<Option<(SnapshotMeta, Vec<u8>)>, StoreError> {
+    let bytes = match std::fs::read(dir.join("current")) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let bad = || StoreError::Decode("the current snapshot file is damaged".into());
+    let len = bytes.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes).ok_or_else(bad)? as usize;
+    let meta_bytes = bytes.get(4..4 + len).ok_or_else(bad)?;
+    let meta = serde_json::from_slice(meta_bytes).map_err(|e| StoreError::Decode(format!("snapshot meta: {e}")))?;
+    let packed = bytes.get(4 + len..).ok_or_else(bad)?.to_vec();
+    // The pack carries its own checksum: damage shows here, not at a follower.
+    unpack(&packed).map_err(|e| StoreError::Decode(format!("the current snapshot: {e}")))?;
+    Ok(Some((meta, packed)))
+}
+
+/// Reads an image folder's files into one packed byte string.
+fn pack_folder(folder: &Path) -> Result<Vec<u8>, StoreError> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(folder)? {
+        let name = e?.file_name().to_string_lossy().into_owned();
+        if is_image_file_name(&name) {
+            let content = std::fs::read(folder.join(&name))?;
+            files.push((name, content));
+        }
+    }
+    files.sort();
+    Ok(pack(&files))
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for PartitionMachine {
+    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+        let m = self.clone();
+        let folder = self.scratch("build");
+        let built = blocking(&self.db, move |db| {
+            let info = db.export_partition(&m.table, m.partition, &folder)?;
+            let packed = pack_folder(&folder);
+            let _ = std::fs::remove_dir_all(&folder);
+            let packed = packed?;
+            let mark = info.mark.as_ref().map(decode_mark).transpose()?.unwrap_or_default();
+            let id = match mark.last_applied {
+                Some(l) => format!("{}-{}-{}", l.leader_id, l.index, info.seqno),
+                None => format!("--{}", info.seqno),
+            };
+            let meta =
+                SnapshotMeta { last_log_id: mark.last_applied, last_membership: mark.membership, snapshot_id: id };
+            save_current(&m.dir, &meta, &packed)?;
+            Ok((meta, packed))
+        })
+        .await
+        .map_err(|e| io(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
+        Ok(Snapshot { meta: built.0, snapshot: Box::new(Cursor::new(built.1)) })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for PartitionMachine {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> StorageResult<(Option<LogId>, Membership)> {
+        let (table, partition) = (self.table.clone(), self.partition);
+        let mark = blocking(&self.db, move |db| read_mark(db, &table, partition))
+            .await
+            .map_err(|e| io(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
+        Ok((mark.last_applied, mark.membership))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<CommandResult>>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+    {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let m = self.clone();
+        blocking(&self.db, move |db| {
+            let mut mark = read_mark(db, &m.table, m.partition)?;
+            let mut results = Vec::with_capacity(entries.len());
+            for entry in entries {
+                let (ops, now_ms, foreign) = match &entry.payload {
+                    EntryPayload::Blank => (Vec::new(), 0, false),
+                    EntryPayload::Membership(members) => {
+                        mark.membership = Membership::new(Some(entry.log_id), members.clone());
+                        (Vec::new(), 0, false)
+                    }
+                    // A command for another table is this entry's refusal on every replica.
+                    EntryPayload::Normal(c) if c.table != m.table => (Vec::new(), c.now_ms, true),
+                    EntryPayload::Normal(c) => (c.write_ops(), c.now_ms, false),
+                };
+                let has_rows = matches!(entry.payload, EntryPayload::Normal(_));
+                mark.last_applied = Some(entry.log_id);
+                let data = serde_json::to_vec(&mark).map_err(|e| StoreError::Decode(format!("applied mark: {e}")))?;
+                let batch = ApplyBatch {
+                    table: m.table.clone(),
+                    partition: m.partition,
+                    epoch: m.epoch,
+                    ops,
+                    now_ms,
+                    mark: AppliedMark { index: entry.log_id.index, data },
+                };
+                let applied = db.apply(batch)?;
+                results.push(if foreign {
+                    CommandResult { rows: Some(Err(format!("the entry names another table than {:?}", m.table))) }
+                } else if has_rows {
+                    result_of(applied)
+                } else {
+                    CommandResult::default()
+                });
+            }
+            Ok(results)
+        })
+        .await
+        .map_err(|e| io(ErrorSubject::StateMachine, ErrorVerb::Write, e))
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<Cursor<Vec<u8>>>) -> StorageResult<()> {
+        let m = self.clone();
+        let folder = self.scratch("receive");
+        let meta = meta.clone();
+        let subject = ErrorSubject::Snapshot(Some(meta.signature()));
+        blocking(&self.db, move |db| {
+            let packed = snapshot.into_inner();
+            let files = unpack(&packed).map_err(|e| StoreError::Decode(format!("snapshot: {e}")))?;
+            std::fs::create_dir_all(&folder)?;
+            let installed = (|| {
+                for (name, content) in &files {
+                    std::fs::write(folder.join(name), content)?;
+                }
+                let info = db.install_partition_image(&folder)?;
+                let mark = info.mark.as_ref().map(decode_mark).transpose()?.unwrap_or_default();
+                if mark.last_applied != meta.last_log_id {
+                    return Err(StoreError::Decode(format!(
+                        "the snapshot's image holds entries up to {:?}, its meta says {:?}",
+                        mark.last_applied, meta.last_log_id
+                    )));
+                }
+                save_current(&m.dir, &meta, &packed)
+            })();
+            let _ = std::fs::remove_dir_all(&folder);
+            installed
+        })
+        .await
+        .map_err(|e| io(subject, ErrorVerb::Write, e))
+    }
+
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+        let dir = self.dir.clone();
+        let current = blocking(&self.db, move |_| load_current(&dir))
+            .await
+            .map_err(|e| io(ErrorSubject::Snapshot(None), ErrorVerb::Read, e))?;
+        Ok(current.map(|(meta, packed)| Snapshot { meta, snapshot: Box::new(Cursor::new(packed)) }))
+    }
+}

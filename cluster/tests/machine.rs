@@ -1,0 +1,115 @@
+//! The partition state machine beyond openraft's suite: commands applied as rows (puts,
+//! increments, deletes, a command for another table refused as the entry's outcome), the
+//! applied state kept across a reopen, and a snapshot built on one node installed on another
+//! (rows, applied state and current snapshot equal; damaged bytes refused, nothing changed).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use openraft::{CommittedLeaderId, EntryPayload};
+use strata::{Db, KeyType, Options, PartitionId, PartitionSpec, ReadOptions, TableSchema, Value, pk};
+use strata_cluster::command::{Cell, Command, Key, Op};
+use strata_cluster::raft::{Entry, LogId, RaftSnapshotBuilder, RaftStateMachine};
+use strata_cluster::state_machine::PartitionMachine;
+
+fn partition() -> PartitionId {
+    PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1)
+}
+
+fn open(dir: &Path) -> (Arc<Db>, PartitionMachine) {
+    let db = Arc::new(Db::open(dir.join("db"), Options::small_for_tests()).unwrap());
+    match db.create_table_partitioned(
+        TableSchema::new("t").pk("k", KeyType::Integer),
+        &[PartitionSpec { id: partition(), start: None }],
+    ) {
+        Ok(()) | Err(strata::Error::TableExists(_)) => {}
+        Err(e) => panic!("{e}"),
+    }
+    let m = PartitionMachine::new(db.clone(), "t", partition(), 1, &dir.join("snapshots")).unwrap();
+    (db, m)
+}
+
+fn entry(index: u64, ops: Vec<Op>, table: &str) -> Entry {
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(1, 0), index),
+        payload: EntryPayload::Normal(Command { table: table.into(), now_ms: 1_700_000_000_000 + index, ops }),
+    }
+}
+
+fn counter(db: &Db, k: i64) -> Option<Value> {
+    db.get_row("t", &pk![k], &ReadOptions::default()).unwrap().and_then(|r| r.get("n").cloned())
+}
+
+fn apply_counting(m: &mut PartitionMachine, rt: &tokio::runtime::Runtime, from: u64, to: u64) {
+    for i in from..=to {
+        let ops = vec![
+            Op::Update { key: vec![Key::Integer(0)], set: vec![], increment: vec![("n".into(), 1)] },
+            Op::Put { key: vec![Key::Integer(i as i64)], columns: vec![("v".into(), Cell::Integer(i as i64))] },
+        ];
+        let r = rt.block_on(m.apply([entry(i, ops, "t")])).unwrap();
+        assert_eq!(r[0].rows, Some(Ok(vec![Ok(()), Ok(())])));
+    }
+}
+
+#[test]
+fn commands_apply_as_rows_and_the_applied_state_survives_a_reopen() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (db, mut m) = open(dir.path());
+    apply_counting(&mut m, &rt, 1, 20);
+    let delete = vec![Op::Delete { key: vec![Key::Integer(5)] }];
+    rt.block_on(m.apply([entry(21, delete, "t")])).unwrap();
+    let foreign = rt.block_on(m.apply([entry(22, vec![], "other")])).unwrap();
+    assert!(matches!(&foreign[0].rows, Some(Err(_))), "{foreign:?}");
+    assert_eq!(counter(&db, 0), Some(Value::Integer(20)));
+    assert!(db.get_row("t", &pk![5i64], &ReadOptions::default()).unwrap().is_none());
+    let (applied, _) = rt.block_on(m.applied_state()).unwrap();
+    assert_eq!(applied.map(|l| l.index), Some(22));
+    drop(m);
+    drop(Arc::into_inner(db).unwrap());
+    let (db, mut m) = open(dir.path());
+    let (applied, _) = rt.block_on(m.applied_state()).unwrap();
+    assert_eq!(applied.map(|l| l.index), Some(22));
+    assert_eq!(counter(&db, 0), Some(Value::Integer(20)));
+}
+
+#[test]
+fn a_snapshot_built_on_one_node_installs_on_another() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (da, db_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, mut ma) = open(da.path());
+    let (b, mut mb) = open(db_dir.path());
+    apply_counting(&mut ma, &rt, 1, 300);
+    a.flush().unwrap();
+    apply_counting(&mut ma, &rt, 301, 340);
+    apply_counting(&mut mb, &rt, 1, 3);
+    let snap = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
+    assert_eq!(snap.meta.last_log_id.map(|l| l.index), Some(340));
+    let bytes = snap.snapshot.get_ref().clone();
+
+    // Damaged bytes: refused, nothing changed.
+    let mut bad = bytes.clone();
+    let at = bad.len() / 2;
+    bad[at] ^= 0x40;
+    let r = rt.block_on(mb.install_snapshot(&snap.meta, Box::new(std::io::Cursor::new(bad))));
+    assert!(r.is_err());
+    assert_eq!(counter(&b, 0), Some(Value::Integer(3)));
+
+    rt.block_on(mb.install_snapshot(&snap.meta, Box::new(std::io::Cursor::new(bytes)))).unwrap();
+    assert_eq!(counter(&b, 0), Some(Value::Integer(340)));
+    assert_eq!(rt.block_on(mb.applied_state()).unwrap(), rt.block_on(ma.applied_state()).unwrap());
+    let current = rt.block_on(mb.get_current_snapshot()).unwrap().unwrap();
+    assert_eq!(current.meta, snap.meta);
+    // Both go on from the snapshot alike.
+    apply_counting(&mut ma, &rt, 341, 345);
+    apply_counting(&mut mb, &rt, 341, 345);
+    assert_eq!(counter(&b, 0), Some(Value::Integer(345)));
+    for k in [1i64, 170, 340, 345] {
+        assert_eq!(
+            b.get_row("t", &pk![k], &ReadOptions::default()).unwrap(),
+            a.get_row("t", &pk![k], &ReadOptions::default()).unwrap()
+        );
+    }
+}
