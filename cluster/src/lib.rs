@@ -13,3 +13,4 @@ pub mod error;
 pub mod log_store;
 pub mod raft;
 pub mod state_machine;
+pub mod transport;

@@ -6,10 +6,16 @@ use std::io::Cursor;
 
 use crate::command::{Command, CommandResult};
 
+pub use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
+pub use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+pub use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
+};
 pub use openraft::storage::{LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot};
 pub use openraft::{
-    AnyError, BasicNode, EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader, RaftSnapshotBuilder,
-    StorageError, StorageIOError, StoredMembership,
+    AnyError, BasicNode, CommittedLeaderId, Config, EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader,
+    RaftSnapshotBuilder, SnapshotPolicy, StorageError, StorageIOError, StoredMembership,
 };
 
 /// A node's id within a cluster.
@@ -40,3 +46,5 @@ pub type Membership = StoredMembership<NodeId, BasicNode>;
 pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, BasicNode>;
 /// What a storage call returns.
 pub type StorageResult<T> = Result<T, StorageError<NodeId>>;
+/// A Raft node of one group.
+pub type Raft = openraft::Raft<TypeConfig>;

@@ -1,0 +1,309 @@
+//! One partition replicated by a Raft group of three nodes in one process (each node its own
+//! strata database, the in-process network between them): writes acknowledged by the leader
+//! are on every replica; the leader is stopped and its successor takes over; the stopped node
+//! restarts on its folder and catches up from the log; a node whose folder was wiped catches up
+//! through a snapshot (a partition image, the leader's old entries purged); every replica ends
+//! with the same rows, and every counter between its acknowledged count and that plus the
+//! writes whose outcome is unknown.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use strata::{Db, KeyType, Options, PartitionId, PartitionSpec, RangeOptions, Row, TableSchema};
+use strata_cluster::command::{Cell, Command, Key, Op};
+use strata_cluster::log_store::{LogStore, create_tables};
+use strata_cluster::raft::{BasicNode, Config, NodeId, Raft, SnapshotPolicy};
+use strata_cluster::state_machine::PartitionMachine;
+use strata_cluster::transport::local::LocalNetwork;
+
+fn partition() -> PartitionId {
+    PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1)
+}
+
+struct Node {
+    raft: Raft,
+    db: Arc<Db>,
+}
+
+fn config() -> Arc<Config> {
+    let c = Config {
+        heartbeat_interval: 50,
+        election_timeout_min: 300,
+        election_timeout_max: 600,
+        // Snapshots every 100 entries, keeping 10 after: a node far behind needs an image.
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(100),
+        max_in_snapshot_log_to_keep: 10,
+        purge_batch_size: 1,
+        ..Config::default()
+    };
+    Arc::new(c.validate().unwrap())
+}
+
+fn folder(root: &Path, id: NodeId) -> PathBuf {
+    root.join(format!("node{id}"))
+}
+
+/// Opens node `id`'s database (retrying while a stopped node's last holders let go of it).
+fn open_db(root: &Path, id: NodeId) -> Arc<Db> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Db::open(folder(root, id).join("db"), Options::small_for_tests()) {
+            Ok(db) => return Arc::new(db),
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("node {id}: {e}"),
+        }
+    }
+}
+
+async fn start(root: &Path, id: NodeId, net: &LocalNetwork) -> Node {
+    let db = open_db(root, id);
+    create_tables(&db).unwrap();
+    match db.create_table_partitioned(
+        TableSchema::new("t").pk("k", KeyType::Integer),
+        &[PartitionSpec { id: partition(), start: None }],
+    ) {
+        Ok(()) | Err(strata::Error::TableExists(_)) => {}
+        Err(e) => panic!("{e}"),
+    }
+    let machine = PartitionMachine::new(db.clone(), "t", partition(), 1, &folder(root, id).join("snapshots")).unwrap();
+    let raft = Raft::new(id, config(), net.factory(id), LogStore::new(db.clone(), 1), machine).await.unwrap();
+    net.add(id, raft.clone());
+    Node { raft, db }
+}
+
+/// Stops node `id` and closes its database once the node's tasks have let go of it (a node
+/// whose folder is then wiped must not have a database still writing into it).
+async fn stop(node: Node, net: &LocalNetwork, id: NodeId) {
+    net.remove(id);
+    node.raft.shutdown().await.unwrap();
+    drop(node.raft);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Arc::strong_count(&node.db) > 1 {
+        assert!(Instant::now() < deadline, "node {id}'s database is still held after its shutdown");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Arc::into_inner(node.db).unwrap().close().unwrap();
+}
+
+/// The leader every running node agrees on, once there is one.
+async fn leader(nodes: &BTreeMap<NodeId, Node>) -> NodeId {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        for (id, n) in nodes {
+            if n.raft.current_leader().await == Some(*id) {
+                return *id;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn write(i: u64) -> Command {
+    Command {
+        table: "t".into(),
+        now_ms: 1_700_000_000_000 + i,
+        ops: vec![
+            Op::Update { key: vec![Key::Integer(0)], set: vec![], increment: vec![("n".into(), 1)] },
+            Op::Put { key: vec![Key::Integer(i as i64)], columns: vec![("v".into(), Cell::Integer(i as i64))] },
+        ],
+    }
+}
+
+/// Writes `from..to` through the leader; returns (acknowledged, unknown).
+async fn write_range(nodes: &BTreeMap<NodeId, Node>, from: u64, to: u64) -> (u64, u64) {
+    let (mut acked, mut unknown) = (0, 0);
+    for i in from..to {
+        let l = leader(nodes).await;
+        match tokio::time::timeout(Duration::from_secs(5), nodes[&l].raft.client_write(write(i))).await {
+            Ok(Ok(r)) => {
+                assert_eq!(r.data.rows, Some(Ok(vec![Ok(()), Ok(())])), "write {i}");
+                acked += 1;
+            }
+            _ => unknown += 1,
+        }
+    }
+    (acked, unknown)
+}
+
+/// The index of the last entry `db`'s partition applied (its mark; openraft's metrics may lag).
+fn applied(db: &Db) -> u64 {
+    db.applied_mark("t", partition()).unwrap().map_or(0, |m| m.index)
+}
+
+/// Waits until every node has applied what the leader `l` has.
+async fn wait_caught_up(nodes: &BTreeMap<NodeId, Node>, l: NodeId) {
+    let index = applied(&nodes[&l].db);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for (id, n) in nodes {
+        while applied(&n.db) < index {
+            assert!(Instant::now() < deadline, "node {id} did not apply {index}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+fn rows(db: &Db) -> Vec<Row> {
+    db.range("t", &strata::PrimaryKey::inf_min(1), &strata::PrimaryKey::inf_max(1), &RangeOptions::default())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn counter(db: &Db) -> u64 {
+    rows(db).iter().find(|r| r.primary_key == strata::pk![0i64]).and_then(|r| r.get("n").cloned()).map_or(
+        0,
+        |v| match v {
+            strata::Value::Integer(n) => n as u64,
+            other => panic!("{other:?}"),
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_survive_a_leader_stop_a_restart_and_a_wiped_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let net = LocalNetwork::new();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start(root, id, &net).await);
+    }
+    let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
+    nodes[&1].raft.initialize(members).await.unwrap();
+
+    let (mut acked, mut unknown) = write_range(&nodes, 1, 80).await;
+    // The leader stops; its successor goes on.
+    let old = leader(&nodes).await;
+    let node = nodes.remove(&old).unwrap();
+    stop(node, &net, old).await;
+    let (a, u) = write_range(&nodes, 80, 160).await;
+    (acked, unknown) = (acked + a, unknown + u);
+    // It restarts on its folder and catches up from the log.
+    nodes.insert(old, start(root, old, &net).await);
+    let (a, u) = write_range(&nodes, 160, 260).await;
+    (acked, unknown) = (acked + a, unknown + u);
+    let l = leader(&nodes).await;
+    wait_caught_up(&nodes, l).await;
+
+    // A follower's folder is wiped: the leader's log no longer reaches back to its start, so
+    // it is sent a snapshot, which installs as a partition image.
+    let wiped = *nodes.keys().find(|id| **id != l).unwrap();
+    let node = nodes.remove(&wiped).unwrap();
+    stop(node, &net, wiped).await;
+    std::fs::remove_dir_all(folder(root, wiped)).unwrap();
+    nodes.insert(wiped, start(root, wiped, &net).await);
+    let (a, u) = write_range(&nodes, 260, 300).await;
+    (acked, unknown) = (acked + a, unknown + u);
+    let l = leader(&nodes).await;
+    wait_caught_up(&nodes, l).await;
+    assert!(
+        nodes[&wiped].db.events().iter().any(|e| e.kind == "image-install"),
+        "the wiped node caught up without installing an image"
+    );
+
+    let want = rows(&nodes[&l].db);
+    for (id, n) in &nodes {
+        let got = rows(&n.db);
+        if got != want {
+            let first = got.iter().zip(&want).find(|(a, b)| a != b);
+            panic!(
+                "node {id} differs from the leader {l} (wiped {wiped}, stopped {old}): {} rows against {}, counters {} and {}; first difference {first:?}; applied {:?} and {:?}; marks {:?} and {:?}; image installs {}",
+                got.len(),
+                want.len(),
+                counter(&n.db),
+                counter(&nodes[&l].db),
+                n.raft.metrics().borrow().last_applied,
+                nodes[&l].raft.metrics().borrow().last_applied,
+                n.db.applied_mark("t", partition()).unwrap().map(|m| m.index),
+                nodes[&l].db.applied_mark("t", partition()).unwrap().map(|m| m.index),
+                n.db.events().iter().filter(|e| e.kind == "image-install").count(),
+            );
+        }
+        let c = counter(&n.db);
+        assert!(c >= acked && c <= acked + unknown, "node {id}: counter {c}, acknowledged {acked}, unknown {unknown}");
+    }
+    eprintln!("{acked} acknowledged, {unknown} unknown, {} rows on each of 3 replicas", want.len());
+    for (id, n) in nodes {
+        stop(n, &net, id).await;
+    }
+}
+
+/// The leader is cut off from both followers (every link cut, both ways): the two elect a new
+/// leader and take writes; once the links heal the old leader steps down and catches up. A
+/// one-way cut from the new leader to one follower (its requests lost) then does not stop
+/// writes: the old leader, now a follower, makes the quorum. Once every link heals, every
+/// replica holds the same rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_leader_is_replaced_and_catches_up_once_the_links_heal() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let net = LocalNetwork::new();
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start(root, id, &net).await);
+    }
+    let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
+    nodes[&1].raft.initialize(members).await.unwrap();
+    let (mut acked, mut unknown) = write_range(&nodes, 1, 50).await;
+
+    let old = leader(&nodes).await;
+    let others: Vec<NodeId> = nodes.keys().copied().filter(|id| *id != old).collect();
+    for &o in &others {
+        net.cut(old, o);
+        net.cut(o, old);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let new = 'found: loop {
+        for &o in &others {
+            if nodes[&o].raft.current_leader().await == Some(o) {
+                break 'found o;
+            }
+        }
+        assert!(Instant::now() < deadline, "the two connected nodes elected no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let majority: BTreeMap<NodeId, &Node> = others.iter().map(|id| (*id, &nodes[id])).collect();
+    for i in 50..120 {
+        match tokio::time::timeout(Duration::from_secs(5), majority[&new].raft.client_write(write(i))).await {
+            Ok(Ok(_)) => acked += 1,
+            _ => unknown += 1,
+        }
+    }
+    // One way: the old leader's links heal, and the new leader's requests to the other
+    // follower are lost: the old leader, now a follower, makes the quorum.
+    let follower = *others.iter().find(|id| **id != new).unwrap();
+    net.heal_all();
+    net.cut(new, follower);
+    for i in 120..140 {
+        match tokio::time::timeout(Duration::from_secs(5), majority[&new].raft.client_write(write(i))).await {
+            Ok(Ok(_)) => acked += 1,
+            _ => unknown += 1,
+        }
+    }
+    net.heal_all();
+    let l = leader(&nodes).await;
+    let (a, u) = write_range(&nodes, 140, 150).await;
+    (acked, unknown) = (acked + a, unknown + u);
+    let l = if nodes[&l].raft.current_leader().await == Some(l) { l } else { leader(&nodes).await };
+    wait_caught_up(&nodes, l).await;
+    let want = rows(&nodes[&l].db);
+    for (id, n) in &nodes {
+        assert_eq!(rows(&n.db).len(), want.len(), "node {id}");
+        assert!(rows(&n.db) == want, "node {id} differs from the leader {l}");
+        let c = counter(&n.db);
+        assert!(c >= acked && c <= acked + unknown, "node {id}: counter {c}, acknowledged {acked}, unknown {unknown}");
+    }
+    assert!(unknown <= 2, "{unknown} writes of unknown outcome with a quorum connected");
+    eprintln!("partitions: {acked} acknowledged, {unknown} unknown; old leader {old}, new {new}");
+    for (id, n) in nodes {
+        stop(n, &net, id).await;
+    }
+}
