@@ -63,8 +63,9 @@ pub enum Cell {
     String(String),
     /// Binary.
     Binary(Vec<u8>),
-    /// Double (finite).
-    Double(f64),
+    /// Double (finite; strata refuses others as the entry's outcome). Kept as its bits in the
+    /// log: JSON would write a NaN as `null`, which does not read back.
+    Double(#[serde(with = "f64_bits")] f64),
     /// Boolean.
     Boolean(bool),
 }
@@ -119,5 +120,18 @@ impl Cell {
             Cell::Double(d) => Value::Double(*d),
             Cell::Boolean(b) => Value::Boolean(*b),
         }
+    }
+}
+
+/// An `f64` serialized as its 64 bits, so every value (NaN, infinities) reads back exactly.
+mod f64_bits {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(v.to_bits())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        u64::deserialize(d).map(f64::from_bits)
     }
 }

@@ -37,3 +37,15 @@ pub(crate) async fn blocking<T: Send + 'static>(
 pub(crate) fn io(subject: ErrorSubject<NodeId>, verb: ErrorVerb, e: StoreError) -> StorageError<NodeId> {
     StorageIOError::new(subject, verb, AnyError::new(&e)).into()
 }
+
+/// Runs `f` again while it fails with a retryable error (`Busy`: a write stall;
+/// `PartitionLocked`: a local transaction's lock), with backoff, for up to about a minute: a
+/// storage error would stop the group, and these pass.
+pub(crate) fn retrying<T>(f: impl FnMut() -> strata::Result<T>) -> strata::Result<T> {
+    let policy = strata::retry::RetryPolicy {
+        max_attempts: 60,
+        initial_backoff: std::time::Duration::from_millis(10),
+        max_backoff: std::time::Duration::from_secs(1),
+    };
+    strata::retry::with_retry(policy, f)
+}

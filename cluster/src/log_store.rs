@@ -161,16 +161,43 @@ fn state_put<T: Serialize>(group: i64, name: &str, value: &T) -> Result<WriteOp,
     Ok(PutRow::new(STATE_TABLE, state_key(group, name)).column(VALUE, Value::Binary(bytes)).into())
 }
 
-/// Writes `ops` as one batch, every row of which must go in.
-fn write_all(db: &Db, ops: Vec<WriteOp>) -> Result<(), StoreError> {
-    if ops.is_empty() {
-        return Ok(());
+/// The most bytes of entries one batch carries (far below `Options::max_batch_bytes`): an
+/// append of many entries goes in several batches, in order, so a crash keeps a prefix.
+const BATCH_BYTES: usize = 8 << 20;
+/// Rows one batch of deletes carries.
+const DELETE_ROWS: usize = 1024;
+
+/// Writes `ops` in batches of at most `budget` bytes (as `size` counts them), in order, every
+/// row of which must go in. A retryable refusal (a write stall, a transaction's lock) is
+/// retried: a storage error stops the group.
+fn write_all(db: &Db, ops: Vec<(WriteOp, usize)>, budget: usize) -> Result<(), StoreError> {
+    let mut batch: Vec<WriteOp> = Vec::new();
+    let mut bytes = 0;
+    let flush = |batch: &mut Vec<WriteOp>| -> Result<(), StoreError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let ops = std::mem::take(batch);
+        let r = crate::error::retrying(|| db.batch_write(ops.clone()))?;
+        for row in r.rows {
+            row?;
+        }
+        Ok(())
+    };
+    for (op, size) in ops {
+        if !batch.is_empty() && bytes + size > budget {
+            flush(&mut batch)?;
+            bytes = 0;
+        }
+        bytes += size;
+        batch.push(op);
     }
-    let r = db.batch_write(ops)?;
-    for row in r.rows {
-        row?;
-    }
-    Ok(())
+    flush(&mut batch)
+}
+
+/// Deletes of the entries `keys`, in batches.
+fn delete_all(db: &Db, keys: Vec<PrimaryKey>) -> Result<(), StoreError> {
+    write_all(db, keys.into_iter().map(|k| (DeleteRow::new(LOG_TABLE, k).into(), 1)).collect(), DELETE_ROWS)
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -195,7 +222,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         })
         .await
         .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-        Ok(LogState { last_purged_log_id: purged, last_log_id: last.or(purged) })
+        // A crash between a purge's mark and its deletes can leave entries below the mark.
+        Ok(LogState { last_purged_log_id: purged, last_log_id: last.max(purged) })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -205,7 +233,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote) -> StorageResult<()> {
         let (group, vote) = (self.group, *vote);
         blocking(&self.db, move |db| {
-            write_all(db, vec![state_put(group, "vote", &vote)?])?;
+            write_all(db, vec![(state_put(group, "vote", &vote)?, 1)], 1)?;
             Ok(db.sync()?)
         })
         .await
@@ -230,9 +258,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             for e in &entries {
                 let bytes = serde_json::to_vec(e).map_err(|e| StoreError::Decode(format!("log entry: {e}")))?;
                 let key = PrimaryKey(vec![PkValue::Integer(group), PkValue::Integer(index_key(e.log_id.index)?)]);
-                ops.push(PutRow::new(LOG_TABLE, key).column(ENTRY, Value::Binary(bytes)).into());
+                let size = bytes.len();
+                ops.push((PutRow::new(LOG_TABLE, key).column(ENTRY, Value::Binary(bytes)).into(), size));
             }
-            write_all(db, ops)?;
+            write_all(db, ops, BATCH_BYTES)?;
             // Durable before openraft is told so: it counts this node toward a quorum.
             Ok(db.sync()?)
         })
@@ -253,7 +282,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let group = self.group;
         blocking(&self.db, move |db| {
             let keys = entry_keys(db, group, PkValue::Integer(index_key(log_id.index)?), PkValue::InfMax)?;
-            write_all(db, keys.into_iter().map(|k| DeleteRow::new(LOG_TABLE, k).into()).collect())?;
+            delete_all(db, keys)?;
             Ok(db.sync()?)
         })
         .await
@@ -264,10 +293,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let group = self.group;
         blocking(&self.db, move |db| {
             // The mark first: entries below it are then never read, whatever a crash leaves.
-            write_all(db, vec![state_put(group, "purged", &log_id)?])?;
+            write_all(db, vec![(state_put(group, "purged", &log_id)?, 1)], 1)?;
             let end = PkValue::Integer(index_key(log_id.index.saturating_add(1))?);
             let keys = entry_keys(db, group, PkValue::InfMin, end)?;
-            write_all(db, keys.into_iter().map(|k| DeleteRow::new(LOG_TABLE, k).into()).collect())
+            delete_all(db, keys)
         })
         .await
         .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Delete, e))

@@ -20,7 +20,7 @@ use strata::{AppliedMark, ApplyBatch, Db, PartitionId};
 use strata_format::image::{is_image_file_name, pack, unpack};
 
 use crate::command::CommandResult;
-use crate::error::{StoreError, blocking, io};
+use crate::error::{StoreError, blocking, io, retrying};
 use crate::raft::{
     Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, Membership, RaftSnapshotBuilder, RaftStateMachine, Snapshot,
     SnapshotMeta, StorageResult, TypeConfig,
@@ -45,6 +45,8 @@ pub struct PartitionMachine {
     dir: PathBuf,
     /// Numbers the folders of snapshots built or received.
     next: Arc<AtomicU64>,
+    /// One writer of `current` at a time (a build runs beside an install).
+    saving: Arc<parking_lot::Mutex<()>>,
 }
 
 impl std::fmt::Debug for PartitionMachine {
@@ -55,12 +57,33 @@ impl std::fmt::Debug for PartitionMachine {
 
 impl PartitionMachine {
     /// The machine of partition `partition` (at `epoch`) of `table` in `db`, keeping snapshots
-    /// in `dir` (created if missing; outside the database's folder).
+    /// in `dir` (created if missing; outside the database's folder; one machine's alone).
+    /// Folders a crash left behind in `dir` are removed.
     ///
     /// # Errors
-    /// The folder cannot be made.
-    pub fn new(db: Arc<Db>, table: &str, partition: PartitionId, epoch: u64, dir: &Path) -> std::io::Result<Self> {
+    /// `Invalid` (`image-table`) for a table with a change stream or secondary indexes (a
+    /// snapshot is a partition image, which cannot hold their rows: the group would stop at its
+    /// first snapshot); `TableNotFound`; the folder cannot be made or cleaned.
+    pub fn new(db: Arc<Db>, table: &str, partition: PartitionId, epoch: u64, dir: &Path) -> Result<Self, StoreError> {
+        if !db.indexes(table)?.is_empty() || db.stream(table).is_ok() {
+            return Err(StoreError::Db(strata::Error::Invalid {
+                rule: "image-table",
+                message: format!(
+                    "table {table:?} has a change stream or indexes: a group's snapshots could not hold them"
+                ),
+            }));
+        }
         std::fs::create_dir_all(dir)?;
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("build-") || name.starts_with("receive-") {
+                // Its SSTables may be hard links of the database's: unlinked, never written.
+                std::fs::remove_dir_all(e.path())?;
+            } else if name == "current.tmp" {
+                std::fs::remove_file(e.path())?;
+            }
+        }
         Ok(PartitionMachine {
             db,
             table: table.to_owned(),
@@ -68,13 +91,28 @@ impl PartitionMachine {
             epoch,
             dir: dir.to_path_buf(),
             next: Arc::new(AtomicU64::new(0)),
+            saving: Arc::new(parking_lot::Mutex::new(())),
         })
     }
 
-    /// A new folder name under `dir` for a snapshot being built or received.
+    /// A new folder name under `dir` for a snapshot being built or received: never one a
+    /// crash left behind (those are removed at `new`) nor another's.
     fn scratch(&self, what: &str) -> PathBuf {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        self.dir.join(format!("{what}-{}-{n}", std::process::id()))
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        self.dir.join(format!("{what}-{}-{nanos}-{n}", std::process::id()))
+    }
+
+    /// Writes `meta` and `packed` as the current snapshot unless the current one is newer (a
+    /// build that started before an install finishes after it).
+    fn save_current(&self, meta: &SnapshotMeta, packed: &[u8]) -> Result<(), StoreError> {
+        let _one = self.saving.lock();
+        if let Ok(Some((cur, _))) = load_current(&self.dir)
+            && cur.last_log_id > meta.last_log_id
+        {
+            return Ok(());
+        }
+        save_current(&self.dir, meta, packed)
     }
 }
 
@@ -88,6 +126,13 @@ fn read_mark(db: &Db, table: &str, partition: PartitionId) -> Result<MarkData, S
 
 fn decode_mark(m: &AppliedMark) -> Result<MarkData, StoreError> {
     serde_json::from_slice(&m.data).map_err(|e| StoreError::Decode(format!("applied mark: {e}")))
+}
+
+/// True for `Db::apply`'s refusals of an entry's rows that every replica makes alike (they
+/// depend on the entry, the schema and the partition's bounds only); not for an entry applied
+/// again, nor another partition or epoch (this machine's own misconfiguration).
+fn refused_everywhere(e: &strata::Error) -> bool {
+    matches!(e.rule(), Some("applied-row-outside" | "applied-clock" | "applied-auto-increment"))
 }
 
 /// The outcome of one applied entry as the client sees it.
@@ -127,14 +172,16 @@ fn load_current(dir: &Path) -> Result<Option<(SnapshotMeta, Vec<u8>)>, StoreErro
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let bad = || StoreError::Decode("the current snapshot file is damaged".into());
-    let len = bytes.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes).ok_or_else(bad)? as usize;
-    let meta_bytes = bytes.get(4..4 + len).ok_or_else(bad)?;
-    let meta = serde_json::from_slice(meta_bytes).map_err(|e| StoreError::Decode(format!("snapshot meta: {e}")))?;
-    let packed = bytes.get(4 + len..).ok_or_else(bad)?.to_vec();
+    // A damaged file is no snapshot: openraft builds a new one (the partition is intact).
+    let Some(len) = bytes.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes) else { return Ok(None) };
+    let len = len as usize;
+    let (Some(meta_bytes), Some(packed)) = (bytes.get(4..4 + len), bytes.get(4 + len..)) else { return Ok(None) };
+    let Ok(meta) = serde_json::from_slice(meta_bytes) else { return Ok(None) };
     // The pack carries its own checksum: damage shows here, not at a follower.
-    unpack(&packed).map_err(|e| StoreError::Decode(format!("the current snapshot: {e}")))?;
-    Ok(Some((meta, packed)))
+    if unpack(packed).is_err() {
+        return Ok(None);
+    }
+    Ok(Some((meta, packed.to_vec())))
 }
 
 /// Reads an image folder's files into one packed byte string.
@@ -148,7 +195,7 @@ fn pack_folder(folder: &Path) -> Result<Vec<u8>, StoreError> {
         }
     }
     files.sort();
-    Ok(pack(&files))
+    pack(&files).map_err(StoreError::Decode)
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for PartitionMachine {
@@ -156,10 +203,11 @@ impl RaftSnapshotBuilder<TypeConfig> for PartitionMachine {
         let m = self.clone();
         let folder = self.scratch("build");
         let built = blocking(&self.db, move |db| {
-            let info = db.export_partition(&m.table, m.partition, &folder)?;
-            let packed = pack_folder(&folder);
+            let exported = db.export_partition(&m.table, m.partition, &folder).map_err(StoreError::from);
+            let packed = exported.and_then(|info| Ok((info, pack_folder(&folder)?)));
+            // Always: the folder's files are hard links of the database's.
             let _ = std::fs::remove_dir_all(&folder);
-            let packed = packed?;
+            let (info, packed) = packed?;
             let mark = info.mark.as_ref().map(decode_mark).transpose()?.unwrap_or_default();
             let id = match mark.last_applied {
                 Some(l) => format!("{}-{}-{}", l.leader_id, l.index, info.seqno),
@@ -167,7 +215,9 @@ impl RaftSnapshotBuilder<TypeConfig> for PartitionMachine {
             };
             let meta =
                 SnapshotMeta { last_log_id: mark.last_applied, last_membership: mark.membership, snapshot_id: id };
-            save_current(&m.dir, &meta, &packed)?;
+            // The rows the snapshot holds are durable before it is named current.
+            db.sync()?;
+            m.save_current(&meta, &packed)?;
             Ok((meta, packed))
         })
         .await
@@ -195,8 +245,14 @@ impl RaftStateMachine<TypeConfig> for PartitionMachine {
         let m = self.clone();
         blocking(&self.db, move |db| {
             let mut mark = read_mark(db, &m.table, m.partition)?;
+            let done = mark.last_applied.map(|l| l.index);
             let mut results = Vec::with_capacity(entries.len());
             for entry in entries {
+                // Applied before (the mark moves with the rows): applying again would repeat it.
+                if done.is_some_and(|d| entry.log_id.index <= d) {
+                    results.push(CommandResult::default());
+                    continue;
+                }
                 let (ops, now_ms, foreign) = match &entry.payload {
                     EntryPayload::Blank => (Vec::new(), 0, false),
                     EntryPayload::Membership(members) => {
@@ -204,7 +260,7 @@ impl RaftStateMachine<TypeConfig> for PartitionMachine {
                         (Vec::new(), 0, false)
                     }
                     // A command for another table is this entry's refusal on every replica.
-                    EntryPayload::Normal(c) if c.table != m.table => (Vec::new(), c.now_ms, true),
+                    EntryPayload::Normal(c) if c.table != m.table => (Vec::new(), 0, true),
                     EntryPayload::Normal(c) => (c.write_ops(), c.now_ms, false),
                 };
                 let has_rows = matches!(entry.payload, EntryPayload::Normal(_));
@@ -218,14 +274,23 @@ impl RaftStateMachine<TypeConfig> for PartitionMachine {
                     now_ms,
                     mark: AppliedMark { index: entry.log_id.index, data },
                 };
-                let applied = db.apply(batch)?;
-                results.push(if foreign {
-                    CommandResult { rows: Some(Err(format!("the entry names another table than {:?}", m.table))) }
-                } else if has_rows {
-                    result_of(applied)
-                } else {
-                    CommandResult::default()
-                });
+                let result = match retrying(|| db.apply(batch.clone())) {
+                    Ok(applied) if has_rows && !foreign => result_of(applied),
+                    Ok(_) if foreign => {
+                        CommandResult { rows: Some(Err(format!("the entry names another table than {:?}", m.table))) }
+                    }
+                    Ok(_) => CommandResult::default(),
+                    // The entry's rows are refused alike on every replica (a row outside the
+                    // partition, a clock out of range, auto-increment keys): its outcome. The
+                    // mark moves alone, or the group would stop at this entry for good.
+                    Err(e) if refused_everywhere(&e) => {
+                        let mark_only = ApplyBatch { ops: Vec::new(), now_ms: 0, ..batch };
+                        retrying(|| db.apply(mark_only.clone()))?;
+                        CommandResult { rows: Some(Err(e.to_string())) }
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                results.push(result);
             }
             Ok(results)
         })
@@ -249,20 +314,30 @@ impl RaftStateMachine<TypeConfig> for PartitionMachine {
         blocking(&self.db, move |db| {
             let packed = snapshot.into_inner();
             let files = unpack(&packed).map_err(|e| StoreError::Decode(format!("snapshot: {e}")))?;
-            std::fs::create_dir_all(&folder)?;
+            std::fs::create_dir(&folder)?;
             let installed = (|| {
                 for (name, content) in &files {
-                    std::fs::write(folder.join(name), content)?;
+                    use std::io::Write;
+                    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(folder.join(name))?;
+                    f.write_all(content)?;
                 }
-                let info = db.install_partition_image(&folder)?;
+                // Checked before anything changes: this machine's partition, the meta's entries.
+                let info = strata::ImageInfo::read(&folder)?;
                 let mark = info.mark.as_ref().map(decode_mark).transpose()?.unwrap_or_default();
-                if mark.last_applied != meta.last_log_id {
+                if info.table != m.table || info.partition != m.partition || info.epoch != m.epoch {
+                    return Err(StoreError::Decode(format!(
+                        "the snapshot is of table {:?} partition {} epoch {}, not this group's",
+                        info.table, info.partition, info.epoch
+                    )));
+                }
+                if mark.last_applied != meta.last_log_id || mark.membership != meta.last_membership {
                     return Err(StoreError::Decode(format!(
                         "the snapshot's image holds entries up to {:?}, its meta says {:?}",
                         mark.last_applied, meta.last_log_id
                     )));
                 }
-                save_current(&m.dir, &meta, &packed)
+                db.install_partition_image(&folder)?;
+                m.save_current(&meta, &packed)
             })();
             let _ = std::fs::remove_dir_all(&folder);
             installed

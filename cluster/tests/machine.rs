@@ -113,3 +113,84 @@ fn a_snapshot_built_on_one_node_installs_on_another() {
         );
     }
 }
+
+/// Entries every replica refuses alike are the entry's outcome, never a storage error that
+/// would stop the group: a row outside the partition, a clock out of range, a NaN (which the
+/// log keeps exactly, as its bits). The mark moves; the next entry applies.
+#[test]
+fn an_entry_refused_everywhere_moves_the_mark_and_the_group_goes_on() {
+    use strata_cluster::log_store::create_tables;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path().join("db"), Options::small_for_tests()).unwrap());
+    create_tables(&db).unwrap();
+    let second = PartitionId(PartitionId::FIRST_EXTERNAL.get() + 2);
+    db.create_table_partitioned(
+        TableSchema::new("t").pk("k", KeyType::Integer),
+        &[
+            PartitionSpec { id: partition(), start: None },
+            PartitionSpec { id: second, start: Some(strata::PkValue::Integer(100)) },
+        ],
+    )
+    .unwrap();
+    let mut m = PartitionMachine::new(db.clone(), "t", partition(), 1, &dir.path().join("snapshots")).unwrap();
+    let put = |k: i64, v: Cell| Op::Put { key: vec![Key::Integer(k)], columns: vec![("v".into(), v)] };
+    let nan = entry(3, vec![put(3, Cell::Double(f64::NAN))], "t");
+    // The log keeps the NaN: an entry reads back as the log store writes it (JSON alone
+    // would write null, which does not read back).
+    let back: Entry = serde_json::from_slice(&serde_json::to_vec(&nan).unwrap()).unwrap();
+    match &back.payload {
+        EntryPayload::Normal(c) => match &c.ops[0] {
+            Op::Put { columns, .. } => assert!(matches!(columns[0].1, Cell::Double(d) if d.is_nan())),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    let outside = entry(1, vec![put(150, Cell::Integer(1))], "t");
+    let mut far = entry(2, vec![put(2, Cell::Integer(2))], "t");
+    if let EntryPayload::Normal(c) = &mut far.payload {
+        c.now_ms = u64::MAX;
+    }
+    for e in [outside, far, nan] {
+        let index = e.log_id.index;
+        let r = rt.block_on(m.apply([e])).unwrap();
+        assert!(matches!(&r[0].rows, Some(Err(_)) | Some(Ok(_))), "{r:?}");
+        let (applied, _) = rt.block_on(m.applied_state()).unwrap();
+        assert_eq!(applied.map(|l| l.index), Some(index), "the mark did not move past entry {index}");
+    }
+    assert!(db.get_row("t", &pk![150i64], &ReadOptions::default()).unwrap().is_none());
+    apply_counting(&mut m, &rt, 4, 6);
+    assert_eq!(counter(&db, 0), Some(Value::Integer(3)));
+}
+
+/// A snapshot whose image is not what its meta says, or not this machine's partition, is
+/// refused before anything changes; folders a crash left in the snapshot folder are removed
+/// when the machine starts; a table with an index is refused up front.
+#[test]
+fn a_mismatched_snapshot_changes_nothing_and_leftovers_are_cleaned() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (da, dbd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_a, mut ma) = open(da.path());
+    apply_counting(&mut ma, &rt, 1, 30);
+    let snap = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
+    let bytes = snap.snapshot.get_ref().clone();
+    // A crash left a half-received snapshot and a temporary current file behind.
+    let leftover = dbd.path().join("snapshots/receive-1-2-0");
+    std::fs::create_dir_all(&leftover).unwrap();
+    std::fs::write(leftover.join("00000001.sst"), b"half").unwrap();
+    std::fs::write(dbd.path().join("snapshots/current.tmp"), b"half").unwrap();
+    let (b, mut mb) = open(dbd.path());
+    assert!(!leftover.exists() && !dbd.path().join("snapshots/current.tmp").exists());
+    apply_counting(&mut mb, &rt, 1, 3);
+    let mut wrong = snap.meta.clone();
+    wrong.last_log_id = Some(LogId::new(CommittedLeaderId::new(1, 0), 31));
+    assert!(rt.block_on(mb.install_snapshot(&wrong, Box::new(std::io::Cursor::new(bytes.clone())))).is_err());
+    assert_eq!(counter(&b, 0), Some(Value::Integer(3)), "a refused snapshot changed the rows");
+    rt.block_on(mb.install_snapshot(&snap.meta, Box::new(std::io::Cursor::new(bytes)))).unwrap();
+    assert_eq!(counter(&b, 0), Some(Value::Integer(30)));
+    // A table with an index: its rows could not go in a snapshot.
+    let dc = tempfile::tempdir().unwrap();
+    let (c, _) = open(dc.path());
+    c.create_index("t", "by_k", &["k"], &[]).unwrap();
+    assert!(PartitionMachine::new(c.clone(), "t", partition(), 1, &dc.path().join("s2")).is_err());
+}

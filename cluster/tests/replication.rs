@@ -168,7 +168,7 @@ fn counter(db: &Db) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_replicas_survive_a_leader_stop_a_restart_and_a_wiped_follower() {
+async fn three_replicas_survive_a_leader_stop_a_restart_and_a_lost_follower() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let net = LocalNetwork::new();
@@ -193,20 +193,30 @@ async fn three_replicas_survive_a_leader_stop_a_restart_and_a_wiped_follower() {
     let l = leader(&nodes).await;
     wait_caught_up(&nodes, l).await;
 
-    // A follower's folder is wiped: the leader's log no longer reaches back to its start, so
-    // it is sent a snapshot, which installs as a partition image.
+    // A follower's folder is lost. It has lost its vote and its log, so it does not come
+    // back under its id (it could vote a leader in that lacks committed entries): it is
+    // removed from the group, and a new node joins as a learner. The leader's log no longer
+    // reaches back to its start, so the new node is sent a snapshot, which installs as a
+    // partition image; then it becomes a voter.
     let wiped = *nodes.keys().find(|id| **id != l).unwrap();
     let node = nodes.remove(&wiped).unwrap();
     stop(node, &net, wiped).await;
     std::fs::remove_dir_all(folder(root, wiped)).unwrap();
-    nodes.insert(wiped, start(root, wiped, &net).await);
+    let remaining: std::collections::BTreeSet<NodeId> = nodes.keys().copied().collect();
+    nodes[&l].raft.change_membership(remaining.clone(), false).await.unwrap();
+    let fresh: NodeId = 4;
+    nodes.insert(fresh, start(root, fresh, &net).await);
+    nodes[&l].raft.add_learner(fresh, BasicNode::default(), true).await.unwrap();
+    let mut voters = remaining;
+    voters.insert(fresh);
+    nodes[&l].raft.change_membership(voters, false).await.unwrap();
     let (a, u) = write_range(&nodes, 260, 300).await;
     (acked, unknown) = (acked + a, unknown + u);
     let l = leader(&nodes).await;
     wait_caught_up(&nodes, l).await;
     assert!(
-        nodes[&wiped].db.events().iter().any(|e| e.kind == "image-install"),
-        "the wiped node caught up without installing an image"
+        nodes[&fresh].db.events().iter().any(|e| e.kind == "image-install"),
+        "the new node caught up without installing an image"
     );
 
     let want = rows(&nodes[&l].db);
@@ -215,7 +225,7 @@ async fn three_replicas_survive_a_leader_stop_a_restart_and_a_wiped_follower() {
         if got != want {
             let first = got.iter().zip(&want).find(|(a, b)| a != b);
             panic!(
-                "node {id} differs from the leader {l} (wiped {wiped}, stopped {old}): {} rows against {}, counters {} and {}; first difference {first:?}; applied {:?} and {:?}; marks {:?} and {:?}; image installs {}",
+                "node {id} differs from the leader {l} (lost {wiped}, stopped {old}): {} rows against {}, counters {} and {}; first difference {first:?}; applied {:?} and {:?}; marks {:?} and {:?}; image installs {}",
                 got.len(),
                 want.len(),
                 counter(&n.db),

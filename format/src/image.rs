@@ -158,14 +158,20 @@ pub fn is_image_file_name(name: &str) -> bool {
 /// An image folder's files as one byte string, to ship over a network or keep as one file:
 /// the header (magic `STRATPAK`, version, length, CRC-32 of the body), then
 /// `nfiles:varint  nfiles × (name:string  content:bytes)`.
-pub fn pack(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+///
+/// # Errors
+/// A body of 4 GiB or more, which the header's length cannot hold (the text says so).
+pub fn pack(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>, String> {
     let mut b = Vec::new();
     put_varint(&mut b, files.len() as u64);
     for (name, content) in files {
         put_bytes(&mut b, name.as_bytes());
         put_bytes(&mut b, content);
     }
-    frame_versioned(PACK_MAGIC, PACK_FORMAT_VERSION, &b)
+    if u32::try_from(b.len()).is_err() {
+        return Err(format!("a packed image of {} bytes; a pack holds less than 4 GiB", b.len()));
+    }
+    Ok(frame_versioned(PACK_MAGIC, PACK_FORMAT_VERSION, &b))
 }
 
 /// The files of a packed image ([`pack`]).
@@ -242,11 +248,11 @@ mod tests {
     #[test]
     fn packs_round_trip_and_refuse_names_outside_the_folder() {
         let files = vec![("IMAGE".to_owned(), vec![1, 2, 3]), ("00000001.sst".to_owned(), vec![9; 40])];
-        assert_eq!(unpack(&pack(&files)).unwrap(), files);
-        crate::codec::assert_damage_refused(&pack(&files), unpack);
+        assert_eq!(unpack(&pack(&files).unwrap()).unwrap(), files);
+        crate::codec::assert_damage_refused(&pack(&files).unwrap(), unpack);
         for bad in ["../MANIFEST", "IMAGE2", "1.sst", "0000000a.sst", "/etc/passwd"] {
-            assert!(unpack(&pack(&[(bad.to_owned(), vec![])])).is_err(), "{bad}");
+            assert!(unpack(&pack(&[(bad.to_owned(), vec![])]).unwrap()).is_err(), "{bad}");
         }
-        assert!(unpack(&pack(&[("IMAGE".to_owned(), vec![]), ("IMAGE".to_owned(), vec![])])).is_err());
+        assert!(unpack(&pack(&[("IMAGE".to_owned(), vec![]), ("IMAGE".to_owned(), vec![])]).unwrap()).is_err());
     }
 }
