@@ -106,6 +106,17 @@ async fn leader(nodes: &BTreeMap<NodeId, Node>) -> NodeId {
     }
 }
 
+/// Nodes 1, 2 and 3 started and made one group.
+async fn three_nodes(root: &Path, net: &LocalNetwork) -> BTreeMap<NodeId, Node> {
+    let mut nodes = BTreeMap::new();
+    for id in 1..=3 {
+        nodes.insert(id, start(root, id, net).await);
+    }
+    let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
+    nodes[&1].raft.initialize(members).await.unwrap();
+    nodes
+}
+
 fn write(i: u64) -> Command {
     Command {
         table: "t".into(),
@@ -172,12 +183,7 @@ async fn three_replicas_survive_a_leader_stop_a_restart_and_a_lost_follower() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let net = LocalNetwork::new();
-    let mut nodes = BTreeMap::new();
-    for id in 1..=3 {
-        nodes.insert(id, start(root, id, &net).await);
-    }
-    let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
-    nodes[&1].raft.initialize(members).await.unwrap();
+    let mut nodes = three_nodes(root, &net).await;
 
     let (mut acked, mut unknown) = write_range(&nodes, 1, 80).await;
     // The leader stops; its successor goes on.
@@ -256,12 +262,7 @@ async fn an_isolated_leader_is_replaced_and_catches_up_once_the_links_heal() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let net = LocalNetwork::new();
-    let mut nodes = BTreeMap::new();
-    for id in 1..=3 {
-        nodes.insert(id, start(root, id, &net).await);
-    }
-    let members: BTreeMap<NodeId, BasicNode> = (1..=3).map(|id| (id, BasicNode::default())).collect();
-    nodes[&1].raft.initialize(members).await.unwrap();
+    let nodes = three_nodes(root, &net).await;
     let (mut acked, mut unknown) = write_range(&nodes, 1, 50).await;
 
     let old = leader(&nodes).await;

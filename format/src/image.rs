@@ -9,7 +9,7 @@
 use crate::codec::{Cursor, frame_versioned, put_bytes, put_opt_bytes, put_varint, unframe_versioned};
 use crate::error::DecodeError;
 use crate::key::KeyType;
-use crate::manifest::{FileRecord, put_file_record, read_file_record};
+use crate::manifest::{FileRecord, put_file_record, put_key_columns, read_file_record, read_key_columns};
 
 /// Magic number at the start of `IMAGE`: ASCII `STRATIMG` as a LE u64.
 pub const IMAGE_MAGIC: u64 = u64::from_le_bytes(*b"STRATIMG");
@@ -72,11 +72,7 @@ impl ImageMeta {
         let mut b = Vec::new();
         put_bytes(&mut b, self.table.as_bytes());
         put_varint(&mut b, self.table_id);
-        put_varint(&mut b, self.pk.len() as u64);
-        for (n, kt) in &self.pk {
-            put_bytes(&mut b, n.as_bytes());
-            b.push(*kt as u8);
-        }
+        put_key_columns(&mut b, &self.pk);
         put_varint(&mut b, self.partition);
         put_opt_bytes(&mut b, self.start.as_deref());
         put_opt_bytes(&mut b, self.end.as_deref());
@@ -115,13 +111,7 @@ impl ImageMeta {
         let mut c = Cursor::new(body, "image body", crate::codec::FRAME_HEADER_LEN as u64);
         let table = c.string()?.to_owned();
         let table_id = c.varint()?;
-        let npk = c.varint_len(crate::key::MAX_KEY_COLUMNS, "primary-key column count")?;
-        let mut pk = Vec::with_capacity(npk);
-        for _ in 0..npk {
-            let n = c.string()?.to_owned();
-            let tb = c.u8()?;
-            pk.push((n, KeyType::from_u8(tb).ok_or_else(|| c.invalid(format!("unknown key type {tb}")))?));
-        }
+        let pk = read_key_columns(&mut c)?;
         let partition = c.varint()?;
         let start = c.opt_bytes()?.map(<[u8]>::to_vec);
         let end = c.opt_bytes()?.map(<[u8]>::to_vec);

@@ -236,11 +236,7 @@ impl ManifestData {
         for t in &self.tables {
             put_varint(&mut b, t.id);
             put_bytes(&mut b, t.name.as_bytes());
-            put_varint(&mut b, t.pk.len() as u64);
-            for (n, kt) in &t.pk {
-                put_bytes(&mut b, n.as_bytes());
-                b.push(*kt as u8);
-            }
+            put_key_columns(&mut b, &t.pk);
             put_varint(&mut b, u64::from(t.max_versions));
             put_varint(&mut b, t.ttl_secs.unwrap_or(0));
             put_varint(&mut b, t.max_version_offset_secs);
@@ -324,13 +320,7 @@ impl ManifestData {
         for _ in 0..nt {
             let id = c.varint()?;
             let name = c.string()?.to_owned();
-            let npk = c.varint_len(crate::key::MAX_KEY_COLUMNS, "primary-key column count")?;
-            let mut pk = Vec::with_capacity(npk);
-            for _ in 0..npk {
-                let n = c.string()?.to_owned();
-                let tb = c.u8()?;
-                pk.push((n, KeyType::from_u8(tb).ok_or_else(|| c.invalid(format!("unknown key type {tb}")))?));
-            }
+            let pk = read_key_columns(&mut c)?;
             let max_versions = u32::try_from(c.varint()?).map_err(|_| c.invalid("max_versions out of range"))?;
             let ttl = c.varint()?;
             let mut t = TableRecord {
@@ -444,6 +434,27 @@ impl ManifestData {
         c.finish()?;
         Ok(m)
     }
+}
+
+/// Appends a table's key columns: `n:varint  n × (name:string  type:u8)`.
+pub(crate) fn put_key_columns(b: &mut Vec<u8>, pk: &[(String, KeyType)]) {
+    put_varint(b, pk.len() as u64);
+    for (n, kt) in pk {
+        put_bytes(b, n.as_bytes());
+        b.push(*kt as u8);
+    }
+}
+
+/// Reads what [`put_key_columns`] wrote.
+pub(crate) fn read_key_columns(c: &mut Cursor<'_>) -> Result<Vec<(String, KeyType)>, DecodeError> {
+    let npk = c.varint_len(crate::key::MAX_KEY_COLUMNS, "primary-key column count")?;
+    let mut pk = Vec::with_capacity(npk);
+    for _ in 0..npk {
+        let n = c.string()?.to_owned();
+        let tb = c.u8()?;
+        pk.push((n, KeyType::from_u8(tb).ok_or_else(|| c.invalid(format!("unknown key type {tb}")))?));
+    }
+    Ok(pk)
 }
 
 /// Appends `f` as a manifest file record (FORMAT.md, "Manifest": `file`), as the current
