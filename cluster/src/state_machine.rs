@@ -58,7 +58,8 @@ impl std::fmt::Debug for PartitionMachine {
 impl PartitionMachine {
     /// The machine of partition `partition` (at `epoch`) of `table` in `db`, keeping snapshots
     /// in `dir` (created if missing; outside the database's folder; one machine's alone).
-    /// Folders a crash left behind in `dir` are removed.
+    /// Folders a crash left behind in `dir` are removed, and an install a crash cut short is
+    /// finished.
     ///
     /// # Errors
     /// `Invalid` (`image-table`) for a table with a change stream or secondary indexes (a
@@ -84,7 +85,7 @@ impl PartitionMachine {
                 std::fs::remove_file(e.path())?;
             }
         }
-        Ok(PartitionMachine {
+        let m = PartitionMachine {
             db,
             table: table.to_owned(),
             partition,
@@ -92,7 +93,9 @@ impl PartitionMachine {
             dir: dir.to_path_buf(),
             next: Arc::new(AtomicU64::new(0)),
             saving: Arc::new(parking_lot::Mutex::new(())),
-        })
+        };
+        m.finish_install()?;
+        Ok(m)
     }
 
     /// A new folder name under `dir` for a snapshot being built or received: never one a
@@ -101,6 +104,63 @@ impl PartitionMachine {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         self.dir.join(format!("{what}-{}-{nanos}-{n}", std::process::id()))
+    }
+
+    /// Installs the packed image `packed`, the snapshot `meta` describes, in a folder of its own:
+    /// checks that it is this machine's partition and holds exactly the entries and membership
+    /// of `meta` before anything changes; with `name_current`, names it the current snapshot
+    /// first (synced), so a crash before the install ends leaves it to be installed again when
+    /// the machine is made.
+    fn install_packed(
+        &self,
+        db: &Db,
+        meta: &SnapshotMeta,
+        packed: &[u8],
+        name_current: bool,
+    ) -> Result<(), StoreError> {
+        let files = unpack(packed).map_err(|e| StoreError::Decode(format!("snapshot: {e}")))?;
+        let folder = self.scratch("receive");
+        std::fs::create_dir(&folder)?;
+        let installed = (|| {
+            for (name, content) in &files {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(folder.join(name))?;
+                f.write_all(content)?;
+            }
+            // Checked before anything changes: this machine's partition, the meta's entries.
+            let info = strata::ImageInfo::read(&folder)?;
+            let mark = info.mark.as_ref().map(decode_mark).transpose()?.unwrap_or_default();
+            if info.table != self.table || info.partition != self.partition || info.epoch != self.epoch {
+                return Err(StoreError::Decode(format!(
+                    "the snapshot is of table {:?} partition {} epoch {}, not this group's",
+                    info.table, info.partition, info.epoch
+                )));
+            }
+            if mark.last_applied != meta.last_log_id || mark.membership != meta.last_membership {
+                return Err(StoreError::Decode(format!(
+                    "the snapshot's image holds entries up to {:?}, its meta says {:?}",
+                    mark.last_applied, meta.last_log_id
+                )));
+            }
+            if name_current {
+                self.save_current(meta, packed)?;
+            }
+            db.install_partition_image(&folder)?;
+            Ok(())
+        })();
+        let _ = std::fs::remove_dir_all(&folder);
+        installed
+    }
+
+    /// Installs the current snapshot again if the partition is behind it (a crash cut an
+    /// install short after naming it current).
+    fn finish_install(&self) -> Result<(), StoreError> {
+        let Some((meta, packed)) = load_current(&self.dir)? else { return Ok(()) };
+        let applied = read_mark(&self.db, &self.table, self.partition)?.last_applied;
+        if meta.last_log_id > applied {
+            self.install_packed(&self.db, &meta, &packed, false)?;
+        }
+        Ok(())
     }
 
     /// Writes `meta` and `packed` as the current snapshot unless the current one is newer (a
@@ -308,39 +368,11 @@ impl RaftStateMachine<TypeConfig> for PartitionMachine {
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<Cursor<Vec<u8>>>) -> StorageResult<()> {
         let m = self.clone();
-        let folder = self.scratch("receive");
         let meta = meta.clone();
         let subject = ErrorSubject::Snapshot(Some(meta.signature()));
         blocking(&self.db, move |db| {
             let packed = snapshot.into_inner();
-            let files = unpack(&packed).map_err(|e| StoreError::Decode(format!("snapshot: {e}")))?;
-            std::fs::create_dir(&folder)?;
-            let installed = (|| {
-                for (name, content) in &files {
-                    use std::io::Write;
-                    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(folder.join(name))?;
-                    f.write_all(content)?;
-                }
-                // Checked before anything changes: this machine's partition, the meta's entries.
-                let info = strata::ImageInfo::read(&folder)?;
-                let mark = info.mark.as_ref().map(decode_mark).transpose()?.unwrap_or_default();
-                if info.table != m.table || info.partition != m.partition || info.epoch != m.epoch {
-                    return Err(StoreError::Decode(format!(
-                        "the snapshot is of table {:?} partition {} epoch {}, not this group's",
-                        info.table, info.partition, info.epoch
-                    )));
-                }
-                if mark.last_applied != meta.last_log_id || mark.membership != meta.last_membership {
-                    return Err(StoreError::Decode(format!(
-                        "the snapshot's image holds entries up to {:?}, its meta says {:?}",
-                        mark.last_applied, meta.last_log_id
-                    )));
-                }
-                db.install_partition_image(&folder)?;
-                m.save_current(&meta, &packed)
-            })();
-            let _ = std::fs::remove_dir_all(&folder);
-            installed
+            m.install_packed(db, &meta, &packed, true)
         })
         .await
         .map_err(|e| io(subject, ErrorVerb::Write, e))

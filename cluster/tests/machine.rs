@@ -194,3 +194,28 @@ fn a_mismatched_snapshot_changes_nothing_and_leftovers_are_cleaned() {
     c.create_index("t", "by_k", &["k"], &[]).unwrap();
     assert!(PartitionMachine::new(c.clone(), "t", partition(), 1, &dc.path().join("s2")).is_err());
 }
+
+/// An install names the snapshot current before it swaps the partition: a crash between the
+/// two leaves a current snapshot ahead of the partition, which the machine installs when it is
+/// made again (here: another node's current snapshot put in place, the partition behind it).
+#[test]
+fn a_current_snapshot_ahead_of_the_partition_is_installed_when_the_machine_starts() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (da, dbd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_a, mut ma) = open(da.path());
+    apply_counting(&mut ma, &rt, 1, 40);
+    let snap = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
+    {
+        let (b, mut mb) = open(dbd.path());
+        apply_counting(&mut mb, &rt, 1, 3);
+        drop(mb);
+        drop(Arc::into_inner(b).unwrap());
+    }
+    std::fs::copy(da.path().join("snapshots/current"), dbd.path().join("snapshots/current")).unwrap();
+    let (b, mut mb) = open(dbd.path());
+    assert_eq!(counter(&b, 0), Some(Value::Integer(40)));
+    let (applied, _) = rt.block_on(mb.applied_state()).unwrap();
+    assert_eq!(applied, snap.meta.last_log_id);
+    apply_counting(&mut mb, &rt, 41, 42);
+    assert_eq!(counter(&b, 0), Some(Value::Integer(42)));
+}
