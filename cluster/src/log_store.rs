@@ -4,9 +4,10 @@
 //! - `_raft_state`, key `(group, name)`, one cell `v`: the vote (`vote`) and the last purged
 //!   log id (`purged`).
 //!
-//! An append (and a vote) is synced (`Db::sync`) before openraft is told it is durable. A
-//! truncation deletes the entries from an index on; a purge records the purged id first, then
-//! deletes the entries up to it.
+//! An append is synced (`Db::sync`) by a thread of the store's own before openraft is told it
+//! is durable (the appends answered in order), so openraft's core task does not wait for the
+//! disk; a vote is synced before `save_vote` returns. A truncation deletes the entries from an
+//! index on; a purge records the purged id first, then deletes the entries up to it.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -55,6 +56,8 @@ pub fn create_tables(db: &Db) -> strata::Result<()> {
 pub struct LogStore {
     db: Arc<Db>,
     group: i64,
+    /// Syncs appends off openraft's core task, answering each in order once it is durable.
+    syncs: crossbeam_channel::Sender<LogFlushed<TypeConfig>>,
 }
 
 impl Debug for LogStore {
@@ -64,9 +67,20 @@ impl Debug for LogStore {
 }
 
 impl LogStore {
-    /// The log of group `group` (its tables made by [`create_tables`]).
+    /// The log of group `group` (its tables made by [`create_tables`]). A thread of its own
+    /// syncs appends; it ends when the store and its readers are dropped.
     pub fn new(db: Arc<Db>, group: i64) -> LogStore {
-        LogStore { db, group }
+        let (syncs, pending) = crossbeam_channel::unbounded::<LogFlushed<TypeConfig>>();
+        let syncing = db.clone();
+        // One thread, jobs in order: each append is answered after the one before it, and a
+        // sync makes every write before it durable, so an answer never runs ahead of the disk.
+        std::thread::spawn(move || {
+            for flushed in pending {
+                let r = syncing.sync().map_err(|e| std::io::Error::other(e.to_string()));
+                flushed.log_io_completed(r);
+            }
+        });
+        LogStore { db, group, syncs }
     }
 }
 
@@ -261,14 +275,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 let size = bytes.len();
                 ops.push((PutRow::new(LOG_TABLE, key).column(ENTRY, Value::Binary(bytes)).into(), size));
             }
-            write_all(db, ops, BATCH_BYTES)?;
-            // Durable before openraft is told so: it counts this node toward a quorum.
-            Ok(db.sync()?)
+            write_all(db, ops, BATCH_BYTES)
         })
         .await;
         match written {
             Ok(()) => {
-                callback.log_io_completed(Ok(()));
+                // Readable now; durable before openraft is told so (it counts this node toward a
+                // quorum), by the sync thread, so the core task does not wait for the disk.
+                if let Err(e) = self.syncs.send(callback) {
+                    e.into_inner().log_io_completed(Err(std::io::Error::other("the log's sync thread is gone")));
+                }
                 Ok(())
             }
             Err(e) => {

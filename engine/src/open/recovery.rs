@@ -120,9 +120,9 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
         if !opts.create_if_missing {
             return Err(Error::NotADatabase { path: path.to_path_buf(), reason: "the folder does not exist".into() });
         }
-        fs.create_dir_all(path).map_err(io("create dir", path))?;
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        fs.sync_dir(parent).map_err(io("sync dir", parent))?;
+        // Each folder made, and its entry in its parent synced: a power cut must not take the
+        // database's folder (or an ancestor made with it) with it.
+        crate::fs::ensure_dir(fs.as_ref(), path).map_err(io("create dir", path))?;
     }
     let manifest_path = paths::manifest(path);
     let fresh = !fs.exists(&manifest_path);
