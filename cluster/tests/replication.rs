@@ -47,32 +47,29 @@ fn folder(root: &Path, id: NodeId) -> PathBuf {
     root.join(format!("node{id}"))
 }
 
-/// Opens node `id`'s database (retrying while a stopped node's last holders let go of it).
-fn open_db(root: &Path, id: NodeId) -> Arc<Db> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match Db::open(folder(root, id).join("db"), Options::small_for_tests()) {
-            Ok(db) => return Arc::new(db),
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => panic!("node {id}: {e}"),
+/// Opens node `id`'s database with its tables and makes its state machine (on a blocking
+/// thread: database calls must not hold the runtime's threads, which run the Raft tasks).
+async fn open_node(root: &Path, id: NodeId) -> (Arc<Db>, PartitionMachine) {
+    let dir = folder(root, id);
+    tokio::task::spawn_blocking(move || {
+        let db = Arc::new(Db::open(dir.join("db"), Options::small_for_tests()).unwrap());
+        create_tables(&db).unwrap();
+        match db.create_table_partitioned(
+            TableSchema::new("t").pk("k", KeyType::Integer),
+            &[PartitionSpec { id: partition(), start: None }],
+        ) {
+            Ok(()) | Err(strata::Error::TableExists(_)) => {}
+            Err(e) => panic!("{e}"),
         }
-    }
+        let machine = PartitionMachine::new(db.clone(), "t", partition(), 1, &dir.join("snapshots")).unwrap();
+        (db, machine)
+    })
+    .await
+    .unwrap()
 }
 
 async fn start(root: &Path, id: NodeId, net: &LocalNetwork) -> Node {
-    let db = open_db(root, id);
-    create_tables(&db).unwrap();
-    match db.create_table_partitioned(
-        TableSchema::new("t").pk("k", KeyType::Integer),
-        &[PartitionSpec { id: partition(), start: None }],
-    ) {
-        Ok(()) | Err(strata::Error::TableExists(_)) => {}
-        Err(e) => panic!("{e}"),
-    }
-    let machine = PartitionMachine::new(db.clone(), "t", partition(), 1, &folder(root, id).join("snapshots")).unwrap();
+    let (db, machine) = open_node(root, id).await;
     let raft = Raft::new(id, config(), net.factory(id), LogStore::new(db.clone(), 1), machine).await.unwrap();
     net.add(id, raft.clone());
     Node { raft, db }
