@@ -563,7 +563,7 @@ fn a_write_during_an_install_lands_after_it() {
         })
     };
     // Had the write gone before the swap (the partition at mark 5, entry 301 above it), the
-    // install's second check would find the partition past the image and refuse it.
+    // image would have replaced it: the partition would end at mark 300, not 301.
     assert!(!landed.load(Ordering::Acquire), "a write went through while the install held the leader's role");
     gate.release.wait();
     installer.join().unwrap().unwrap();

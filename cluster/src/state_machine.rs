@@ -172,7 +172,7 @@ impl PartitionMachine {
         {
             return Ok(());
         }
-        save_current(&self.dir, meta, packed)
+        write_current(&self.dir, meta, packed)
     }
 }
 
@@ -206,7 +206,7 @@ fn result_of(applied: strata::Applied) -> CommandResult {
 
 /// Writes `meta` and `packed` as the machine's current snapshot: `<dir>/current` holds the
 /// meta's length (u32 LE), the meta as JSON and the packed image.
-fn save_current(dir: &Path, meta: &SnapshotMeta, packed: &[u8]) -> Result<(), StoreError> {
+fn write_current(dir: &Path, meta: &SnapshotMeta, packed: &[u8]) -> Result<(), StoreError> {
     let m = serde_json::to_vec(meta).map_err(|e| StoreError::Decode(format!("snapshot meta: {e}")))?;
     let len = u32::try_from(m.len()).map_err(|_| StoreError::Decode("snapshot meta too large".into()))?;
     let mut bytes = Vec::with_capacity(4 + m.len() + packed.len());

@@ -14,20 +14,12 @@ use strata_cluster::command::{Cell, Command, Key, Op};
 use strata_cluster::raft::{Entry, LogId, RaftSnapshotBuilder, RaftStateMachine};
 use strata_cluster::state_machine::PartitionMachine;
 
-fn partition() -> PartitionId {
-    PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1)
-}
+mod common;
+use common::partition;
 
 fn open(dir: &Path) -> (Arc<Db>, PartitionMachine) {
-    let db = Arc::new(Db::open(dir.join("db"), Options::small_for_tests()).unwrap());
-    match db.create_table_partitioned(
-        TableSchema::new("t").pk("k", KeyType::Integer),
-        &[PartitionSpec { id: partition(), start: None }],
-    ) {
-        Ok(()) | Err(strata::Error::TableExists(_)) => {}
-        Err(e) => panic!("{e}"),
-    }
-    let m = PartitionMachine::new(db.clone(), "t", partition(), 1, &dir.join("snapshots")).unwrap();
+    let db = common::open_db(&dir.join("db"), Options::small_for_tests());
+    let m = common::machine(&db, &dir.join("snapshots"));
     (db, m)
 }
 

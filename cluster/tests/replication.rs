@@ -13,16 +13,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use strata::{Db, KeyType, Options, PartitionId, PartitionSpec, RangeOptions, Row, TableSchema};
+use strata::{Db, Options, RangeOptions, Row};
 use strata_cluster::command::{Cell, Command, Key, Op};
-use strata_cluster::log_store::{LogStore, create_tables};
+use strata_cluster::log_store::LogStore;
 use strata_cluster::raft::{BasicNode, Config, NodeId, Raft, SnapshotPolicy};
 use strata_cluster::state_machine::PartitionMachine;
 use strata_cluster::transport::local::LocalNetwork;
 
-fn partition() -> PartitionId {
-    PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1)
-}
+mod common;
+use common::partition;
 
 struct Node {
     raft: Raft,
@@ -52,16 +51,8 @@ fn folder(root: &Path, id: NodeId) -> PathBuf {
 async fn open_node(root: &Path, id: NodeId) -> (Arc<Db>, PartitionMachine) {
     let dir = folder(root, id);
     tokio::task::spawn_blocking(move || {
-        let db = Arc::new(Db::open(dir.join("db"), Options::small_for_tests()).unwrap());
-        create_tables(&db).unwrap();
-        match db.create_table_partitioned(
-            TableSchema::new("t").pk("k", KeyType::Integer),
-            &[PartitionSpec { id: partition(), start: None }],
-        ) {
-            Ok(()) | Err(strata::Error::TableExists(_)) => {}
-            Err(e) => panic!("{e}"),
-        }
-        let machine = PartitionMachine::new(db.clone(), "t", partition(), 1, &dir.join("snapshots")).unwrap();
+        let db = common::open_db(&dir.join("db"), Options::small_for_tests());
+        let machine = common::machine(&db, &dir.join("snapshots"));
         (db, machine)
     })
     .await
@@ -331,24 +322,14 @@ async fn acknowledged_writes_survive_a_power_cut_of_the_node() {
     let fs = MemFs::new();
     let net = LocalNetwork::new();
     let open = |fs: &MemFs| {
-        let db =
-            Arc::new(Db::open("/n1/db", Options { fs: Arc::new(fs.reborn()), ..Options::small_for_tests() }).unwrap());
-        create_tables(&db).unwrap();
-        match db.create_table_partitioned(
-            TableSchema::new("t").pk("k", KeyType::Integer),
-            &[PartitionSpec { id: partition(), start: None }],
-        ) {
-            Ok(()) | Err(strata::Error::TableExists(_)) => {}
-            Err(e) => panic!("{e}"),
-        }
-        db
+        common::open_db(Path::new("/n1/db"), Options { fs: Arc::new(fs.reborn()), ..Options::small_for_tests() })
     };
     let snapshots = tempfile::tempdir().unwrap();
     let start_on = |db: Arc<Db>| {
         let net = net.clone();
         let dir = snapshots.path().to_path_buf();
         async move {
-            let machine = PartitionMachine::new(db.clone(), "t", partition(), 1, &dir).unwrap();
+            let machine = common::machine(&db, &dir);
             let raft = Raft::new(1, config(), net.factory(1), LogStore::new(db.clone(), 1), machine).await.unwrap();
             net.add(1, raft.clone());
             Node { raft, db }

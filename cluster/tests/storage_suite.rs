@@ -5,29 +5,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
 use openraft::testing::{StoreBuilder, Suite};
-use strata::{Db, KeyType, Options, PartitionId, PartitionSpec, TableSchema};
-use strata_cluster::log_store::{LogStore, create_tables};
+use strata::Options;
+use strata_cluster::log_store::LogStore;
 use strata_cluster::raft::{NodeId, StorageError, TypeConfig};
 use strata_cluster::state_machine::PartitionMachine;
 use tempfile::TempDir;
+
+mod common;
 
 struct Builder;
 
 impl StoreBuilder<TypeConfig, LogStore, PartitionMachine, TempDir> for Builder {
     async fn build(&self) -> Result<(TempDir, LogStore, PartitionMachine), StorageError<NodeId>> {
         let dir = TempDir::new().unwrap();
-        let db = Arc::new(Db::open(dir.path().join("db"), Options::small_for_tests()).unwrap());
-        create_tables(&db).unwrap();
-        let partition = PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1);
-        db.create_table_partitioned(
-            TableSchema::new("t").pk("k", KeyType::Integer),
-            &[PartitionSpec { id: partition, start: None }],
-        )
-        .unwrap();
-        let machine = PartitionMachine::new(db.clone(), "t", partition, 1, &dir.path().join("snapshots")).unwrap();
+        let db = common::open_db(&dir.path().join("db"), Options::small_for_tests());
+        let machine = common::machine(&db, &dir.path().join("snapshots"));
         Ok((dir, LogStore::new(db, 1), machine))
     }
 }

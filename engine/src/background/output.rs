@@ -42,16 +42,7 @@ impl FileMaker<'_> {
         };
         let dir = paths::partition_dir(self.root, &table.schema.name, partition);
         self.ctx.ensure_dir(&dir)?;
-        let props = SstProperties {
-            table_name: table.schema.name.clone(),
-            table_id: table.id.get(),
-            partition_id: partition.get(),
-            pk_schema: table.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
-            created_ms: self.ctx.clock.now_ms(),
-            level: u64::from(level),
-            file_id: id.get(),
-            ..Default::default()
-        };
+        let props = sst_properties(self.ctx, table, partition, level, id);
         let path = paths::sst_file(self.root, &table.schema.name, partition, id);
         let w = SstFileWriter::create(self.ctx.fs.clone(), &path, self.ctx.sst_build_options(), props)?;
         Ok((id, w))
@@ -66,21 +57,46 @@ impl FileMaker<'_> {
         w: WrittenSst,
     ) -> Result<Arc<FileEntry>> {
         let reader = SstReader::open(self.ctx.fs.clone(), &w.path, id.get(), self.ctx.cache.clone())?;
-        let p = &w.props;
-        let rec = FileRecord {
-            id: id.get(),
-            home_partition: partition.get(),
-            level,
-            size: w.size,
-            smallest: p.first_key.clone(),
-            largest: p.last_key.clone(),
-            min_seqno: p.min_seqno,
-            max_seqno: p.max_seqno,
-            entries: p.entry_count,
-            clip_start: None,
-            clip_end: None,
-            origin: None,
-        };
+        let rec = file_record(id, partition, level, &w);
         Ok(Arc::new(FileEntry { reader, rec }))
+    }
+}
+
+/// The properties a new SSTable of `partition` of `table` at `level` starts with, as file `id`.
+pub(crate) fn sst_properties(
+    ctx: &Context,
+    table: &Table,
+    partition: PartitionId,
+    level: u32,
+    id: FileId,
+) -> SstProperties {
+    SstProperties {
+        table_name: table.schema.name.clone(),
+        table_id: table.id.get(),
+        partition_id: partition.get(),
+        pk_schema: table.schema.key_columns(),
+        created_ms: ctx.clock.now_ms(),
+        level: u64::from(level),
+        file_id: id.get(),
+        ..Default::default()
+    }
+}
+
+/// The manifest's record of the finished SSTable `w`, file `id` of `partition` at `level`.
+pub(crate) fn file_record(id: FileId, partition: PartitionId, level: u32, w: &WrittenSst) -> FileRecord {
+    let p = &w.props;
+    FileRecord {
+        id: id.get(),
+        home_partition: partition.get(),
+        level,
+        size: w.size,
+        smallest: p.first_key.clone(),
+        largest: p.last_key.clone(),
+        min_seqno: p.min_seqno,
+        max_seqno: p.max_seqno,
+        entries: p.entry_count,
+        clip_start: None,
+        clip_end: None,
+        origin: None,
     }
 }

@@ -18,13 +18,12 @@ use std::path::Path;
 use strata_format::image::{ImageMark, ImageMeta};
 use strata_format::key::{partition_key, split_internal_key, user_key};
 use strata_format::manifest::{FileOrigin, FileRecord};
-use strata_format::sst::SstProperties;
 
 use super::{IMAGE_FILE, ImageInfo};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::fs::write_atomic;
-use crate::ids::PartitionId;
+use crate::ids::{FileId, PartitionId};
 use crate::read::Reader;
 use crate::read::applied::stored_mark;
 use crate::sst::SstFileWriter;
@@ -46,7 +45,7 @@ pub(crate) fn export(
     partition: PartitionId,
     dest: &Path,
 ) -> Result<ImageInfo> {
-    check_destination(ctx, dest)?;
+    crate::version::checkpoint::check_copy_destination(ctx, dest, "image-destination", "an image")?;
     let at = versions.snapshot();
     let t = at.version.table(table).ok_or_else(|| Error::TableNotFound(table.into()))?;
     let p = exportable(t, partition)?;
@@ -79,7 +78,7 @@ pub(crate) fn export(
     let meta = ImageMeta {
         table: t.schema.name.clone(),
         table_id: t.id.get(),
-        pk: t.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
+        pk: t.schema.key_columns(),
         partition: partition.get(),
         start: p.start.clone(),
         end: p.end.clone(),
@@ -168,79 +167,13 @@ fn write_memtable_part(
     entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     // An id from this database's counter: the file's origin, unique among its files.
     let file_id = versions.next_file_id();
-    let props = SstProperties {
-        table_name: t.schema.name.clone(),
-        table_id: t.id.get(),
-        partition_id: p.id.get(),
-        pk_schema: t.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
-        created_ms: ctx.clock.now_ms(),
-        level: 0,
-        file_id: file_id.get(),
-        ..Default::default()
-    };
+    let props = crate::background::output::sst_properties(ctx, t, p.id, 0, file_id);
     let path = dest.join(ImageMeta::file_name(number));
     let mut w = SstFileWriter::create(ctx.fs.clone(), &path, ctx.sst_build_options(), props)?;
     for (k, v) in &entries {
         w.add(k, v)?;
     }
     let written = w.finish()?;
-    let pr = &written.props;
-    Ok(Some(FileRecord {
-        id: number,
-        home_partition: p.id.get(),
-        level: 0,
-        size: written.size,
-        smallest: pr.first_key.clone(),
-        largest: pr.last_key.clone(),
-        min_seqno: pr.min_seqno,
-        max_seqno: pr.max_seqno,
-        entries: pr.entry_count,
-        clip_start: None,
-        clip_end: None,
-        origin: Some(FileOrigin { table_id: t.id.get(), file_id: file_id.get() }),
-    }))
-}
-
-/// Refuses an image destination that is not empty, or that contains or lies inside the
-/// database (its next open would delete the image's files as orphans).
-fn check_destination(ctx: &Context, dest: &Path) -> Result<()> {
-    let fs = ctx.fs.as_ref();
-    if fs.is_dir(dest) && !fs.list(dest).map_err(|e| Error::io("list", dest, e))?.is_empty() {
-        return Err(Error::invalid(
-            "image-destination",
-            format!("{} is not empty; an image goes into a new or empty folder", dest.display()),
-        ));
-    }
-    let (dest_r, db_r) = (resolved(dest), resolved(&ctx.path));
-    if dest_r.starts_with(&db_r) || db_r.starts_with(&dest_r) {
-        return Err(Error::invalid(
-            "image-destination",
-            format!(
-                "{} and the database {} contain one another; an image goes into a folder outside the database",
-                dest.display(),
-                ctx.path.display()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// `p` with its longest existing ancestor resolved (symbolic links, `..`, a relative start), so
-/// two names of one folder compare equal.
-fn resolved(p: &Path) -> std::path::PathBuf {
-    let absolute = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let mut head = absolute.as_path();
-    let mut tail = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(head) {
-            return tail.iter().rev().fold(real, |acc, part| acc.join(part));
-        }
-        match (head.parent(), head.file_name()) {
-            (Some(parent), Some(name)) => {
-                tail.push(name.to_owned());
-                head = parent;
-            }
-            _ => return absolute,
-        }
-    }
+    let rec = crate::background::output::file_record(FileId(number), p.id, 0, &written);
+    Ok(Some(FileRecord { origin: Some(FileOrigin { table_id: t.id.get(), file_id: file_id.get() }), ..rec }))
 }

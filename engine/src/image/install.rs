@@ -326,7 +326,7 @@ fn check_numbers(ctx: &Context, src: &Path, meta: &ImageMeta) -> Result<()> {
 /// partition with the same bounds and epoch.
 fn matching_table<'v>(v: &'v LsmVersion, meta: &ImageMeta) -> Result<&'v Arc<Table>> {
     let t = v.table(&meta.table).ok_or_else(|| Error::TableNotFound(meta.table.clone()))?;
-    let pk: Vec<_> = t.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect();
+    let pk: Vec<_> = t.schema.key_columns();
     if pk != meta.pk {
         return Err(Error::invalid(
             "image-schema",

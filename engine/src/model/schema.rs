@@ -203,6 +203,12 @@ pub struct ColumnDef {
 pub const MAX_DEFINED_COLUMNS: usize = 256;
 
 impl TableSchema {
+    /// The primary-key columns as SSTable properties, manifests and images record them: name
+    /// and type, in order.
+    pub fn key_columns(&self) -> Vec<(String, KeyType)> {
+        self.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect()
+    }
+
     /// A schema with no key columns yet; add them with [`TableSchema::pk`].
     pub fn new(name: impl Into<String>) -> Self {
         TableSchema {

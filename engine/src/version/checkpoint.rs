@@ -116,20 +116,26 @@ pub(crate) fn pin_version(versions: &VersionSet, version: Arc<LsmVersion>, ms: &
 /// Refuses a checkpoint destination that is not empty, or that contains or lies inside the
 /// database at `source`.
 pub(crate) fn check_destination(ctx: &Context, dest: &Path) -> Result<()> {
+    check_copy_destination(ctx, dest, "checkpoint-destination", "a checkpoint")
+}
+
+/// Refuses a destination for `what` (a copy of the database's files: a checkpoint, a partition
+/// image) that is not empty, or that contains or lies inside the database, with rule `rule`.
+pub(crate) fn check_copy_destination(ctx: &Context, dest: &Path, rule: &'static str, what: &str) -> Result<()> {
     let fs = ctx.fs.as_ref();
     if fs.is_dir(dest) && !fs.list(dest).map_err(|e| Error::io("list", dest, e))?.is_empty() {
         return Err(Error::invalid(
-            "checkpoint-destination",
-            format!("{} is not empty; a checkpoint goes into a new or empty folder", dest.display()),
+            rule,
+            format!("{} is not empty; {what} goes into a new or empty folder", dest.display()),
         ));
     }
     if nested(&ctx.path, dest) {
         // Inside the source, the copy's files would be the source's orphans (its next
         // open deletes them); around it, the source would be inside the copy.
         return Err(Error::invalid(
-            "checkpoint-destination",
+            rule,
             format!(
-                "{} and the database {} contain one another; a checkpoint goes into a folder outside the database",
+                "{} and the database {} contain one another; {what} goes into a folder outside the database",
                 dest.display(),
                 ctx.path.display()
             ),

@@ -309,7 +309,7 @@ impl LsmVersion {
                 TableRecord {
                     id: t.id.get(),
                     name: t.schema.name.clone(),
-                    pk: t.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect(),
+                    pk: t.schema.key_columns(),
                     max_versions: o.max_versions,
                     ttl_secs: match o.ttl {
                         Ttl::Forever => None,

@@ -139,7 +139,7 @@ fn start(from: Option<&str>, default: StreamStart) -> Result<StreamStart, CliErr
 }
 
 fn key_schema(db: &Db, table: &str) -> Result<Vec<(String, KeyType)>, CliError> {
-    Ok(describe(db, table)?.schema.primary_key.iter().map(|c| (c.name.clone(), c.key_type)).collect())
+    Ok(describe(db, table)?.schema.key_columns())
 }
 
 /// The record as the engine stores it, for the shared renderings.
