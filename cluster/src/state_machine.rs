@@ -155,9 +155,11 @@ impl PartitionMachine {
     /// Installs the current snapshot again if the partition is behind it (a crash cut an
     /// install short after naming it current).
     fn finish_install(&self) -> Result<(), StoreError> {
-        let Some((meta, packed)) = load_current(&self.dir)? else { return Ok(()) };
         let applied = read_mark(&self.db, &self.table, self.partition)?.last_applied;
-        if meta.last_log_id > applied {
+        if current_meta(&self.dir).is_none_or(|cur| cur.last_log_id <= applied) {
+            return Ok(());
+        }
+        if let Some((meta, packed)) = load_current(&self.dir)? {
             self.install_packed(&self.db, &meta, &packed, false)?;
         }
         Ok(())
@@ -167,8 +169,9 @@ impl PartitionMachine {
     /// build that started before an install finishes after it).
     fn save_current(&self, meta: &SnapshotMeta, packed: &[u8]) -> Result<(), StoreError> {
         let _one = self.saving.lock();
-        if let Ok(Some((cur, _))) = load_current(&self.dir)
-            && cur.last_log_id > meta.last_log_id
+        // The description alone first: reading the whole pack is for the rare newer one.
+        if current_meta(&self.dir).is_some_and(|cur| cur.last_log_id > meta.last_log_id)
+            && matches!(load_current(&self.dir), Ok(Some(_)))
         {
             return Ok(());
         }
@@ -242,6 +245,23 @@ fn load_current(dir: &Path) -> Result<Option<(SnapshotMeta, Vec<u8>)>, StoreErro
         return Ok(None);
     }
     Ok(Some((meta, packed.to_vec())))
+}
+
+/// The description of the current snapshot, read without its pack; `None` if there is none or
+/// it does not read.
+fn current_meta(dir: &Path) -> Option<SnapshotMeta> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(dir.join("current")).ok()?;
+    let mut len = [0u8; 4];
+    f.read_exact(&mut len).ok()?;
+    // A damaged length must not size the buffer: a description is a few hundred bytes.
+    let len = u32::from_le_bytes(len) as usize;
+    if len > 1 << 20 {
+        return None;
+    }
+    let mut meta = vec![0u8; len];
+    f.read_exact(&mut meta).ok()?;
+    serde_json::from_slice(&meta).ok()
 }
 
 /// Reads an image folder's files into one packed byte string.
