@@ -96,6 +96,44 @@ fn blocks(c: &mut Criterion) {
     g.finish();
 }
 
+/// A YCSB record (10 fields of 100 bytes, one version each) as a whole-row put.
+fn ycsb_record() -> Vec<u8> {
+    RowRecord::Put {
+        marker: None,
+        columns: (0..10)
+            .map(|f| ColumnCells {
+                name: format!("field{f}"),
+                cells: vec![Cell { version: 1_780_000_000_000 + f, value: Value::Binary(vec![b'a' + f as u8; 100]) }],
+            })
+            .collect(),
+    }
+    .to_bytes()
+}
+
+fn records(c: &mut Criterion) {
+    let mut g = c.benchmark_group("record");
+    g.throughput(Throughput::Elements(1));
+    let rec = ycsb_record();
+    let mut columns = Vec::new();
+    g.bench_function("parse columns (10 x 100 B)", |b| {
+        b.iter(|| {
+            let p = strata_format::record::PutRef::parse_columns(black_box(&rec), &mut columns).expect("parse");
+            black_box(p.map(|p| p.column_count()))
+        })
+    });
+    let mut bb = BlockBuilder::new();
+    for i in 0..3 {
+        bb.add(&internal_key(&pk(i), 5), &rec);
+    }
+    let (framed, compression) = frame_block(&bb.finish(), false);
+    assert_eq!(compression, Compression::None);
+    g.throughput(Throughput::Bytes(framed.len() as u64));
+    g.bench_function("load uncompressed block (3 records)", |b| {
+        b.iter(|| Block::new(unframe_block(black_box(&framed), 0).expect("unframe"), 0).expect("block"))
+    });
+    g.finish();
+}
+
 fn memtable(c: &mut Criterion) {
     let mut g = c.benchmark_group("memtable");
     // One iteration inserts 1,000 rows.
@@ -308,6 +346,6 @@ fn reads(c: &mut Criterion) {
 mod group {
     #![allow(missing_docs)]
     use super::*;
-    criterion_group!(benches, keys, blocks, memtable, wal, sst, reads);
+    criterion_group!(benches, keys, blocks, records, memtable, wal, sst, reads);
 }
 criterion_main!(group::benches);

@@ -48,6 +48,20 @@ pub fn crc32(parts: &[&[u8]]) -> u32 {
     h.finalize()
 }
 
+/// The error of a string that is not UTF-8 (out of line: strings are read in hot loops).
+#[cold]
+#[inline(never)]
+fn not_utf8(what: &'static str, at: u64) -> DecodeError {
+    DecodeError::invalid(what, at, "string is not valid UTF-8")
+}
+
+/// The error of a length or count above its limit (out of line, as [`not_utf8`]).
+#[cold]
+#[inline(never)]
+fn over_limit(what: &'static str, at: u64, field: &str, v: u64, max: usize) -> DecodeError {
+    DecodeError::invalid(what, at, format!("{field} {v} exceeds limit {max}"))
+}
+
 /// A bounds-checked reader over a byte slice. Every failure names the structure being decoded
 /// and the absolute offset (`base` + position).
 #[derive(Debug, Clone)]
@@ -70,11 +84,13 @@ impl<'a> Cursor<'a> {
     }
 
     /// Absolute offset of the current position.
+    #[inline]
     pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
     }
 
     /// Bytes left.
+    #[inline]
     pub fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
@@ -85,6 +101,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The unread bytes.
+    #[inline]
     pub fn rest(&self) -> &'a [u8] {
         self.buf.get(self.pos..).unwrap_or(&[])
     }
@@ -100,6 +117,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Takes the next `n` bytes.
+    #[inline]
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let end = self.pos.checked_add(n).ok_or_else(|| self.err(DecodeErrorKind::Truncated))?;
         let s = self.buf.get(self.pos..end).ok_or_else(|| self.err(DecodeErrorKind::Truncated))?;
@@ -108,6 +126,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Takes a fixed-size array.
+    #[inline]
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let s = self.take(N)?;
         let mut a = [0u8; N];
@@ -116,6 +135,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads one byte.
+    #[inline]
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.array::<1>()?[0])
     }
@@ -145,48 +165,47 @@ impl<'a> Cursor<'a> {
     }
 
     fn varint_long(&mut self) -> Result<u64, DecodeError> {
-        let start = self.pos;
+        // Walks the unread bytes as a slice (one bounds check for the lot): versions are
+        // six-byte varints, one per cell a row read checks.
+        let rest = self.rest();
         let mut v: u64 = 0;
-        for i in 0..10u32 {
-            let b = match self.buf.get(self.pos) {
-                Some(b) => *b,
-                None => {
-                    self.pos = start;
-                    return Err(self.err(DecodeErrorKind::Truncated));
-                }
-            };
-            self.pos += 1;
+        for (i, &b) in rest.iter().take(10).enumerate() {
             if i == 9 && b > 1 {
-                self.pos = start;
                 return Err(self.invalid("varint overflows 64 bits"));
             }
             v |= u64::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {
+                self.pos += i + 1;
                 return Ok(v);
             }
         }
-        self.pos = start;
+        if rest.len() < 10 {
+            return Err(self.err(DecodeErrorKind::Truncated));
+        }
         Err(self.invalid("varint longer than 10 bytes"))
     }
 
     /// Reads a varint that must fit in `usize` and be at most `max`.
+    #[inline]
     pub fn varint_len(&mut self, max: usize, field: &str) -> Result<usize, DecodeError> {
         let at = self.offset();
         let v = self.varint()?;
         if v > max as u64 {
-            return Err(DecodeError::invalid(self.what, at, format!("{field} {v} exceeds limit {max}")));
+            return Err(over_limit(self.what, at, field, v, max));
         }
         Ok(v as usize)
     }
 
     /// Reads a count of items each at least `min_item_bytes` long, rejecting counts the remaining
     /// bytes cannot hold (so a hostile count never drives a large allocation).
+    #[inline]
     pub fn count(&mut self, min_item_bytes: usize, field: &str) -> Result<usize, DecodeError> {
         let max = self.remaining() / min_item_bytes.max(1);
         self.varint_len(max, field)
     }
 
     /// Reads a varint-length-prefixed byte string.
+    #[inline]
     pub fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let n = self.varint()?;
         if n > self.remaining() as u64 {
@@ -196,10 +215,11 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads a varint-length-prefixed UTF-8 string.
+    #[inline]
     pub fn string(&mut self) -> Result<&'a str, DecodeError> {
         let at = self.offset();
         let b = self.bytes()?;
-        std::str::from_utf8(b).map_err(|_| DecodeError::invalid(self.what, at, "string is not valid UTF-8"))
+        std::str::from_utf8(b).map_err(|_| not_utf8(self.what, at))
     }
 
     /// Reads an optional byte string written by [`put_opt_bytes`].
@@ -332,6 +352,17 @@ mod tests {
         let e = c.varint().unwrap_err();
         assert_eq!(e.kind, DecodeErrorKind::Truncated);
         assert_eq!(e.offset, 7);
+        assert_eq!(c.pos(), 0, "a failed read leaves the cursor where it was");
+        // The longest varint: nine continuation bytes and a tenth of at most 1.
+        let mut max = vec![0xff; 9];
+        max.push(1);
+        max.push(42);
+        let mut c = Cursor::new(&max, "t", 0);
+        assert_eq!(c.varint().unwrap(), u64::MAX);
+        assert_eq!(c.u8().unwrap(), 42);
+        max[9] = 2;
+        let e = Cursor::new(&max, "t", 3).varint().unwrap_err();
+        assert_eq!((matches!(e.kind, DecodeErrorKind::Invalid(_)), e.offset), (true, 3));
     }
 
     #[test]
