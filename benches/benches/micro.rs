@@ -129,7 +129,10 @@ fn records(c: &mut Criterion) {
     assert_eq!(compression, Compression::None);
     g.throughput(Throughput::Bytes(framed.len() as u64));
     g.bench_function("load uncompressed block (3 records)", |b| {
-        b.iter(|| Block::new(unframe_block(black_box(&framed), 0).expect("unframe"), 0).expect("block"))
+        b.iter(|| {
+            Block::new(strata_format::block::unframe_block_shared(black_box(&framed), 0).expect("unframe"), 0)
+                .expect("block")
+        })
     });
     g.finish();
 }

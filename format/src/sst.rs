@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use crate::block::{Block, BlockBuilder, Compression, frame_block, unframe_block};
+use crate::block::{Block, BlockBuilder, Compression, frame_block, unframe_block, unframe_block_shared};
 use crate::bloom::{Bloom, build_filter, key_hash};
 use crate::codec::{Cursor, crc32, put_bytes, put_varint};
 use crate::error::{DecodeError, DecodeErrorKind};
@@ -618,7 +618,7 @@ pub fn read_data_block(file: &[u8], meta: &SstMeta, i: usize) -> Result<Block, D
     let framed = file
         .get(start..start.saturating_add(e.handle.size as usize))
         .ok_or_else(|| DecodeError::new("sst data block", e.handle.offset, DecodeErrorKind::Truncated))?;
-    Block::new(unframe_block(framed, e.handle.offset)?, e.handle.offset)
+    Block::new(unframe_block_shared(framed, e.handle.offset)?, e.handle.offset)
 }
 
 /// One problem found by [`check_file`].

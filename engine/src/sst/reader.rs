@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use strata_format::block::{Block, BlockIter, unframe_block};
+use strata_format::block::{Block, BlockIter, unframe_block_shared};
 #[cfg(feature = "internals")]
 use strata_format::bloom::key_hash;
 use strata_format::key::{internal_key, split_internal_key};
@@ -124,11 +124,11 @@ impl SstReader {
         let read_err = |err| Error::io("read sst block", &self.path, err);
         // A mapped file's block is checked and decompressed in place; otherwise read it first.
         let unframed = match self.file.mapped_at(offset, size) {
-            Some(framed) => unframe_block(framed.map_err(read_err)?, offset),
+            Some(framed) => unframe_block_shared(framed.map_err(read_err)?, offset),
             None => {
                 let mut framed = vec![0u8; size];
                 self.file.read_exact_at(offset, &mut framed).map_err(read_err)?;
-                unframe_block(&framed, offset)
+                unframe_block_shared(&framed, offset)
             }
         };
         let contents = unframed.map_err(|err| Error::corruption(&self.path, err))?;
