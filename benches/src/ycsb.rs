@@ -21,7 +21,7 @@
 mod probes;
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rand::rngs::StdRng;
@@ -50,6 +50,11 @@ trait Store {
     fn update(&self, key: &[u8], field: usize, value: &[u8]) -> R<()>;
     /// Reads `n` records from `start` on, every field; returns how many.
     fn scan(&self, start: &[u8], n: usize) -> R<usize>;
+    /// What the engine says its memory holds now (strata: memtables, their pool, the block
+    /// cache and the pinned indexes and filters, MiB); none for the peers.
+    fn memory(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 struct Strata {
@@ -85,6 +90,17 @@ fn touch(v: Option<ValueRef<'_>>) -> usize {
 }
 
 impl Store for Strata {
+    fn memory(&self) -> Option<serde_json::Value> {
+        let st = self.db.stats();
+        let mib = |b: u64| (b as f64 / 1048576.0).round();
+        Some(serde_json::json!({
+            "memtables": mib(st.memtable_bytes),
+            "sealed": st.sealed_memtables,
+            "pool": mib(st.memtable_pool_bytes),
+            "block_cache": mib(st.block_cache_bytes),
+            "pinned": mib(st.block_cache_pinned_bytes),
+        }))
+    }
     fn insert(&self, key: &[u8], fields: &[Vec<u8>]) -> R<()> {
         let cols: Vec<(&str, ValueRef<'_>)> =
             FIELD_NAMES.iter().zip(fields).map(|(n, v)| (*n, ValueRef::Binary(v.as_slice()))).collect();
@@ -421,6 +437,43 @@ fn anon_mib() -> f64 {
     status_mib("RssAnon:")
 }
 
+/// The highest anonymous resident memory seen since the last [`AnonPeak::take`], sampled every
+/// 10 ms by a thread of its own (the kernel keeps a peak only for all resident pages, mapped
+/// files included).
+struct AnonPeak {
+    peak_kib: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl AnonPeak {
+    fn start() -> AnonPeak {
+        use std::sync::atomic::Ordering;
+        let peak_kib = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (p, s) = (peak_kib.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                p.fetch_max((anon_mib() * 1024.0) as u64, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        AnonPeak { peak_kib, stop }
+    }
+
+    /// The peak since the last call, MiB; the next period starts from what is resident now.
+    fn take(&self) -> f64 {
+        let now = (anon_mib() * 1024.0) as u64;
+        let peak = self.peak_kib.swap(now, std::sync::atomic::Ordering::Relaxed).max(now);
+        peak as f64 / 1024.0
+    }
+}
+
+impl Drop for AnonPeak {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 #[derive(Parser)]
 #[command(about = "YCSB core workloads on strata or a peer, one engine per process")]
 struct Args {
@@ -476,21 +529,24 @@ fn main() -> R<()> {
         println!("{:<7} {}", args.engine, machine.line());
     }
     let mut rng = StdRng::seed_from_u64(0x5EED);
+    let anon_peak = AnonPeak::start();
     let report = |phase: &str, ops: u64, secs: f64, lat: &mut Latencies, json: bool| {
         let rate = ops as f64 / secs;
+        let peak_anon = anon_peak.take();
         if json {
             println!(
                 "{}",
-                serde_json::json!({"engine": args.engine, "phase": phase, "ops": ops, "ops_per_sec": rate.round(), "latency": lat.summary(), "peak_rss_mib": peak_rss_mib().round(), "anon_mib": anon_mib().round()})
+                serde_json::json!({"engine": args.engine, "phase": phase, "ops": ops, "ops_per_sec": rate.round(), "latency": lat.summary(), "peak_rss_mib": peak_rss_mib().round(), "anon_mib": anon_mib().round(), "peak_anon_mib": peak_anon.round(), "engine_memory": store.memory()})
             );
         } else {
             println!(
-                "{:<7} {:<5} {:>9.0} ops/s  {}  peak RSS {:.0} MiB",
+                "{:<7} {:<5} {:>9.0} ops/s  {}  peak RSS {:.0} MiB, peak anonymous {:.0} MiB",
                 args.engine,
                 phase,
                 rate,
                 lat.summary(),
-                peak_rss_mib()
+                peak_rss_mib(),
+                peak_anon
             );
         }
     };
