@@ -221,10 +221,17 @@ fn checked_payload(framed: &[u8], base: u64) -> Result<(Compression, &[u8]), Dec
     Ok((t.compression, framed.get(..framed.len() - BLOCK_TRAILER_LEN).unwrap_or(&[])))
 }
 
-/// An LZ4 payload's declared uncompressed length (bounded) and the compressed bytes after it.
+/// The most an LZ4 block expands: a sequence's token, offset and length bytes can stand for at
+/// most 255 bytes each of the output per input byte, plus a literal tail.
+const LZ4_MAX_EXPANSION: usize = 255;
+
+/// An LZ4 payload's declared uncompressed length (bounded by what its compressed bytes can
+/// expand to, so a forged length is refused before a buffer of that size is filled) and the
+/// compressed bytes after it.
 fn lz4_length(payload: &[u8], base: u64) -> Result<(usize, &[u8]), DecodeError> {
     let mut c = Cursor::new(payload, "block", base);
-    let n = c.varint_len(crate::MAX_ALLOC_BYTES, "uncompressed block length")?;
+    let limit = crate::MAX_ALLOC_BYTES.min(c.remaining().saturating_mul(LZ4_MAX_EXPANSION).saturating_add(16));
+    let n = c.varint_len(limit, "uncompressed block length")?;
     Ok((n, c.rest()))
 }
 
@@ -596,6 +603,26 @@ mod tests {
     }
 
     /// The contents of a block of db_bench-like rows (half random letters, half one byte).
+    /// The most compressible block (all zeros) comes back whole; a declared length beyond
+    /// what its compressed bytes can expand to is refused before any buffer is filled.
+    #[test]
+    fn an_lz4_length_beyond_its_payload_is_refused() {
+        for len in [65, 4096, 1 << 16, 1 << 20] {
+            let zeros = vec![0u8; len];
+            let (framed, compression) = frame_block(&zeros, true);
+            assert_eq!(compression, Compression::Lz4);
+            assert_eq!(unframe_block(&framed, 0).unwrap(), zeros);
+            assert_eq!(&*unframe_block_shared(&framed, 0).unwrap(), &zeros[..]);
+        }
+        let mut payload = Vec::new();
+        put_varint(&mut payload, 300 << 20);
+        payload.extend_from_slice(&[0x1f, 0, 0, 0, 0]);
+        append_trailer(&mut payload, Compression::Lz4);
+        for e in [unframe_block(&payload, 0).unwrap_err(), unframe_block_shared(&payload, 0).unwrap_err()] {
+            assert!(e.to_string().contains("uncompressed block length 314572800 exceeds limit"), "{e}");
+        }
+    }
+
     fn compressible_contents(seed: u64) -> Vec<u8> {
         let mut x = seed | 1;
         let mut b = BlockBuilder::new();

@@ -2,8 +2,9 @@
 //!
 //! Keys are (table id, internal key), so one memtable (and one WAL) serves every table, and a
 //! flush routes each table's slice to its partitions. The active memtable takes inserts from
-//! the write leader only; once sealed it is immutable. Range iteration copies small chunks
-//! ([`Memtable::chunk`]).
+//! the write leader only; once sealed it is immutable. A forward range read walks the list and
+//! copies the entry it is on ([`Memtable::walk_forward`]); a backward one copies small chunks
+//! ([`Memtable::chunk_backward`]).
 //!
 //! The map is an arena skip list (`skiplist.rs`, memory in `arena.rs`): readers never wait for
 //! the write leader, an insert allocates nothing but words in a recycled chunk, and sorted

@@ -1,4 +1,4 @@
-//! Iterators of the read path: sources (memtable chunks and SSTables), the merging iterator
+//! Iterators of the read path: sources (memtables and SSTables), the merging iterator
 //! that interleaves them in key order, and the row iterator that groups a row's records.
 //! Every source is directional (forward or backward) and clipped to internal-key bounds
 //! `[lo, hi)`, so partition boundaries and shared-file clips are enforced at the source.
@@ -311,11 +311,13 @@ impl RowGrouper {
     /// I/O or corruption errors.
     pub fn next_row(&mut self) -> Result<bool> {
         if self.in_place {
-            // The row read in place: step over its older records now.
-            self.in_place = false;
+            // The row read in place: step over its older records now. The row stays in place
+            // until they are all behind: a call after an error here skips them again rather
+            // than group the rest of the row as a row of its own.
             while self.merge.valid() && user_key(self.merge.key()) == self.pk.as_slice() {
                 self.merge.advance()?;
             }
+            self.in_place = false;
         }
         loop {
             if !self.merge.valid() {

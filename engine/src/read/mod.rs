@@ -504,7 +504,9 @@ fn single_partition_key(lo: &[u8], hi: &[u8]) -> Option<Vec<u8>> {
     (a == b && tag != strata_format::key::TAG_INF_MIN && tag != strata_format::key::TAG_INF_MAX).then(|| a.to_vec())
 }
 
-/// Streams the rows of a range in order, across partitions, on one snapshot.
+/// Streams the rows of a range in order, across partitions, on one snapshot. After it returns
+/// an error it ends (every later call returns no row): a row after the damage could be missing
+/// records the damaged file held (its base put, or a delete), and would come back wrong.
 pub struct RangeIter {
     snap: ReadPoint,
     table: Arc<Table>,
@@ -524,6 +526,9 @@ pub struct RangeIter {
     owned: Option<Row>,
     /// Columns of the last row read in place: the next row's column list is sized for it.
     columns_hint: usize,
+    /// An error was returned: the iteration is over. A cell, so the error paths of
+    /// [`RangeIter::next_ref`] can set it while a shared borrow of the row is being built.
+    failed: std::cell::Cell<bool>,
 }
 
 impl RangeIter {
@@ -565,7 +570,16 @@ impl RangeIter {
             recs: Vec::new(),
             owned: None,
             columns_hint: 0,
+            failed: std::cell::Cell::new(false),
         }
+    }
+
+    /// Passes `r` on, ending the iteration when it is an error.
+    fn ended_by<T>(&self, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            self.failed.set(true);
+        }
+        r
     }
 
     fn open_partition(&self, p: &Partition) -> Result<RowGrouper> {
@@ -718,8 +732,11 @@ impl RangeIter {
     /// # Errors
     /// I/O or corruption errors.
     pub fn next_examined(&mut self) -> Result<Option<Examined>> {
-        while self.next_grouped_row()? {
-            if let Some(e) = self.examine_current()? {
+        if self.failed.get() {
+            return Ok(None);
+        }
+        while self.next_grouped_row().inspect_err(|_| self.failed.set(true))? {
+            if let Some(e) = self.examine_current().inspect_err(|_| self.failed.set(true))? {
                 return Ok(Some(e));
             }
         }
@@ -737,17 +754,20 @@ impl RangeIter {
     pub fn next_ref(&mut self) -> Result<Option<RowRef<'_>>> {
         // Finds the row first and borrows it after: a borrow returned from inside the loop
         // would hold `self` across the loop's next step.
+        if self.failed.get() {
+            return Ok(None);
+        }
         let shape = loop {
-            if !self.next_grouped_row()? {
+            if !self.next_grouped_row().inspect_err(|_| self.failed.set(true))? {
                 return Ok(None);
             }
-            if self.current_is_plain_put()? {
+            if self.ended_by(self.current_is_plain_put())? {
                 break Shape::Put;
             }
-            if self.current_overlay()?.is_some() {
+            if self.ended_by(self.current_overlay())?.is_some() {
                 break Shape::Overlay;
             }
-            if let Some(Examined::Visible(row)) = self.examine_current()? {
+            if let Some(Examined::Visible(row)) = self.examine_current().inspect_err(|_| self.failed.set(true))? {
                 self.owned = Some(row);
                 break Shape::Owned;
             }
@@ -755,11 +775,13 @@ impl RangeIter {
         if shape == Shape::Overlay {
             // Built again from the same bytes `current_overlay` accepted (a borrow returned
             // from inside the loop would hold `self` across its next step).
-            let ov = self.current_overlay()?.ok_or_else(|| Error::Corruption {
-                path: "<range read>".into(),
-                offset: 0,
-                detail: "row records changed kind".into(),
-            })?;
+            let ov = self.ended_by(self.current_overlay().and_then(|ov| {
+                ov.ok_or_else(|| Error::Corruption {
+                    path: "<range read>".into(),
+                    offset: 0,
+                    detail: "row records changed kind".into(),
+                })
+            }))?;
             let Some(g) = self.grouper.as_ref() else { return Ok(None) };
             return Ok(Some(RowRef::overlay(g.pk(), ov, &self.read, self.table.max_versions())));
         }
@@ -769,14 +791,17 @@ impl RangeIter {
             // read only the header): the row is read once.
             let rec = g.records().next().unwrap_or(&[]);
             let mut columns = Vec::with_capacity(self.columns_hint);
-            let put = PutRef::parse_columns(rec, &mut columns)
-                .map_err(|e| Error::corruption("<range read>", e))?
-                .filter(|p| !p.is_empty())
-                .ok_or_else(|| Error::Corruption {
-                    path: "<range read>".into(),
-                    offset: 0,
-                    detail: "row record changed kind".into(),
-                })?;
+            let put = self.ended_by(
+                PutRef::parse_columns(rec, &mut columns).map_err(|e| Error::corruption("<range read>", e)).and_then(
+                    |p| {
+                        p.filter(|p| !p.is_empty()).ok_or_else(|| Error::Corruption {
+                            path: "<range read>".into(),
+                            offset: 0,
+                            detail: "row record changed kind".into(),
+                        })
+                    },
+                ),
+            )?;
             self.columns_hint = columns.len();
             return Ok(Some(RowRef::put(g.pk(), put, columns, &self.read, self.table.max_versions())));
         }
