@@ -121,6 +121,15 @@ fn records(c: &mut Criterion) {
             black_box(p.map(|p| p.column_count()))
         })
     });
+    let names: Vec<Box<str>> = (0..10).map(|f| format!("field{f}").into_boxed_str()).collect();
+    let mut named = Vec::new();
+    g.bench_function("parse columns, names as the row before (10 x 100 B)", |b| {
+        b.iter(|| {
+            let p =
+                strata_format::record::PutRef::parse_columns_named(black_box(&rec), &names, &mut named).expect("parse");
+            black_box(p.map(|(p, same)| (p.column_count(), same)))
+        })
+    });
     let mut bb = BlockBuilder::new();
     for i in 0..3 {
         bb.add(&internal_key(&pk(i), 5), &rec);

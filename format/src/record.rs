@@ -447,6 +447,36 @@ mod tests {
         ]
     }
 
+    /// Names taken from the previous row's never let a record with columns out of order or
+    /// twice through: the check runs whenever a name is not the known one at its position.
+    #[test]
+    fn known_names_do_not_skip_the_order_of_other_names() {
+        let names: Vec<Box<str>> = ["a", "b"].into_iter().map(Box::from).collect();
+        let record = |cols: &[&str]| {
+            let mut b = vec![RecordKind::Put as u8, 0, cols.len() as u8];
+            for c in cols {
+                put_bytes(&mut b, c.as_bytes());
+                b.push(0);
+            }
+            b
+        };
+        for bad in [&["a", "a"][..], &["b", "a"], &["a", "b", "b"], &["a", "b", "a"], &["c", "b"]] {
+            let mut out = vec![];
+            let e = PutRef::parse_columns_named(&record(bad), &names, &mut out).unwrap_err();
+            assert!(e.to_string().contains("out of name order"), "{bad:?}: {e}");
+            assert!(PutRef::parse(&record(bad)).is_err());
+        }
+        for (cols, expected) in
+            [(&["a", "b"][..], true), (&["a", "c"], false), (&["a"], false), (&["a", "b", "c"], false)]
+        {
+            let bytes = record(cols);
+            let mut out = vec![];
+            let (_, same) = PutRef::parse_columns_named(&bytes, &names, &mut out).unwrap().unwrap();
+            assert_eq!(same, expected, "{cols:?}");
+            assert_eq!(out.iter().map(|c| c.name).collect::<Vec<_>>(), cols);
+        }
+    }
+
     proptest! {
         #[test]
         fn put_ref_agrees_with_decode(
@@ -456,6 +486,7 @@ mod tests {
                 proptest::collection::vec((any::<u64>(), arb_value()), 0..4),
                 0..4,
             ),
+            known in proptest::collection::btree_set("[a-c]{1,3}", 0..4),
         ) {
             let r = RowRecord::Put {
                 marker,
@@ -494,6 +525,20 @@ mod tests {
                 prop_assert_eq!(&cells, &expected_cells);
                 prop_assert_eq!(w.cells().map(|(v, x)| (v, x.to_value())).collect::<Vec<_>>(), expected_cells);
             }
+            // Read with another row's names (or its own), the same columns come back, and
+            // the flag says whether the names were the same.
+            let known: Vec<Box<str>> = known.into_iter().map(String::into_boxed_str).collect();
+            for names in [&known[..], &expected.iter().map(|c| c.name.clone().into_boxed_str()).collect::<Vec<_>>()[..]] {
+                let mut named = vec![];
+                let (n, same) = PutRef::parse_columns_named(&b, names, &mut named).unwrap().unwrap();
+                prop_assert_eq!(n.to_record(), r.clone());
+                prop_assert_eq!(same, names.iter().map(|n| &**n).eq(expected.iter().map(|c| c.name.as_str())));
+                prop_assert_eq!(named.len(), collected.len());
+                for (a, c) in named.iter().zip(&collected) {
+                    prop_assert_eq!(a.name, c.name);
+                    prop_assert_eq!(a.newest().map(|(v, x)| (v, x.to_value())), c.newest().map(|(v, x)| (v, x.to_value())));
+                }
+            }
         }
 
         #[test]
@@ -503,6 +548,14 @@ mod tests {
             let mut collected = vec![];
             prop_assert_eq!(
                 PutRef::parse_columns(&put, &mut collected).map(|p| p.map(|p| p.to_record())),
+                PutRef::parse(&put).map(|p| p.map(|p| p.to_record()))
+            );
+            // Known names short enough to turn up in random bytes: taking a name from them
+            // never lets through what the full check refuses, nor changes an error.
+            let names: Vec<Box<str>> = ["\u{0}", "\u{1}", "\u{2}"].into_iter().map(Box::from).collect();
+            let mut named = vec![];
+            prop_assert_eq!(
+                PutRef::parse_columns_named(&put, &names, &mut named).map(|p| p.map(|(p, _)| p.to_record())),
                 PutRef::parse(&put).map(|p| p.map(|p| p.to_record()))
             );
             match (PutRef::parse(&put), RowRecord::decode(&put)) {
@@ -564,7 +617,7 @@ impl<'a> PutRef<'a> {
     /// # Errors
     /// Malformed bytes (the same checks as [`RowRecord::decode`]).
     pub fn parse(bytes: &'a [u8]) -> Result<Option<PutRef<'a>>, DecodeError> {
-        Self::parse_inner(bytes, None)
+        Self::parse_inner(bytes, None, &[]).map(|p| p.map(|(p, _)| p))
     }
 
     /// [`PutRef::parse`], also collecting the columns into `out` (cleared first) as it checks
@@ -575,13 +628,34 @@ impl<'a> PutRef<'a> {
     /// Malformed bytes (the same checks as [`RowRecord::decode`]).
     pub fn parse_columns(bytes: &'a [u8], out: &mut Vec<ColumnRef<'a>>) -> Result<Option<PutRef<'a>>, DecodeError> {
         out.clear();
-        Self::parse_inner(bytes, Some(out))
+        Self::parse_inner(bytes, Some(out), &[]).map(|p| p.map(|(p, _)| p))
     }
 
+    /// [`PutRef::parse_columns`] for rows read one after another, which mostly share their
+    /// columns: `names` are the previous row's column names, in order (ascending, as a checked
+    /// record has them). A column whose name bytes equal the name at its position takes that
+    /// name, so neither its UTF-8 check nor, after another such column, its order check is
+    /// repeated (a scanned row checked its names again and again: a tenth of a short scan).
+    /// The flag is true when the record's columns are exactly `names`.
+    ///
+    /// # Errors
+    /// Malformed bytes (the same checks as [`RowRecord::decode`]).
+    pub fn parse_columns_named(
+        bytes: &'a [u8],
+        names: &'a [Box<str>],
+        out: &mut Vec<ColumnRef<'a>>,
+    ) -> Result<Option<(PutRef<'a>, bool)>, DecodeError> {
+        out.clear();
+        Self::parse_inner(bytes, Some(out), names)
+    }
+
+    /// Checks (and with `out`, collects) a put record; the flag says whether its column names
+    /// were exactly `names`.
     fn parse_inner(
         bytes: &'a [u8],
         mut out: Option<&mut Vec<ColumnRef<'a>>>,
-    ) -> Result<Option<PutRef<'a>>, DecodeError> {
+        names: &'a [Box<str>],
+    ) -> Result<Option<(PutRef<'a>, bool)>, DecodeError> {
         let mut c = Cursor::new(bytes, "row record", 0);
         if record_kind(&mut c)? != RecordKind::Put {
             return Ok(None);
@@ -596,14 +670,25 @@ impl<'a> PutRef<'a> {
         let mut has_content = marker.is_some();
         let mut total_cells = 0;
         let mut prev_name: Option<&str> = None;
-        for _ in 0..columns {
+        // The previous column's name was the known one at its position.
+        let mut prev_known = false;
+        let mut all_known = columns == names.len();
+        for i in 0..columns {
             // The same order checks as `RowRecord::decode`: readers in place rely on names
             // ascending and versions descending.
             let at = c.offset();
-            let name = c.string()?;
-            if prev_name.is_some_and(|p| !ascending(p.as_bytes(), name.as_bytes())) {
+            let raw = c.bytes()?;
+            let known = names.get(i).filter(|n| n.as_bytes() == raw);
+            let name: &'a str = match known {
+                Some(n) => n,
+                None => std::str::from_utf8(raw).map_err(|_| not_utf8_name(at))?,
+            };
+            // Two known names in a row are in order: `names` ascend.
+            if !(prev_known && known.is_some()) && prev_name.is_some_and(|p| !ascending(p.as_bytes(), raw)) {
                 return Err(DecodeError::invalid("row record", at, "put columns out of name order"));
             }
+            prev_known = known.is_some();
+            all_known &= prev_known;
             prev_name = Some(name);
             let cells = c.count(3, "cell count")?;
             has_content |= cells > 0;
@@ -629,7 +714,7 @@ impl<'a> PutRef<'a> {
             }
         }
         c.finish()?;
-        Ok(Some(PutRef { marker, columns, has_content, cells: total_cells, body }))
+        Ok(Some((PutRef { marker, columns, has_content, cells: total_cells, body }, all_known)))
     }
 
     /// Reads the header of a record [`PutRef::parse`] has already accepted, without checking
@@ -688,6 +773,13 @@ impl<'a> PutRef<'a> {
     pub fn columns(&self) -> ColumnRefs<'a> {
         ColumnRefs { c: Cursor::new(self.body, "row record", 0), left: self.columns }
     }
+}
+
+/// The error of a column name that is not UTF-8 at `at` (as `Cursor::string` reports it).
+#[cold]
+#[inline(never)]
+fn not_utf8_name(at: u64) -> DecodeError {
+    DecodeError::invalid("row record", at, "string is not valid UTF-8")
 }
 
 /// True when `a < b` bytewise. Column names are a few bytes long: a loop inlined here beats a

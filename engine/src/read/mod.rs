@@ -526,6 +526,12 @@ pub struct RangeIter {
     owned: Option<Row>,
     /// Columns of the last row read in place: the next row's column list is sized for it.
     columns_hint: usize,
+    /// Column names of the last row read in place, in order: the next row's names are
+    /// compared with them instead of checked again (`PutRef::parse_columns_named`).
+    names: Vec<Box<str>>,
+    /// The names of the last row read in place when they differ from `names` (taken over at
+    /// the next call, once that row's borrow of `names` has ended).
+    pending_names: Option<Vec<Box<str>>>,
     /// An error was returned: the iteration is over. A cell, so the error paths of
     /// [`RangeIter::next_ref`] can set it while a shared borrow of the row is being built.
     failed: std::cell::Cell<bool>,
@@ -570,6 +576,8 @@ impl RangeIter {
             recs: Vec::new(),
             owned: None,
             columns_hint: 0,
+            names: Vec::new(),
+            pending_names: None,
             failed: std::cell::Cell::new(false),
         }
     }
@@ -757,6 +765,9 @@ impl RangeIter {
         if self.failed.get() {
             return Ok(None);
         }
+        if let Some(names) = self.pending_names.take() {
+            self.names = names;
+        }
         let shape = loop {
             if !self.next_grouped_row().inspect_err(|_| self.failed.set(true))? {
                 return Ok(None);
@@ -791,17 +802,20 @@ impl RangeIter {
             // read only the header): the row is read once.
             let rec = g.records().next().unwrap_or(&[]);
             let mut columns = Vec::with_capacity(self.columns_hint);
-            let put = self.ended_by(
-                PutRef::parse_columns(rec, &mut columns).map_err(|e| Error::corruption("<range read>", e)).and_then(
-                    |p| {
-                        p.filter(|p| !p.is_empty()).ok_or_else(|| Error::Corruption {
+            let (put, same_names) = self.ended_by(
+                PutRef::parse_columns_named(rec, &self.names, &mut columns)
+                    .map_err(|e| Error::corruption("<range read>", e))
+                    .and_then(|p| {
+                        p.filter(|(p, _)| !p.is_empty()).ok_or_else(|| Error::Corruption {
                             path: "<range read>".into(),
                             offset: 0,
                             detail: "row record changed kind".into(),
                         })
-                    },
-                ),
+                    }),
             )?;
+            if !same_names {
+                self.pending_names = Some(columns.iter().map(|c| Box::from(c.name)).collect());
+            }
             self.columns_hint = columns.len();
             return Ok(Some(RowRef::put(g.pk(), put, columns, &self.read, self.table.max_versions())));
         }
