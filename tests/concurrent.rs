@@ -114,7 +114,7 @@ fn check_total(db: &Db) -> (i64, i64) {
     let mut rows = 0;
     // Rows owned and rows borrowed in place (read from the stored bytes, names taken from the
     // row before), every other check.
-    if CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 2 == 0 {
+    if CHECKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed).is_multiple_of(2) {
         while let Some(row) = it.next().transpose().unwrap() {
             by_scan += balance(&row);
             rows += 1;
