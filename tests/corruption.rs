@@ -739,3 +739,57 @@ fn a_range_read_called_again_after_a_corrupt_block_repeats_no_row() {
         }
     }
 }
+
+/// A record damaged under a valid checksum (a block rewritten whole: a column name no longer
+/// UTF-8) is an error naming the damage, and the range read ends there, in both reading
+/// styles: the rows after it, one of them with a newer record in the memtable, do not come.
+#[test]
+fn a_range_read_ends_at_a_record_damaged_under_a_valid_checksum() {
+    use std::os::unix::fs::FileExt;
+    use strata::{KeyType, PutRow, TableSchema, UpdateRow, Value, pk};
+    use strata_format::block::{frame_block, unframe_block};
+    for borrowed in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = Options { block_size_bytes: 16, compression: false, ..Options::default() };
+        let db = Db::open(tmp.path(), opts).unwrap();
+        db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+        for k in 0..6 {
+            db.put_row(PutRow::new("t", pk![k]).column("name", "x").column("v", 1)).unwrap();
+        }
+        db.flush().unwrap();
+        db.update_row(UpdateRow::new("t", pk![4]).put("v", 2)).unwrap();
+        let ssts = sst_files(tmp.path());
+        let meta = SstMeta::from_bytes(&std::fs::read(&ssts[0]).unwrap()).unwrap();
+        assert_eq!(meta.index.len(), 6, "one block per row");
+        let h = meta.index[2].handle;
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&ssts[0]).unwrap();
+        let mut framed = vec![0u8; h.size as usize];
+        file.read_exact_at(&mut framed, h.offset).unwrap();
+        let mut contents = unframe_block(&framed, h.offset).unwrap();
+        let at = contents.windows(4).position(|w| w == b"name").unwrap();
+        contents[at] = 0xff;
+        let (reframed, _) = frame_block(&contents, false);
+        assert_eq!(reframed.len(), framed.len());
+        file.write_all_at(&reframed, h.offset).unwrap();
+        let mut it = db.range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1), &RangeOptions::default()).unwrap();
+        let mut next = || -> Result<Option<i64>, Error> {
+            let row = if borrowed { it.next_ref()?.map(|r| r.to_row()).transpose()? } else { it.next().transpose()? };
+            Ok(row.map(|r| match r.primary_key.0.first() {
+                Some(strata::PkValue::Integer(k)) => {
+                    assert_eq!(r.get("v"), Some(&Value::Integer(1)), "row {k}");
+                    *k
+                }
+                other => panic!("{other:?}"),
+            }))
+        };
+        assert_eq!(next().unwrap(), Some(0));
+        assert_eq!(next().unwrap(), Some(1));
+        match next() {
+            Err(Error::Corruption { detail, .. }) => assert!(detail.contains("UTF-8"), "{detail}"),
+            other => panic!("expected the damaged record, got {other:?} (borrowed rows: {borrowed})"),
+        }
+        for _ in 0..3 {
+            assert_eq!(next().unwrap(), None, "borrowed rows: {borrowed}");
+        }
+    }
+}

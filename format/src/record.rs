@@ -541,6 +541,46 @@ mod tests {
             }
         }
 
+        /// Records whose names may be out of order, repeated or not UTF-8, read with any
+        /// ascending known names: exactly what `RowRecord::decode` (a separate decoder)
+        /// returns, error offsets and messages included.
+        #[test]
+        fn named_parse_agrees_with_decode_on_hostile_names(
+            marker in proptest::option::of(0u64..300),
+            cols in proptest::collection::vec(
+                (
+                    prop_oneof![Just(b"a".to_vec()), Just(b"b".to_vec()), Just(b"ab".to_vec()), Just(b"c".to_vec()), Just(vec![0xff]), Just(vec![b'a', 0xc3])],
+                    proptest::collection::vec(0u64..4, 0..3),
+                ),
+                0..5,
+            ),
+            known in proptest::collection::btree_set(prop_oneof![Just("a"), Just("ab"), Just("b"), Just("c")], 0..4),
+        ) {
+            let mut b = vec![RecordKind::Put as u8];
+            match marker {
+                None => b.push(0),
+                Some(m) => {
+                    b.push(1);
+                    put_varint(&mut b, m);
+                }
+            }
+            put_varint(&mut b, cols.len() as u64);
+            for (name, versions) in &cols {
+                put_bytes(&mut b, name);
+                put_varint(&mut b, versions.len() as u64);
+                for v in versions {
+                    put_varint(&mut b, *v);
+                    Value::Integer(7).encode(&mut b);
+                }
+            }
+            let names: Vec<Box<str>> = known.into_iter().map(Box::from).collect();
+            let mut out = vec![];
+            prop_assert_eq!(
+                PutRef::parse_columns_named(&b, &names, &mut out).map(|p| p.map(|(p, _)| p.to_record())),
+                RowRecord::decode(&b).map(Some)
+            );
+        }
+
         #[test]
         fn put_ref_fails_exactly_when_decode_fails(b in proptest::collection::vec(any::<u8>(), 0..40)) {
             let mut put = vec![RecordKind::Put as u8];
@@ -645,6 +685,7 @@ impl<'a> PutRef<'a> {
         names: &'a [Box<str>],
         out: &mut Vec<ColumnRef<'a>>,
     ) -> Result<Option<(PutRef<'a>, bool)>, DecodeError> {
+        debug_assert!(names.windows(2).all(|w| w[0] < w[1]), "known names must ascend: {names:?}");
         out.clear();
         Self::parse_inner(bytes, Some(out), names)
     }

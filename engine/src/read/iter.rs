@@ -259,7 +259,9 @@ impl MergeIter {
     /// Moves one entry.
     ///
     /// # Errors
-    /// Errors of the underlying source.
+    /// Errors of the underlying source. The merge is then mid-step (its current source may
+    /// have failed part-way) and must not be stepped again: `RangeIter` ends at its first
+    /// error, and nothing else uses a merge after one.
     pub fn advance(&mut self) -> Result<()> {
         if let Some(s) = self.current.and_then(|i| self.sources.get_mut(i)) {
             s.advance()?;
