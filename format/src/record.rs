@@ -685,7 +685,7 @@ impl<'a> PutRef<'a> {
         names: &'a [Box<str>],
         out: &mut Vec<ColumnRef<'a>>,
     ) -> Result<Option<(PutRef<'a>, bool)>, DecodeError> {
-        debug_assert!(names.windows(2).all(|w| w[0] < w[1]), "known names must ascend: {names:?}");
+        debug_assert!(names.windows(2).all(|w| matches!(w, [a, b] if a < b)), "known names must ascend: {names:?}");
         out.clear();
         Self::parse_inner(bytes, Some(out), names)
     }
