@@ -3,7 +3,7 @@
 //! log; turned into strata's own write operations when applied (`Command::write_ops`).
 
 use serde::{Deserialize, Serialize};
-use strata::{DeleteRow, PkValue, PrimaryKey, PutRow, UpdateRow, Value, WriteOp};
+use strata::{Condition, DeleteRow, PkValue, PrimaryKey, PutRow, RowExistence, UpdateRow, Value, WriteOp};
 
 /// One entry's rows: applied all or none, at `now_ms` (the proposing leader's clock, so every
 /// replica stamps versions and judges TTL alike).
@@ -22,6 +22,14 @@ pub struct Command {
 pub enum Op {
     /// The whole row.
     Put {
+        /// Its primary key.
+        key: Vec<Key>,
+        /// Its columns.
+        columns: Vec<(String, Cell)>,
+    },
+    /// The whole row, written only if no row has its key (a condition checked when applied: a
+    /// row there is this row's refusal on every replica).
+    Insert {
         /// Its primary key.
         key: Vec<Key>,
         /// Its columns.
@@ -79,6 +87,15 @@ pub struct CommandResult {
     pub rows: Option<Result<Vec<Result<(), String>>, String>>,
 }
 
+impl Op {
+    /// The row's primary key.
+    pub fn key(&self) -> &[Key] {
+        match self {
+            Op::Put { key, .. } | Op::Insert { key, .. } | Op::Update { key, .. } | Op::Delete { key } => key,
+        }
+    }
+}
+
 impl Command {
     /// The rows as strata write operations.
     pub fn write_ops(&self) -> Vec<WriteOp> {
@@ -89,6 +106,11 @@ impl Command {
                 Op::Put { key: k, columns } => {
                     columns.iter().fold(PutRow::new(&self.table, key(k)), |r, (c, v)| r.column(c, v.value())).into()
                 }
+                Op::Insert { key: k, columns } => columns
+                    .iter()
+                    .fold(PutRow::new(&self.table, key(k)), |r, (c, v)| r.column(c, v.value()))
+                    .condition(Condition::row(RowExistence::ExpectNotExist))
+                    .into(),
                 Op::Update { key: k, set, increment } => {
                     let r = set.iter().fold(UpdateRow::new(&self.table, key(k)), |r, (c, v)| r.put(c, v.value()));
                     increment.iter().fold(r, |r, (c, d)| r.increment(c, *d)).into()

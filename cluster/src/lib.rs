@@ -8,9 +8,13 @@
 //! The embedded engine stays free of async code: every database call runs on tokio's blocking
 //! threads (`error::blocking`). Every openraft type is named in `raft` alone.
 
+pub mod client;
 pub mod command;
 pub mod error;
 pub mod log_store;
+pub mod node;
 pub mod raft;
+pub mod server;
 pub mod state_machine;
 pub mod transport;
+pub mod wire;

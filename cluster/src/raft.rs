@@ -6,7 +6,11 @@ use std::io::Cursor;
 
 use crate::command::{Command, CommandResult};
 
-pub use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
+pub use openraft::error::{
+    CheckIsLeaderError, ClientWriteError, ForwardToLeader, InitializeError, InstallSnapshotError, NetworkError,
+    RPCError, RaftError, RemoteError, Unreachable,
+};
+pub use openraft::metrics::RaftMetrics;
 pub use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 pub use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,

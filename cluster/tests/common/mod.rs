@@ -4,6 +4,8 @@
 // Each test file uses a part of this module.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod procs;
+
 use std::path::Path;
 use std::sync::Arc;
 

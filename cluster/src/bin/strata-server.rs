@@ -1,0 +1,58 @@
+//! `strata-server --id N --listen HOST:PORT --data DIR --peers 1=HOST:PORT,2=HOST:PORT,3=HOST:PORT`:
+//! one node of a strata cluster (docs/DESIGN.md, "A cluster"). The node whose id is lowest
+//! initialises the cluster on first start; a node restarted on its folder rejoins.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use strata_cluster::node::{NodeConfig, RaftTiming};
+use strata_cluster::server::{parse_peers, run};
+
+/// One node of a strata cluster.
+#[derive(Parser)]
+#[command(name = "strata-server", version)]
+struct Args {
+    /// This node's id (one of --peers).
+    #[arg(long)]
+    id: u64,
+    /// The address to serve on, HOST:PORT.
+    #[arg(long)]
+    listen: String,
+    /// The node's folder (made on first start).
+    #[arg(long)]
+    data: PathBuf,
+    /// Every node of the cluster: 1=HOST:PORT,2=HOST:PORT,3=HOST:PORT.
+    #[arg(long, value_parser = parse_peers)]
+    peers: std::collections::BTreeMap<u64, String>,
+    /// A leader's heartbeat, ms.
+    #[arg(long, default_value_t = RaftTiming::default().heartbeat_ms)]
+    heartbeat_ms: u64,
+    /// The shortest election timeout, ms (the longest is twice it).
+    #[arg(long, default_value_t = RaftTiming::default().election_min_ms)]
+    election_ms: u64,
+}
+
+fn main() -> std::process::ExitCode {
+    let a = Args::parse();
+    let raft = RaftTiming {
+        heartbeat_ms: a.heartbeat_ms,
+        election_min_ms: a.election_ms,
+        election_max_ms: a.election_ms * 2,
+        ..RaftTiming::default()
+    };
+    let cfg = NodeConfig { id: a.id, data: a.data, peers: a.peers, db_options: strata::Options::default(), raft };
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("strata-server: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match rt.block_on(run(cfg, &a.listen)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("strata-server: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

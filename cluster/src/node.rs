@@ -1,0 +1,590 @@
+//! A cluster node: one strata database holding every group's log and every partition it
+//! replicates, and the Raft groups over them.
+//!
+//! The catalog is a group of its own (group 0): table `_cluster_tables`, one row per table
+//! (its [`TableSpec`] as JSON), replicated like any partition. Creating a table is an insert
+//! into the catalog through its leader; every node, when its catalog applies new rows (and at
+//! start), creates the tables it does not have yet, with the partitions the spec names, and
+//! starts their groups. So a node that was down when a table was made makes it when it comes
+//! back, and every replica names and bounds its partitions alike.
+//!
+//! Locks: `groups` and `tables` are held for lookups and inserts only, never across an await
+//! or a database call, and never together (`groups` is taken and released before `tables`).
+//! `reconciling` (an async mutex) is held across a whole pass of [`Node::reconcile`], so two
+//! passes do not start the same group twice.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::RwLock;
+use strata::{Db, Direction, KeyType, Options, PartitionSpec, RangeOptions, ReadOptions, TableSchema};
+
+use crate::command::{Cell, Command, Key, Op};
+use crate::error::StoreError;
+use crate::log_store::{LogStore, create_tables};
+use crate::raft::{BasicNode, Config, NodeId, Raft, SnapshotPolicy};
+use crate::state_machine::PartitionMachine;
+use crate::transport::http::{Faults, HttpNetwork};
+use crate::wire::{
+    ApiError, Bound, GetReply, GetRequest, GroupStats, NodeStats, Placement, ScanReply, ScanRequest, TableSpec,
+    WriteReply, WriteRequest, bound_key, compare_keys, partition_id, primary_key, wire_row,
+};
+
+/// The catalog's table.
+pub const CATALOG_TABLE: &str = "_cluster_tables";
+/// The catalog's group.
+pub const CATALOG_GROUP: u64 = 0;
+const SPEC_COLUMN: &str = "spec";
+
+/// How long a write or read waits for its group before answering that it could not.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a node is: its id, its folder and the cluster's nodes.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This node's id.
+    pub id: NodeId,
+    /// Its folder: `db/` (the database) and `snapshots/<group>/`.
+    pub data: PathBuf,
+    /// Every node of the cluster (this one included) and its address, `HOST:PORT`.
+    pub peers: BTreeMap<NodeId, String>,
+    /// The database's options.
+    pub db_options: Options,
+    /// Raft's timing.
+    pub raft: RaftTiming,
+}
+
+/// Raft's timers, in milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct RaftTiming {
+    /// A leader's heartbeat.
+    pub heartbeat_ms: u64,
+    /// The shortest election timeout.
+    pub election_min_ms: u64,
+    /// The longest election timeout.
+    pub election_max_ms: u64,
+    /// Entries between snapshots.
+    pub snapshot_every: u64,
+}
+
+impl Default for RaftTiming {
+    fn default() -> Self {
+        RaftTiming { heartbeat_ms: 100, election_min_ms: 500, election_max_ms: 1000, snapshot_every: 5000 }
+    }
+}
+
+struct Group {
+    raft: Raft,
+    table: String,
+}
+
+/// A running node.
+pub struct Node {
+    id: NodeId,
+    db: Arc<Db>,
+    members: BTreeMap<NodeId, BasicNode>,
+    config: Arc<Config>,
+    snapshots: PathBuf,
+    http: reqwest::Client,
+    faults: Arc<Faults>,
+    groups: RwLock<BTreeMap<u64, Group>>,
+    tables: RwLock<BTreeMap<String, TableSpec>>,
+    reconciling: tokio::sync::Mutex<()>,
+}
+
+fn store(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Storage(e.to_string())
+}
+
+/// Milliseconds since the epoch by this node's clock: the clock a leader stamps its entries
+/// with.
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Node {
+    /// Opens the node's database (creating it on first start), starts the catalog's group and
+    /// every table's groups, and, on the node whose id is lowest, initialises the catalog's
+    /// group on first start.
+    ///
+    /// # Errors
+    /// The database cannot be opened; Raft refuses the configuration.
+    pub async fn start(cfg: NodeConfig) -> Result<Arc<Node>, StoreError> {
+        let dir = cfg.data.join("db");
+        let opts = cfg.db_options.clone();
+        let db = tokio::task::spawn_blocking(move || -> Result<Arc<Db>, StoreError> {
+            let db = Arc::new(Db::open(&dir, opts)?);
+            create_tables(&db)?;
+            let catalog = TableSchema::new(CATALOG_TABLE).pk("name", KeyType::String).max_versions(1);
+            match db
+                .create_table_partitioned(catalog, &[PartitionSpec { id: partition_id(CATALOG_GROUP), start: None }])
+            {
+                Ok(()) | Err(strata::Error::TableExists(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            Ok(db)
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))??;
+        let t = cfg.raft;
+        let config = Config {
+            heartbeat_interval: t.heartbeat_ms,
+            election_timeout_min: t.election_min_ms,
+            election_timeout_max: t.election_max_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(t.snapshot_every),
+            max_in_snapshot_log_to_keep: 100,
+            ..Config::default()
+        };
+        let config = Arc::new(config.validate().map_err(|e| StoreError::Decode(format!("raft config: {e}")))?);
+        let http = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
+        let members = cfg.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect();
+        let node = Arc::new(Node {
+            id: cfg.id,
+            db,
+            members,
+            config,
+            snapshots: cfg.data.join("snapshots"),
+            http,
+            faults: Arc::new(Faults::default()),
+            groups: RwLock::new(BTreeMap::new()),
+            tables: RwLock::new(BTreeMap::new()),
+            reconciling: tokio::sync::Mutex::new(()),
+        });
+        let catalog = node.start_group(CATALOG_TABLE, CATALOG_GROUP).await?;
+        let lowest = cfg.peers.keys().next().copied() == Some(cfg.id);
+        if lowest && !catalog.is_initialized().await.map_err(|e| StoreError::Task(e.to_string()))? {
+            node.initialize(&catalog).await;
+        }
+        node.reconcile().await?;
+        let watcher = node.clone();
+        let mut applied = catalog.metrics();
+        tokio::spawn(async move {
+            let mut last = None;
+            while applied.changed().await.is_ok() {
+                let now = applied.borrow().last_applied;
+                if now != last {
+                    last = now;
+                    if let Err(e) = watcher.reconcile().await {
+                        eprintln!("node {}: making the catalog's tables: {e}", watcher.id);
+                    }
+                }
+            }
+        });
+        Ok(node)
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// The node's database.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    /// The node's fault layer.
+    pub fn faults(&self) -> &Arc<Faults> {
+        &self.faults
+    }
+
+    /// The Raft of group `group`, if this node has it.
+    pub fn raft(&self, group: u64) -> Option<Raft> {
+        self.groups.read().get(&group).map(|g| g.raft.clone())
+    }
+
+    async fn initialize(&self, raft: &Raft) {
+        // More than one node initialising a group with the same members is safe (openraft);
+        // one already initialised refuses, which is the goal reached.
+        if let Err(e) = raft.initialize(self.members.clone()).await
+            && !matches!(e.api_error(), Some(crate::raft::InitializeError::NotAllowed(_)))
+        {
+            eprintln!("node {}: initialising a group: {e}", self.id);
+        }
+    }
+
+    async fn start_group(&self, table: &str, group: u64) -> Result<Raft, StoreError> {
+        if let Some(r) = self.raft(group) {
+            return Ok(r);
+        }
+        let (db, table_owned, dir) = (self.db.clone(), table.to_owned(), self.snapshots.join(group.to_string()));
+        let machine =
+            tokio::task::spawn_blocking(move || PartitionMachine::new(db, &table_owned, partition_id(group), 1, &dir))
+                .await
+                .map_err(|e| StoreError::Task(e.to_string()))??;
+        let log = LogStore::new(self.db.clone(), group_index(group));
+        let net = HttpNetwork::new(self.http.clone(), self.id, group, self.faults.clone());
+        let raft = Raft::new(self.id, self.config.clone(), net, log, machine)
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?;
+        self.groups.write().insert(group, Group { raft: raft.clone(), table: table.to_owned() });
+        Ok(raft)
+    }
+
+    /// Creates every table the catalog names that this node does not have, and starts its
+    /// groups.
+    ///
+    /// # Errors
+    /// The catalog cannot be read; a table or group cannot be made.
+    pub async fn reconcile(&self) -> Result<(), StoreError> {
+        let _pass = self.reconciling.lock().await;
+        let db = self.db.clone();
+        let specs = tokio::task::spawn_blocking(move || read_catalog(&db))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))??;
+        for spec in specs {
+            if self.tables.read().contains_key(&spec.name) {
+                continue;
+            }
+            let (db, s) = (self.db.clone(), spec.clone());
+            tokio::task::spawn_blocking(move || match db.create_table_partitioned(s.schema(), &s.partition_specs()) {
+                Ok(()) | Err(strata::Error::TableExists(_)) => Ok(()),
+                Err(e) => Err(StoreError::Db(e)),
+            })
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))??;
+            for p in &spec.partitions {
+                let raft = self.start_group(&spec.name, p.group).await?;
+                if !raft.is_initialized().await.map_err(|e| StoreError::Task(e.to_string()))? {
+                    self.initialize(&raft).await;
+                }
+            }
+            self.tables.write().insert(spec.name.clone(), spec);
+        }
+        Ok(())
+    }
+
+    /// The tables this node knows, by name.
+    pub fn tables(&self) -> Vec<TableSpec> {
+        self.tables.read().values().cloned().collect()
+    }
+
+    fn spec(&self, table: &str) -> Result<TableSpec, ApiError> {
+        self.tables.read().get(table).cloned().ok_or_else(|| ApiError::NoTable(table.to_owned()))
+    }
+
+    fn group_raft(&self, group: u64) -> Result<Raft, ApiError> {
+        self.raft(group).ok_or(ApiError::NoGroup(group))
+    }
+
+    fn not_leader(&self, group: u64, leader: Option<NodeId>) -> ApiError {
+        let addr = leader.and_then(|l| self.members.get(&l)).map(|n| n.addr.clone());
+        ApiError::NotLeader { group, leader, addr }
+    }
+
+    /// Creates a table of `spec`'s schema cut into `partitions` partitions at `starts` (the
+    /// first partition-key value of every partition after the first), as an insert into the
+    /// catalog through its leader; the groups get fresh ids.
+    ///
+    /// # Errors
+    /// `NotLeader` (of the catalog), `BadRequest` for a bad schema or layout or a table that
+    /// exists, `Unavailable`.
+    pub async fn create_table(&self, mut spec: TableSpec, starts: Vec<Key>) -> Result<(), ApiError> {
+        if spec.name.starts_with('_') {
+            return Err(ApiError::BadRequest("table names starting with '_' are the cluster's".into()));
+        }
+        spec.schema().validate().map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        // 48 random bits per table and 12 per partition: ids no two tables share, on any node.
+        let base = (rand_u64() & ((1 << 48) - 1)).max(1) << 12;
+        if starts.len() >= 4095 {
+            return Err(ApiError::BadRequest("at most 4,095 partitions".into()));
+        }
+        spec.partitions = std::iter::once(None)
+            .chain(starts.into_iter().map(Some))
+            .enumerate()
+            .map(|(i, start)| Placement { group: base | i as u64, start })
+            .collect();
+        for w in spec.partitions.windows(2) {
+            if let (Some(a), Some(b)) = (&w[0].start, &w[1].start)
+                && compare_keys(a, b) != std::cmp::Ordering::Less
+            {
+                return Err(ApiError::BadRequest("partition starts must ascend".into()));
+            }
+        }
+        let json = serde_json::to_string(&spec).map_err(store)?;
+        let cmd = Command {
+            table: CATALOG_TABLE.into(),
+            now_ms: now_ms(),
+            ops: vec![Op::Insert {
+                key: vec![Key::String(spec.name.clone())],
+                columns: vec![(SPEC_COLUMN.into(), Cell::String(json))],
+            }],
+        };
+        let outcome = self.propose(CATALOG_GROUP, cmd).await?;
+        if let Some(Err(why)) = outcome.rows.into_iter().next() {
+            return Err(ApiError::BadRequest(format!("table {:?}: {why}", spec.name)));
+        }
+        self.reconcile().await.map_err(store)?;
+        Ok(())
+    }
+
+    /// Proposes `cmd` to group `group` and waits for its outcome.
+    async fn propose(&self, group: u64, cmd: Command) -> Result<WriteReply, ApiError> {
+        let raft = self.group_raft(group)?;
+        match tokio::time::timeout(REQUEST_TIMEOUT, raft.client_write(cmd)).await {
+            Err(_) => Err(ApiError::OutcomeUnknown(format!("group {group} did not commit within {REQUEST_TIMEOUT:?}"))),
+            Ok(Ok(r)) => match r.data.rows {
+                Some(Ok(rows)) => Ok(WriteReply { rows }),
+                Some(Err(why)) => Err(ApiError::BadRequest(why)),
+                None => Ok(WriteReply { rows: Vec::new() }),
+            },
+            Ok(Err(e)) => {
+                if let Some(f) = e.forward_to_leader::<BasicNode>() {
+                    return Err(self.not_leader(group, f.leader_id));
+                }
+                // Proposed but the group stopped before it answered (a fatal error, a
+                // shutdown): the entry may yet commit.
+                Err(ApiError::OutcomeUnknown(format!("group {group}: {e}")))
+            }
+        }
+    }
+
+    /// Writes `req`'s rows, all in one partition, as one entry of its group, stamped with this
+    /// (the leader's) clock.
+    ///
+    /// # Errors
+    /// `NoTable`; `BadRequest` for rows in more than one partition, a key of the wrong arity,
+    /// or an entry every replica refuses; `NotLeader`; `OutcomeUnknown` when the entry was
+    /// proposed but not seen committed in time.
+    pub async fn write(&self, req: WriteRequest) -> Result<WriteReply, ApiError> {
+        let spec = self.spec(&req.table)?;
+        let group = group_of_ops(&spec, &req.ops)?;
+        let cmd = Command { table: req.table, now_ms: now_ms(), ops: req.ops };
+        self.propose(group, cmd).await
+    }
+
+    /// Waits until this node leads `group` and has applied everything committed before the
+    /// call (a read-index round): a read after it sees every write acknowledged before it.
+    async fn read_index(&self, group: u64) -> Result<(), ApiError> {
+        let raft = self.group_raft(group)?;
+        match tokio::time::timeout(REQUEST_TIMEOUT, raft.ensure_linearizable()).await {
+            Err(_) => Err(ApiError::Unavailable(format!("group {group} did not confirm its leader in time"))),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => match e.forward_to_leader::<BasicNode>() {
+                Some(f) => Err(self.not_leader(group, f.leader_id)),
+                None => Err(ApiError::Unavailable(format!("group {group}: {e}"))),
+            },
+        }
+    }
+
+    /// Reads one row linearizably.
+    ///
+    /// # Errors
+    /// `NoTable`, `BadRequest` (a key of the wrong arity), `NotLeader`, `Unavailable`.
+    pub async fn get(&self, req: GetRequest) -> Result<GetReply, ApiError> {
+        let spec = self.spec(&req.table)?;
+        check_key(&spec, &req.key)?;
+        let group = spec.group_of(&req.key[0]).ok_or_else(|| ApiError::BadRequest("no partition".into()))?;
+        self.read_index(group).await?;
+        let db = self.db.clone();
+        let row = tokio::task::spawn_blocking(move || {
+            db.get_row(&req.table, &primary_key(&req.key), &ReadOptions::default())
+        })
+        .await
+        .map_err(store)?
+        .map_err(store)?;
+        Ok(GetReply { row: row.as_ref().and_then(wire_row) })
+    }
+
+    /// Reads a page of one partition's rows in a range linearizably.
+    ///
+    /// # Errors
+    /// `NoTable`, `BadRequest` (bounds of the wrong arity, a group not of the table),
+    /// `NotLeader`, `Unavailable`.
+    pub async fn scan(&self, req: ScanRequest) -> Result<ScanReply, ApiError> {
+        let spec = self.spec(&req.table)?;
+        let i = spec
+            .partitions
+            .iter()
+            .position(|p| p.group == req.group)
+            .ok_or_else(|| ApiError::BadRequest(format!("group {} is not of table {:?}", req.group, req.table)))?;
+        if req.start.len() != spec.key.len() || req.end.len() != spec.key.len() {
+            return Err(ApiError::BadRequest(format!("range bounds need {} key columns", spec.key.len())));
+        }
+        self.read_index(req.group).await?;
+        let (pstart, pend) = spec.bounds(i);
+        let mut start = req.start.clone();
+        if let Some(ps) = pstart
+            && bound_below(&start[0], ps)
+        {
+            start = std::iter::once(Bound::Value(ps.clone()))
+                .chain(std::iter::repeat_n(Bound::Min, spec.key.len() - 1))
+                .collect();
+        }
+        let pend = pend.cloned();
+        let (db, table, end, limit) = (self.db.clone(), req.table.clone(), req.end.clone(), req.limit.clamp(1, 10_000));
+        tokio::task::spawn_blocking(move || -> Result<ScanReply, ApiError> {
+            let opts = RangeOptions { direction: Direction::Forward, ..RangeOptions::default() };
+            let iter = db.range(&table, &bound_key(&start), &bound_key(&end), &opts).map_err(store)?;
+            let mut rows = Vec::new();
+            for row in iter {
+                let row = row.map_err(store)?;
+                let Some(w) = wire_row(&row) else { continue };
+                if pend.as_ref().is_some_and(|e| compare_keys(&w.key[0], e) != std::cmp::Ordering::Less) {
+                    return Ok(ScanReply { rows, next: None });
+                }
+                if rows.len() == limit {
+                    return Ok(ScanReply { rows, next: Some(w.key) });
+                }
+                rows.push(w);
+            }
+            Ok(ScanReply { rows, next: None })
+        })
+        .await
+        .map_err(store)?
+    }
+
+    /// Every row of one group's partition as this node holds it now (no read-index: each
+    /// replica's own copy, for comparing replicas), with the last index it applied.
+    ///
+    /// # Errors
+    /// `NoGroup`, storage errors.
+    pub async fn dump(&self, group: u64) -> Result<(Option<u64>, Vec<crate::wire::WireRow>), ApiError> {
+        let raft = self.group_raft(group)?;
+        let applied = raft.metrics().borrow().last_applied.map(|l| l.index);
+        let table = self.groups.read().get(&group).map(|g| g.table.clone()).ok_or(ApiError::NoGroup(group))?;
+        let spec = self.spec(&table)?;
+        let i = spec.partitions.iter().position(|p| p.group == group).ok_or(ApiError::NoGroup(group))?;
+        let n = spec.key.len();
+        let (pstart, pend) = spec.bounds(i);
+        let start: Vec<Bound> = match pstart {
+            Some(ps) => {
+                std::iter::once(Bound::Value(ps.clone())).chain(std::iter::repeat_n(Bound::Min, n - 1)).collect()
+            }
+            None => vec![Bound::Min; n],
+        };
+        let (db, pend) = (self.db.clone(), pend.cloned());
+        let rows = tokio::task::spawn_blocking(move || -> Result<Vec<_>, ApiError> {
+            let end = vec![Bound::Max; n];
+            let iter =
+                db.range(&table, &bound_key(&start), &bound_key(&end), &RangeOptions::default()).map_err(store)?;
+            let mut out = Vec::new();
+            for row in iter {
+                let row = row.map_err(store)?;
+                let Some(w) = wire_row(&row) else { continue };
+                if pend.as_ref().is_some_and(|e| compare_keys(&w.key[0], e) != std::cmp::Ordering::Less) {
+                    break;
+                }
+                out.push(w);
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(store)??;
+        Ok((applied, rows))
+    }
+
+    /// What this node knows of every group.
+    pub fn stats(&self) -> NodeStats {
+        let groups = self
+            .groups
+            .read()
+            .iter()
+            .map(|(g, grp)| {
+                let m = grp.raft.metrics().borrow().clone();
+                GroupStats {
+                    table: grp.table.clone(),
+                    group: *g,
+                    leader: m.current_leader,
+                    term: m.current_term,
+                    applied: m.last_applied.map(|l| l.index),
+                }
+            })
+            .collect();
+        NodeStats { id: self.id, groups }
+    }
+
+    /// Stops every group and closes the database once they let go of it.
+    ///
+    /// # Errors
+    /// The database's close.
+    pub async fn shutdown(self: Arc<Self>) -> Result<(), StoreError> {
+        let groups: Vec<Raft> = self.groups.write().values().map(|g| g.raft.clone()).collect();
+        for r in groups {
+            let _ = r.shutdown().await;
+        }
+        self.groups.write().clear();
+        Ok(())
+    }
+}
+
+/// True when bound `b` (of the partition-key column) lies below key value `k`.
+fn bound_below(b: &Bound, k: &Key) -> bool {
+    match b {
+        Bound::Min => true,
+        Bound::Max => false,
+        Bound::Value(v) => compare_keys(v, k) == std::cmp::Ordering::Less,
+    }
+}
+
+fn check_key(spec: &TableSpec, key: &[Key]) -> Result<(), ApiError> {
+    if key.len() != spec.key.len() {
+        return Err(ApiError::BadRequest(format!(
+            "table {:?} has {} key columns, the key has {}",
+            spec.name,
+            spec.key.len(),
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The one group every op's row belongs to.
+fn group_of_ops(spec: &TableSpec, ops: &[Op]) -> Result<u64, ApiError> {
+    let mut group = None;
+    for op in ops {
+        check_key(spec, op.key())?;
+        let g = spec.group_of(&op.key()[0]).ok_or_else(|| ApiError::BadRequest("no partition".into()))?;
+        match group {
+            None => group = Some(g),
+            Some(h) if h != g => {
+                return Err(ApiError::BadRequest(format!(
+                    "a batch's rows are in partitions of groups {h} and {g}: a batch is atomic within one partition"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    group.ok_or_else(|| ApiError::BadRequest("a write without rows".into()))
+}
+
+/// The catalog's table specs, as this node's copy holds them.
+fn read_catalog(db: &Db) -> Result<Vec<TableSpec>, StoreError> {
+    let iter = db.range(
+        CATALOG_TABLE,
+        &strata::PrimaryKey::inf_min(1),
+        &strata::PrimaryKey::inf_max(1),
+        &RangeOptions::default(),
+    )?;
+    let mut specs = Vec::new();
+    for row in iter {
+        let row = row?;
+        let json = row
+            .column(SPEC_COLUMN)
+            .and_then(|c| c.cells.first())
+            .and_then(|c| c.value.as_str().map(str::to_owned))
+            .ok_or_else(|| StoreError::Decode("a catalog row without its spec".into()))?;
+        let spec: TableSpec =
+            serde_json::from_str(&json).map_err(|e| StoreError::Decode(format!("a catalog spec: {e}")))?;
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
+/// The log store's key of group `group` (ids fit 60 bits).
+fn group_index(group: u64) -> i64 {
+    i64::try_from(group).unwrap_or(i64::MAX)
+}
+
+/// A random 64-bit number from the OS's hasher seed and the clock (ids, not secrets).
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
+}
