@@ -5,6 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 pub mod procs;
+pub mod workload;
 
 use std::path::Path;
 use std::sync::Arc;
