@@ -43,6 +43,9 @@ pub enum Op {
         set: Vec<(String, Cell)>,
         /// Integer cells incremented by an amount.
         increment: Vec<(String, i64)>,
+        /// Columns deleted (every version), after the sets and increments.
+        #[serde(default)]
+        delete: Vec<String>,
     },
     /// The row deleted.
     Delete {
@@ -111,9 +114,10 @@ impl Command {
                     .fold(PutRow::new(&self.table, key(k)), |r, (c, v)| r.column(c, v.value()))
                     .condition(Condition::row(RowExistence::ExpectNotExist))
                     .into(),
-                Op::Update { key: k, set, increment } => {
+                Op::Update { key: k, set, increment, delete } => {
                     let r = set.iter().fold(UpdateRow::new(&self.table, key(k)), |r, (c, v)| r.put(c, v.value()));
-                    increment.iter().fold(r, |r, (c, d)| r.increment(c, *d)).into()
+                    let r = increment.iter().fold(r, |r, (c, d)| r.increment(c, *d));
+                    delete.iter().fold(r, |r, c| r.delete_all(c)).into()
                 }
                 Op::Delete { key: k } => DeleteRow::new(&self.table, key(k)).into(),
             })

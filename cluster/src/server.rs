@@ -234,3 +234,57 @@ pub async fn run(cfg: crate::node::NodeConfig, listen: &str) -> Result<(), Strin
     serve(node.clone(), listener, stop).await.map_err(|e| format!("serving: {e}"))?;
     node.shutdown().await.map_err(|e| format!("stopping node {id}: {e}"))
 }
+
+/// Runs a local cluster of `n` nodes in this process until SIGTERM or Ctrl-C, for trying it
+/// out: node `i` serves on `127.0.0.i:port` with its folder `data/node<i>`; `ready` is given
+/// the addresses once every node serves.
+///
+/// # Errors
+/// A node cannot start or its address cannot be bound.
+pub async fn run_local(
+    n: u64,
+    data: &std::path::Path,
+    port: u16,
+    ready: impl FnOnce(&std::collections::BTreeMap<NodeId, String>),
+) -> Result<(), String> {
+    if !(1..=9).contains(&n) {
+        return Err("a local cluster has 1 to 9 nodes".into());
+    }
+    let peers: std::collections::BTreeMap<NodeId, String> =
+        (1..=n).map(|i| (i, format!("127.0.0.{i}:{port}"))).collect();
+    let mut nodes = Vec::new();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut servers = Vec::new();
+    for (id, addr) in &peers {
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("listening on {addr}: {e}"))?;
+        let cfg = crate::node::NodeConfig {
+            id: *id,
+            data: data.join(format!("node{id}")),
+            peers: peers.clone(),
+            db_options: strata::Options::default(),
+            raft: crate::node::RaftTiming::default(),
+        };
+        let node = Node::start(cfg).await.map_err(|e| format!("starting node {id}: {e}"))?;
+        let mut rx = stop_rx.clone();
+        let stop = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        servers.push(tokio::spawn(serve(node.clone(), listener, stop)));
+        nodes.push(node);
+    }
+    ready(&peers);
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("signals: {e}"))?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    let _ = stop_tx.send(true);
+    for s in servers {
+        let _ = s.await;
+    }
+    for node in nodes {
+        node.shutdown().await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

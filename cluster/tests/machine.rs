@@ -37,7 +37,7 @@ fn counter(db: &Db, k: i64) -> Option<Value> {
 fn apply_counting(m: &mut PartitionMachine, rt: &tokio::runtime::Runtime, from: u64, to: u64) {
     for i in from..=to {
         let ops = vec![
-            Op::Update { key: vec![Key::Integer(0)], set: vec![], increment: vec![("n".into(), 1)] },
+            Op::Update { key: vec![Key::Integer(0)], set: vec![], increment: vec![("n".into(), 1)], delete: vec![] },
             Op::Put { key: vec![Key::Integer(i as i64)], columns: vec![("v".into(), Cell::Integer(i as i64))] },
         ];
         let r = rt.block_on(m.apply([entry(i, ops, "t")])).unwrap();

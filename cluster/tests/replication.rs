@@ -115,7 +115,7 @@ fn write(i: u64) -> Command {
         table: "t".into(),
         now_ms: 1_700_000_000_000 + i,
         ops: vec![
-            Op::Update { key: vec![Key::Integer(0)], set: vec![], increment: vec![("n".into(), 1)] },
+            Op::Update { key: vec![Key::Integer(0)], set: vec![], increment: vec![("n".into(), 1)], delete: vec![] },
             Op::Put { key: vec![Key::Integer(i as i64)], columns: vec![("v".into(), Cell::Integer(i as i64))] },
         ],
     }

@@ -79,6 +79,7 @@ pub async fn writer(
                     key: vec![Key::Integer(list)],
                     set: vec![(format!("e{seq}"), Cell::Integer(seq))],
                     increment: vec![],
+                    delete: vec![],
                 };
                 match send(&client, op).await {
                     Outcome::Acked => drop(model.lock().lists.entry(list).or_default().0.insert(seq)),
@@ -88,7 +89,12 @@ pub async fn writer(
             }
             _ => {
                 let c = COUNTER_BASE + (seq / 3) % COUNTERS;
-                let op = Op::Update { key: vec![Key::Integer(c)], set: vec![], increment: vec![("n".into(), 1)] };
+                let op = Op::Update {
+                    key: vec![Key::Integer(c)],
+                    set: vec![],
+                    increment: vec![("n".into(), 1)],
+                    delete: vec![],
+                };
                 match send(&client, op).await {
                     Outcome::Acked => model.lock().counters.entry(c).or_default().0 += 1,
                     Outcome::Unknown => model.lock().counters.entry(c).or_default().1 += 1,

@@ -2,6 +2,7 @@
 //! module and writes to the given streams, so tests run it in process.
 
 pub mod backup;
+pub mod cluster;
 pub mod common;
 pub mod demo;
 pub mod events;
@@ -122,6 +123,11 @@ pub enum Command {
     Shell(shell::ShellArgs),
     /// db_bench-style workloads on strata (see docs/PERFORMANCE.md for the peers).
     Bench(crate::bench::BenchArgs),
+    /// A replicated cluster: `strata cluster start --nodes 3 --data DIR` runs one locally.
+    /// Commands that take a database folder take `strata://HOST:PORT` for a cluster:
+    /// create-table (with --partitions N), tables, put, get, update, delete, scan, import,
+    /// export, stats.
+    Cluster(cluster::ClusterArgs),
 }
 
 /// A database folder and `--json`.
@@ -161,7 +167,26 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             return code;
         }
     };
-    let r = match cli.command {
+    let r = match cluster::dispatch(&cli.command, out, err) {
+        Some(r) => r,
+        None => run_local(cli.command, out, err),
+    };
+    for notice in common::take_recovery_notices() {
+        let _ = writeln!(err, "strata: warning: {notice}");
+    }
+    match r {
+        Ok(code) => code,
+        Err(e) if e.is_closed_pipe() => crate::EXIT_OK,
+        Err(e) => {
+            let _ = writeln!(err, "strata: {}", e.message);
+            e.code
+        }
+    }
+}
+
+/// Runs a command on a database folder.
+fn run_local(command: Command, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
+    match command {
         Command::Demo(a) => demo::run(&a, out, err),
         Command::CreateTable(a) => tables::create(&a, out),
         Command::Tables(a) => tables::list(&a, out),
@@ -194,17 +219,7 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Command::Stream(a) => stream::stream(&a, out, err),
         Command::Bench(a) => crate::bench::run(&a, out, err),
         Command::Shell(a) => shell::shell(&a, out, err),
-    };
-    for notice in common::take_recovery_notices() {
-        let _ = writeln!(err, "strata: warning: {notice}");
-    }
-    match r {
-        Ok(code) => code,
-        Err(e) if e.is_closed_pipe() => crate::EXIT_OK,
-        Err(e) => {
-            let _ = writeln!(err, "strata: {}", e.message);
-            e.code
-        }
+        Command::Cluster(a) => cluster::cluster(&a, out),
     }
 }
 

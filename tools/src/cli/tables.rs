@@ -14,7 +14,7 @@ use crate::display::utc;
 /// Arguments of create-table.
 #[derive(Args, Debug)]
 pub struct CreateTableArgs {
-    /// Database folder (created if missing).
+    /// Database folder (created if missing), or `strata://HOST:PORT` for a cluster.
     pub dir: PathBuf,
     /// Table name.
     pub table: String,
@@ -40,6 +40,11 @@ pub struct CreateTableArgs {
     /// must have that type; indexes key on defined columns. Repeat for more.
     #[arg(long = "column", value_name = "NAME:TYPE")]
     pub columns: Vec<String>,
+    /// A cluster's table only (`strata://HOST:PORT`): cut the partition-key space into N
+    /// partitions, each a Raft group (integers evenly over all values, strings over the
+    /// letters and digits, binaries over the first byte).
+    #[arg(long, value_name = "N")]
+    pub partitions: Option<u32>,
 }
 
 /// Arguments of alter.
@@ -120,6 +125,21 @@ fn parse_key_type(t: &str) -> Result<KeyType, CliError> {
 
 /// create-table.
 pub fn create(a: &CreateTableArgs, out: &mut dyn Write) -> CliResult {
+    if a.partitions.is_some() {
+        return Err(CliError::new(
+            "--partitions pre-splits a cluster's table (strata://HOST:PORT); a database folder's table splits by size",
+        ));
+    }
+    let s = schema_of(a)?;
+    let db = open_db(&a.dir, true)?;
+    db.create_table(s)?;
+    db.close()?;
+    writeln!(out, "created table {}", a.table)?;
+    Ok(0)
+}
+
+/// The schema `create-table`'s arguments describe.
+pub fn schema_of(a: &CreateTableArgs) -> Result<TableSchema, CliError> {
     let mut s = TableSchema::new(&a.table);
     for p in &a.pk {
         let (n, t) = p.split_once(':').ok_or_else(|| CliError::new(format!("--pk {p:?}: write Name:type")))?;
@@ -153,11 +173,7 @@ pub fn create(a: &CreateTableArgs, out: &mut dyn Write) -> CliResult {
     for c in parse_columns(&a.columns, "--column")? {
         s = s.defined_column(c.name, c.column_type);
     }
-    let db = open_db(&a.dir, true)?;
-    db.create_table(s)?;
-    db.close()?;
-    writeln!(out, "created table {}", a.table)?;
-    Ok(0)
+    Ok(s)
 }
 
 /// tables.

@@ -507,6 +507,49 @@ pub fn read_sample(
     Ok((rows, rejected))
 }
 
+/// What [`read_import_rows`] hands each row to: its line, the row or why it was rejected,
+/// and the stream for messages.
+pub(crate) type ImportRowFn<'a> = dyn FnMut(u64, Result<PutRow, String>, &mut dyn Write) -> Result<(), CliError> + 'a;
+
+/// Reads the rows an import of `a` would write into a table of schema `s`, in file order
+/// (standard input for `-`), handing each (its line and the row, or why it was rejected) to
+/// `on_row` with `err`, where the CSV column types decided are reported first. The import into
+/// a cluster writes what this reads.
+///
+/// # Errors
+/// The input cannot be read or its format is unknown; what `on_row` returns.
+pub(crate) fn read_import_rows(
+    a: &ImportArgs,
+    s: &TableSchema,
+    err: &mut dyn Write,
+    on_row: &mut ImportRowFn<'_>,
+) -> Result<(), CliError> {
+    let format = format_of(a.format.as_deref(), &a.file)?;
+    let given = parse_types(a.types.as_deref())?;
+    let input: Box<dyn Read> = if a.file == Path::new("-") {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(File::open(&a.file).map_err(|e| CliError::new(format!("{}: {e}", a.file.display())))?)
+    };
+    let delimiter = delimiter_of(&a.delimiter)?;
+    let (input, header) = open_input(format, input, &a.file, delimiter)?;
+    let (header, decisions) = if format == Format::Csv {
+        decide_csv_types(s, &a.file, header, &given, delimiter)?
+    } else {
+        (header, Vec::new())
+    };
+    if !a.json && !decisions.is_empty() {
+        let text: Vec<String> =
+            decisions.iter().map(|d| format!("{}={} ({})", d.column, type_name(d.column_type), d.source)).collect();
+        writeln!(err, "column types: {}", text.join(", "))?;
+    }
+    let spec = InputSpec { schema: s, table: &a.table, path: &a.file, types: &given, header: &header };
+    read_input(&spec, input, |p| {
+        on_row(p.line, p.row, err)?;
+        Ok(Next::Continue)
+    })
+}
+
 /// Writes a batch; on failure retries row by row and returns the rejected rows with reasons.
 fn write_batch(db: &Db, batch: Vec<Parsed>) -> Vec<(Parsed, String)> {
     let mut rejects = Vec::new();
