@@ -37,6 +37,10 @@ pub const CATALOG_TABLE: &str = "_cluster_tables";
 /// The catalog's group.
 pub const CATALOG_GROUP: u64 = 0;
 const SPEC_COLUMN: &str = "spec";
+const FORMAT_COLUMN: &str = "format";
+/// The version of a catalog row's encoding (a `TableSpec` as JSON): a node refuses a catalog
+/// with rows of another.
+const CATALOG_FORMAT: i64 = 1;
 
 /// How long a write or read waits for its group before answering that it could not.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -312,7 +316,10 @@ impl Node {
             now_ms: now_ms(),
             ops: vec![Op::Insert {
                 key: vec![Key::String(spec.name.clone())],
-                columns: vec![(SPEC_COLUMN.into(), Cell::String(json))],
+                columns: vec![
+                    (FORMAT_COLUMN.into(), Cell::Integer(CATALOG_FORMAT)),
+                    (SPEC_COLUMN.into(), Cell::String(json)),
+                ],
             }],
         };
         let outcome = self.propose(CATALOG_GROUP, cmd).await?;
@@ -564,6 +571,12 @@ fn read_catalog(db: &Db) -> Result<Vec<TableSpec>, StoreError> {
     let mut specs = Vec::new();
     for row in iter {
         let row = row?;
+        let format = row.column(FORMAT_COLUMN).and_then(|c| c.cells.first()).and_then(|c| c.value.as_i64());
+        if format != Some(CATALOG_FORMAT) {
+            return Err(StoreError::Decode(format!(
+                "a catalog row of format {format:?}; this node reads format {CATALOG_FORMAT}"
+            )));
+        }
         let json = row
             .column(SPEC_COLUMN)
             .and_then(|c| c.cells.first())

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 
 use crate::node::Node;
 use crate::raft::NodeId;
-use crate::transport::http::{CRC_HEADER, FROM_HEADER, FaultPlan, decode_snapshot_chunk};
+use crate::transport::http::{CRC_HEADER, FROM_HEADER, FaultPlan, WIRE_HEADER, WIRE_VERSION, decode_snapshot_chunk};
 use crate::wire::{ApiError, CreateTableRequest, GetRequest, MAX_BODY_BYTES, ScanRequest, WriteRequest};
 
 /// The node's service.
@@ -141,6 +141,12 @@ fn check_message(headers: &HeaderMap, body: &[u8]) -> Result<NodeId, ApiError> {
     };
     let from = header(FROM_HEADER)?;
     let crc = header(CRC_HEADER)?;
+    let wire = header(WIRE_HEADER)?;
+    if wire != WIRE_VERSION {
+        return Err(ApiError::BadRequest(format!(
+            "a Raft message of wire version {wire}; this node speaks {WIRE_VERSION}"
+        )));
+    }
     if u64::from(crc32fast::hash(body)) != crc {
         return Err(ApiError::BadRequest("a Raft message whose body does not match its CRC-32".into()));
     }

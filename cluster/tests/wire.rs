@@ -16,7 +16,7 @@ use strata_cluster::node::{Node, NodeConfig, RaftTiming};
 use strata_cluster::raft::{
     AppendEntriesRequest, AppendEntriesResponse, CommittedLeaderId, Entry, EntryPayload, LogId, TypeConfig, Vote,
 };
-use strata_cluster::transport::http::{CRC_HEADER, FROM_HEADER};
+use strata_cluster::transport::http::{CRC_HEADER, FROM_HEADER, WIRE_HEADER};
 use strata_cluster::wire::{ApiError, KeyKind, MAX_BODY_BYTES, TableSpec};
 
 async fn one_node(dir: &std::path::Path) -> (Arc<Node>, String) {
@@ -89,7 +89,11 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     let (status, _) = post(&http, url(&format!("/raft/{group}/append")), b"{}".to_vec(), &[]).await;
     assert_eq!(status, 400);
     let headers = |body: &[u8], crc_delta: u32| {
-        vec![(FROM_HEADER, "2".to_string()), (CRC_HEADER, (crc32fast::hash(body) ^ crc_delta).to_string())]
+        vec![
+            (FROM_HEADER, "2".to_string()),
+            (CRC_HEADER, (crc32fast::hash(body) ^ crc_delta).to_string()),
+            (WIRE_HEADER, "1".to_string()),
+        ]
     };
     let (status, reply) = post(&http, url("/raft/999/append"), b"{}".to_vec(), &headers(b"{}", 0)).await;
     assert_eq!((status, api_error(&reply)), (404, ApiError::NoGroup(999)));
@@ -115,6 +119,11 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         leader_commit: Some(LogId::new(CommittedLeaderId::new(0, 2), 1)),
     };
     let body = serde_json::to_vec(&stale).unwrap();
+    // A well-formed message of another wire version: refused.
+    let mut other_version = headers(&body, 0);
+    other_version[2].1 = "2".to_string();
+    let (status, reply) = post(&http, url(&format!("/raft/{group}/append")), body.clone(), &other_version).await;
+    assert_eq!((status, matches!(api_error(&reply), ApiError::BadRequest(_))), (400, true));
     // A well-formed message whose CRC-32 does not match its body: refused before it is decoded.
     let (status, reply) = post(&http, url(&format!("/raft/{group}/append")), body.clone(), &headers(&body, 1)).await;
     assert_eq!((status, matches!(api_error(&reply), ApiError::BadRequest(_))), (400, true));

@@ -1,9 +1,9 @@
 //! Raft's messages between nodes over HTTP: `POST /raft/{group}/append`, `/vote` and
 //! `/snapshot` on the target's address. Append and vote requests are JSON; a snapshot chunk is
 //! a frame (`u32` LE length of its JSON head, the head, then the chunk's bytes), so the image's
-//! bytes travel as they are. Every request carries the sender's id (`x-strata-from`) and the
-//! CRC-32 of its body (`x-strata-crc32`), which the receiver checks before decoding; every
-//! reply is the JSON of openraft's result.
+//! bytes travel as they are. Every request carries the sender's id (`x-strata-from`), the
+//! encoding's version (`x-strata-wire`) and the CRC-32 of its body (`x-strata-crc32`), which
+//! the receiver checks before decoding; every reply is the JSON of openraft's result.
 //!
 //! A [`Faults`] layer sits in front of every message a node sends and every reply it gives:
 //! tests drive it (over `POST /admin/faults`) to drop, delay or cut links one way.
@@ -27,6 +27,11 @@ use crate::raft::{
 pub const FROM_HEADER: &str = "x-strata-from";
 /// The header holding the CRC-32 of the body.
 pub const CRC_HEADER: &str = "x-strata-crc32";
+/// The header naming the version of the Raft messages' encoding.
+pub const WIRE_HEADER: &str = "x-strata-wire";
+/// The version of the Raft messages' encoding this build speaks (JSON of openraft 0.9's
+/// messages; the snapshot chunk frame): a node refuses messages of another.
+pub const WIRE_VERSION: u64 = 1;
 
 /// What a node does to the messages it sends and the replies it gives, as tests set it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,6 +184,7 @@ impl HttpClient {
             .post(url)
             .header(FROM_HEADER, self.net.from.to_string())
             .header(CRC_HEADER, crc.to_string())
+            .header(WIRE_HEADER, WIRE_VERSION.to_string())
             .timeout(timeout)
             .body(body)
             .send()
