@@ -165,6 +165,7 @@ async fn cluster(a: &Args, nodes: u64) {
             peers: peers.clone(),
             db_options: Options::default(),
             raft: RaftTiming::default(),
+            allow_faults: false,
         };
         let node = Node::start(cfg).await.unwrap();
         tokio::spawn(strata_cluster::server::serve(node.clone(), listener, std::future::pending()));

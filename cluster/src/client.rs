@@ -29,7 +29,7 @@ use crate::command::{Key, Op};
 use crate::transport::http::FaultPlan;
 use crate::wire::{
     ApiError, Bound, CreateTableRequest, GetReply, GetRequest, NodeStats, ScanReply, ScanRequest, TableSpec, WireRow,
-    WriteReply, WriteRequest, compare_keys,
+    WriteReply, WriteRequest, compare_bounds, lowest_with,
 };
 
 /// Why a client call failed.
@@ -186,8 +186,16 @@ impl Client {
                 self.forget(group);
                 Attempt::Retry(e.to_string())
             }
-            ApiError::OutcomeUnknown(why) if !idempotent => Attempt::Fail(ClientError::OutcomeUnknown(why)),
-            ApiError::OutcomeUnknown(why) => Attempt::Retry(why),
+            ApiError::OutcomeUnknown(why) => {
+                // The node could not see the write through: it may no longer lead.
+                self.forget(group);
+                if idempotent { Attempt::Retry(why) } else { Attempt::Fail(ClientError::OutcomeUnknown(why)) }
+            }
+            // The client knows the table (it routed by its partitions): a node that does not
+            // has not applied its catalog that far yet, and will.
+            ApiError::NoTable(t) if group.is_some() => {
+                Attempt::Retry(format!("node {addr} does not know table {t:?} yet"))
+            }
             e => Attempt::Fail(ClientError::Api(e)),
         }
     }
@@ -212,6 +220,9 @@ impl Client {
                 Attempt::Retry(why) => {
                     if start.elapsed() >= self.timing.deadline {
                         return Err(ClientError::Unavailable(why));
+                    }
+                    if why.contains("does not know table") && start.elapsed() > Duration::from_secs(5) {
+                        return Err(ClientError::Api(ApiError::NoTable(why)));
                     }
                     // A redirect is followed at once, a few times; anything else waits.
                     hops += 1;
@@ -287,27 +298,31 @@ impl Client {
         Ok(r.rows)
     }
 
-    /// Writes `ops` split by partition, each part one atomic batch, parts one after another;
+    /// Writes `ops` split by partition (and, within one, into parts of at most half an entry's
+    /// size), each part one atomic batch, parts one after another;
     /// each row's outcome in `ops`' order, or the error of its part.
     ///
     /// # Errors
     /// `Api(NoTable)`, `Unavailable` before anything was sent.
     pub async fn write_rows(&self, table: &str, ops: Vec<Op>) -> Result<Vec<Result<(), ClientError>>, ClientError> {
         let spec = self.table(table).await?;
-        let mut parts: Vec<(u64, Vec<usize>, Vec<Op>)> = Vec::new();
+        // Parts: per partition, cut where the encoded rows would pass half an entry's limit.
+        let mut parts: Vec<(u64, Vec<usize>, Vec<Op>, usize)> = Vec::new();
         for (i, op) in ops.into_iter().enumerate() {
             let g = op.key().first().and_then(|k| spec.group_of(k)).unwrap_or(0);
-            match parts.iter_mut().find(|p| p.0 == g) {
-                Some(p) => {
+            let size = serde_json::to_vec(&op).map_or(0, |b| b.len());
+            match parts.iter_mut().rev().find(|p| p.0 == g) {
+                Some(p) if p.3 + size <= crate::node::MAX_ENTRY_BYTES / 2 => {
                     p.1.push(i);
                     p.2.push(op);
+                    p.3 += size;
                 }
-                None => parts.push((g, vec![i], vec![op])),
+                _ => parts.push((g, vec![i], vec![op], size)),
             }
         }
         let n = parts.iter().map(|p| p.1.len()).sum();
         let mut out: Vec<Result<(), ClientError>> = (0..n).map(|_| Ok(())).collect();
-        for (_, idx, ops) in parts {
+        for (_, idx, ops, _) in parts {
             match self.write(table, ops).await {
                 Ok(rows) => {
                     for (i, r) in idx.into_iter().zip(rows) {
@@ -336,8 +351,9 @@ impl Client {
         Ok(r.row)
     }
 
-    /// Reads up to `limit` rows from `start` to `end` (inclusive bounds, one per key column),
-    /// in key order across partitions.
+    /// Reads up to `limit` rows from `start` (inclusive) to `end` (exclusive; a bound padded
+    /// with `Max` covers every key beginning with its values), one bound per key column, in
+    /// key order across partitions.
     ///
     /// # Errors
     /// `Api(NoTable | BadRequest)`, `Unavailable`.
@@ -348,56 +364,68 @@ impl Client {
         end: Vec<Bound>,
         limit: usize,
     ) -> Result<Vec<WireRow>, ClientError> {
-        let spec = self.table(table).await?;
-        if start.len() != spec.key.len() || end.len() != spec.key.len() {
-            return Err(ClientError::Api(ApiError::BadRequest(format!(
-                "range bounds need {} key columns",
-                spec.key.len()
-            ))));
-        }
         let mut rows = Vec::new();
+        self.scan_pages(table, start, end, limit, |page| {
+            rows.extend(page);
+            Ok(())
+        })
+        .await?;
+        Ok(rows)
+    }
+
+    /// As [`Client::scan`], handing each page of rows to `on_page` as it arrives (a range of
+    /// any size in bounded memory); an error `on_page` returns ends the read.
+    ///
+    /// # Errors
+    /// `Api(NoTable | BadRequest)`, `Unavailable`, what `on_page` returns.
+    pub async fn scan_pages(
+        &self,
+        table: &str,
+        start: Vec<Bound>,
+        end: Vec<Bound>,
+        limit: usize,
+        mut on_page: impl FnMut(Vec<WireRow>) -> Result<(), ClientError>,
+    ) -> Result<(), ClientError> {
+        let spec = self.table(table).await?;
+        let n = spec.key.len();
+        if start.len() != n || end.len() != n {
+            return Err(ClientError::Api(ApiError::BadRequest(format!("range bounds need {n} key columns"))));
+        }
+        let mut left = limit;
         for (i, p) in spec.partitions.iter().enumerate() {
             let (pstart, pend) = spec.bounds(i);
-            // Partitions wholly before the start or after the end are not asked.
-            if let (Some(e), Bound::Value(s)) = (pend, &start[0])
-                && compare_keys(e, s) != std::cmp::Ordering::Greater
-            {
+            // Partitions wholly before the start are skipped; from one wholly at or past the
+            // end on, none is asked.
+            if pend.is_some_and(|e| compare_bounds(&start, &lowest_with(e, n)) != std::cmp::Ordering::Less) {
                 continue;
             }
-            if pend.is_some() && start[0] == Bound::Max {
-                continue;
-            }
-            if let (Some(ps), Bound::Value(e)) = (pstart, &end[0])
-                && compare_keys(ps, e) == std::cmp::Ordering::Greater
-            {
-                break;
-            }
-            if end[0] == Bound::Min && pstart.is_some() {
+            if pstart.is_some_and(|s| compare_bounds(&end, &lowest_with(s, n)) != std::cmp::Ordering::Greater) {
                 break;
             }
             let mut from = start.clone();
             loop {
-                if rows.len() >= limit {
-                    return Ok(rows);
+                if left == 0 {
+                    return Ok(());
                 }
                 let req = ScanRequest {
                     table: table.to_owned(),
                     group: p.group,
                     start: from.clone(),
                     end: end.clone(),
-                    limit: (limit - rows.len()).min(1000),
+                    limit: left.min(1000),
                 };
                 let body = Self::json(&req)?;
                 let page: ScanReply =
                     self.call(reqwest::Method::POST, "/v1/scan", Some(body), Some(p.group), true).await?;
-                rows.extend(page.rows);
+                left = left.saturating_sub(page.rows.len());
+                on_page(page.rows)?;
                 match page.next {
                     Some(k) => from = k.into_iter().map(Bound::Value).collect(),
                     None => break,
                 }
             }
         }
-        Ok(rows)
+        Ok(())
     }
 
     /// What node `addr` knows of its groups.

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::RwLock;
@@ -28,8 +29,9 @@ use crate::raft::{BasicNode, Config, NodeId, Raft, SnapshotPolicy};
 use crate::state_machine::PartitionMachine;
 use crate::transport::http::{Faults, HttpNetwork};
 use crate::wire::{
-    ApiError, Bound, GetReply, GetRequest, GroupStats, NodeStats, Placement, ScanReply, ScanRequest, TableSpec,
-    WriteReply, WriteRequest, bound_key, compare_keys, partition_id, primary_key, wire_row,
+    ApiError, Bound, GetReply, GetRequest, GroupStats, KeyKind, NodeStats, Placement, ScanReply, ScanRequest,
+    TableSpec, WriteReply, WriteRequest, bound_key, compare_bounds, compare_keys, lowest_with, partition_id,
+    primary_key, wire_row,
 };
 
 /// The catalog's table.
@@ -45,6 +47,15 @@ const CATALOG_FORMAT: i64 = 1;
 /// How long a write or read waits for its group before answering that it could not.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The largest log entry a write makes, encoded (JSON): the log keeps an entry as one cell,
+/// which holds at most 2 MiB, and an append request carries up to `MAX_PAYLOAD_ENTRIES` of
+/// them under the 64 MiB body limit.
+pub const MAX_ENTRY_BYTES: usize = 1 << 20;
+/// Entries per append request.
+const MAX_PAYLOAD_ENTRIES: u64 = 32;
+/// Partitions per table.
+pub const MAX_PARTITIONS: usize = 256;
+
 /// What a node is: its id, its folder and the cluster's nodes.
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -58,6 +69,8 @@ pub struct NodeConfig {
     pub db_options: Options,
     /// Raft's timing.
     pub raft: RaftTiming,
+    /// Whether the fault layer can be set over `/admin/faults` (tests only: it cuts links).
+    pub allow_faults: bool,
 }
 
 /// Raft's timers, in milliseconds.
@@ -96,6 +109,19 @@ pub struct Node {
     groups: RwLock<BTreeMap<u64, Group>>,
     tables: RwLock<BTreeMap<String, TableSpec>>,
     reconciling: tokio::sync::Mutex<()>,
+    /// Set when the node stops: no group starts after it.
+    stopping: AtomicBool,
+    /// Snapshots being received, per group: their chunks gathered here and handed to openraft
+    /// whole once the last one arrived and the pack checked out (`receive_snapshot_chunk`).
+    receiving: parking_lot::Mutex<BTreeMap<u64, Receiving>>,
+    /// Whether `/admin/faults` may change the fault layer (tests only).
+    allow_faults: bool,
+}
+
+struct Receiving {
+    /// The snapshot's id.
+    id: String,
+    data: Vec<u8>,
 }
 
 fn store(e: impl std::fmt::Display) -> ApiError {
@@ -139,6 +165,7 @@ impl Node {
             election_timeout_max: t.election_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(t.snapshot_every),
             max_in_snapshot_log_to_keep: 100,
+            max_payload_entries: MAX_PAYLOAD_ENTRIES,
             ..Config::default()
         };
         let config = Arc::new(config.validate().map_err(|e| StoreError::Decode(format!("raft config: {e}")))?);
@@ -158,6 +185,9 @@ impl Node {
             groups: RwLock::new(BTreeMap::new()),
             tables: RwLock::new(BTreeMap::new()),
             reconciling: tokio::sync::Mutex::new(()),
+            stopping: AtomicBool::new(false),
+            receiving: parking_lot::Mutex::new(BTreeMap::new()),
+            allow_faults: cfg.allow_faults,
         });
         let catalog = node.start_group(CATALOG_TABLE, CATALOG_GROUP).await?;
         let lowest = cfg.peers.keys().next().copied() == Some(cfg.id);
@@ -195,6 +225,59 @@ impl Node {
     /// The node's fault layer.
     pub fn faults(&self) -> &Arc<Faults> {
         &self.faults
+    }
+
+    /// Whether `/admin/faults` may change the fault layer.
+    pub fn allow_faults(&self) -> bool {
+        self.allow_faults
+    }
+
+    /// Takes one chunk of a snapshot sent to group `group`. Chunks gather here, in order (each
+    /// must start where the one before ended; one at offset 0 starts over), up to the size a
+    /// pack can have; the last one's whole snapshot, once its pack checks out (magic, version,
+    /// length, CRC-32, names), goes to openraft as one request. So a chunk far beyond the
+    /// others, or damaged bytes, are refused here, and openraft never installs a snapshot that
+    /// cannot be read.
+    ///
+    /// # Errors
+    /// `NoGroup`; `BadRequest` for a chunk out of order, too much data, or a pack that does
+    /// not check out; Raft's refusal as `Unavailable`.
+    pub async fn receive_snapshot_chunk(
+        &self,
+        group: u64,
+        rpc: crate::raft::InstallSnapshotRequest<crate::raft::TypeConfig>,
+    ) -> Result<
+        Result<
+            crate::raft::InstallSnapshotResponse<NodeId>,
+            crate::raft::RaftError<NodeId, crate::raft::InstallSnapshotError>,
+        >,
+        ApiError,
+    > {
+        let raft = self.group_raft(group)?;
+        let id = rpc.meta.snapshot_id.clone();
+        let whole = {
+            let mut receiving = self.receiving.lock();
+            if rpc.offset == 0 {
+                receiving.insert(group, Receiving { id: id.clone(), data: Vec::new() });
+            }
+            let r = receiving.get_mut(&group).filter(|r| r.id == id && r.data.len() as u64 == rpc.offset).ok_or_else(
+                || ApiError::BadRequest(format!("snapshot chunk at offset {} is out of order", rpc.offset)),
+            )?;
+            if r.data.len().saturating_add(rpc.data.len()) > u32::MAX as usize + 64 {
+                receiving.remove(&group);
+                return Err(ApiError::BadRequest("a snapshot larger than a pack can be".into()));
+            }
+            r.data.extend_from_slice(&rpc.data);
+            if rpc.done { receiving.remove(&group).map(|r| r.data) } else { None }
+        };
+        let Some(data) = whole else {
+            let vote = raft.metrics().borrow().vote;
+            return Ok(Ok(crate::raft::InstallSnapshotResponse { vote }));
+        };
+        strata_format::image::unpack(&data)
+            .map_err(|e| ApiError::BadRequest(format!("a snapshot whose pack does not check out: {e}")))?;
+        let whole = crate::raft::InstallSnapshotRequest { vote: rpc.vote, meta: rpc.meta, offset: 0, data, done: true };
+        Ok(raft.install_snapshot(whole).await)
     }
 
     /// The Raft of group `group`, if this node has it.
@@ -245,13 +328,24 @@ impl Node {
             if self.tables.read().contains_key(&spec.name) {
                 continue;
             }
+            if self.stopping.load(Ordering::Acquire) {
+                return Ok(());
+            }
             let (db, s) = (self.db.clone(), spec.clone());
-            tokio::task::spawn_blocking(move || match db.create_table_partitioned(s.schema(), &s.partition_specs()) {
-                Ok(()) | Err(strata::Error::TableExists(_)) => Ok(()),
-                Err(e) => Err(StoreError::Db(e)),
+            let made = tokio::task::spawn_blocking(move || {
+                match db.create_table_partitioned(s.schema(), &s.partition_specs()) {
+                    Ok(()) | Err(strata::Error::TableExists(_)) => Ok(()),
+                    Err(e) => Err(StoreError::Db(e)),
+                }
             })
             .await
-            .map_err(|e| StoreError::Task(e.to_string()))??;
+            .map_err(|e| StoreError::Task(e.to_string()))?;
+            // A spec this database refuses (every replica refuses it alike) must not stop the
+            // node from starting or from making the tables after it.
+            if let Err(e) = made {
+                eprintln!("node {}: table {:?} of the catalog cannot be made: {e}", self.id, spec.name);
+                continue;
+            }
             for p in &spec.partitions {
                 let raft = self.start_group(&spec.name, p.group).await?;
                 if !raft.is_initialized().await.map_err(|e| StoreError::Task(e.to_string()))? {
@@ -295,8 +389,14 @@ impl Node {
         spec.schema().validate().map_err(|e| ApiError::BadRequest(e.to_string()))?;
         // 48 random bits per table and 12 per partition: ids no two tables share, on any node.
         let base = (rand_u64() & ((1 << 48) - 1)).max(1) << 12;
-        if starts.len() >= 4095 {
-            return Err(ApiError::BadRequest("at most 4,095 partitions".into()));
+        if starts.len() >= MAX_PARTITIONS {
+            return Err(ApiError::BadRequest(format!("at most {MAX_PARTITIONS} partitions per table")));
+        }
+        let kind = spec.key.first().map(|k| k.1).ok_or_else(|| ApiError::BadRequest("no key columns".into()))?;
+        if let Some(bad) = starts.iter().find(|k| KeyKind::of_key(k) != kind) {
+            return Err(ApiError::BadRequest(format!(
+                "partition start {bad:?} is not of the partition key's type {kind:?}"
+            )));
         }
         spec.partitions = std::iter::once(None)
             .chain(starts.into_iter().map(Some))
@@ -331,8 +431,30 @@ impl Node {
     }
 
     /// Proposes `cmd` to group `group` and waits for its outcome.
+    ///
+    /// Only a node that leads the group proposes: any other answers `NotLeader`, and the
+    /// entry was certainly not appended, so the client may send it elsewhere. Once proposed,
+    /// a "forward to leader" answer is ambiguous (openraft gives it both when leadership moved
+    /// before the entry was appended and when a new leader truncated it, which in a group of
+    /// five may still hold it on a node that commits it later), so it is `OutcomeUnknown`.
     async fn propose(&self, group: u64, cmd: Command) -> Result<WriteReply, ApiError> {
         let raft = self.group_raft(group)?;
+        let encoded = serde_json::to_vec(&cmd).map_err(store)?.len();
+        if encoded > MAX_ENTRY_BYTES {
+            return Err(ApiError::BadRequest(format!(
+                "a write of {encoded} bytes as a log entry; an entry holds at most {MAX_ENTRY_BYTES}: write fewer or smaller rows at a time"
+            )));
+        }
+        {
+            let m = raft.metrics();
+            let m = m.borrow();
+            if let Err(e) = &m.running_state {
+                return Err(ApiError::Unavailable(format!("group {group} stopped on this node: {e}")));
+            }
+            if m.current_leader != Some(self.id) || !m.state.is_leader() {
+                return Err(self.not_leader(group, m.current_leader));
+            }
+        }
         match tokio::time::timeout(REQUEST_TIMEOUT, raft.client_write(cmd)).await {
             Err(_) => Err(ApiError::OutcomeUnknown(format!("group {group} did not commit within {REQUEST_TIMEOUT:?}"))),
             Ok(Ok(r)) => match r.data.rows {
@@ -340,14 +462,9 @@ impl Node {
                 Some(Err(why)) => Err(ApiError::BadRequest(why)),
                 None => Ok(WriteReply { rows: Vec::new() }),
             },
-            Ok(Err(e)) => {
-                if let Some(f) = e.forward_to_leader::<BasicNode>() {
-                    return Err(self.not_leader(group, f.leader_id));
-                }
-                // Proposed but the group stopped before it answered (a fatal error, a
-                // shutdown): the entry may yet commit.
-                Err(ApiError::OutcomeUnknown(format!("group {group}: {e}")))
-            }
+            // Proposed, then the leader lost the entry's fate from view (leadership moved, the
+            // entry truncated, the group stopped): it may yet commit elsewhere.
+            Ok(Err(e)) => Err(ApiError::OutcomeUnknown(format!("group {group}: {e}"))),
         }
     }
 
@@ -415,13 +532,18 @@ impl Node {
         }
         self.read_index(req.group).await?;
         let (pstart, pend) = spec.bounds(i);
+        let n = spec.key.len();
         let mut start = req.start.clone();
-        if let Some(ps) = pstart
-            && bound_below(&start[0], ps)
-        {
-            start = std::iter::once(Bound::Value(ps.clone()))
-                .chain(std::iter::repeat_n(Bound::Min, spec.key.len() - 1))
-                .collect();
+        if let Some(ps) = pstart {
+            let lowest = lowest_with(ps, n);
+            if compare_bounds(&start, &lowest) == std::cmp::Ordering::Less {
+                start = lowest;
+            }
+        }
+        // Nothing of this partition lies in the range: the engine refuses an empty range.
+        let past_end = pend.is_some_and(|e| compare_bounds(&start, &lowest_with(e, n)) != std::cmp::Ordering::Less);
+        if past_end || compare_bounds(&start, &req.end) != std::cmp::Ordering::Less {
+            return Ok(ScanReply { rows: Vec::new(), next: None });
         }
         let pend = pend.cloned();
         let (db, table, end, limit) = (self.db.clone(), req.table.clone(), req.end.clone(), req.limit.clamp(1, 10_000));
@@ -453,7 +575,18 @@ impl Node {
     /// `NoGroup`, storage errors.
     pub async fn dump(&self, group: u64) -> Result<(Option<u64>, Vec<crate::wire::WireRow>), ApiError> {
         let raft = self.group_raft(group)?;
-        let applied = raft.metrics().borrow().last_applied.map(|l| l.index);
+        loop {
+            let before = raft.metrics().borrow().last_applied.map(|l| l.index);
+            let rows = self.dump_rows(group).await?;
+            let after = raft.metrics().borrow().last_applied.map(|l| l.index);
+            // An entry applied between the two reads: the rows may be of either index.
+            if before == after {
+                return Ok((after, rows));
+            }
+        }
+    }
+
+    async fn dump_rows(&self, group: u64) -> Result<Vec<crate::wire::WireRow>, ApiError> {
         let table = self.groups.read().get(&group).map(|g| g.table.clone()).ok_or(ApiError::NoGroup(group))?;
         let spec = self.spec(&table)?;
         let i = spec.partitions.iter().position(|p| p.group == group).ok_or(ApiError::NoGroup(group))?;
@@ -483,7 +616,7 @@ impl Node {
         })
         .await
         .map_err(store)??;
-        Ok((applied, rows))
+        Ok(rows)
     }
 
     /// What this node knows of every group.
@@ -506,26 +639,19 @@ impl Node {
         NodeStats { id: self.id, groups }
     }
 
-    /// Stops every group and closes the database once they let go of it.
+    /// Stops every group (no new one starts after this begins).
     ///
     /// # Errors
-    /// The database's close.
+    /// None today; kept for the database's close.
     pub async fn shutdown(self: Arc<Self>) -> Result<(), StoreError> {
+        self.stopping.store(true, Ordering::Release);
+        let _pass = self.reconciling.lock().await;
         let groups: Vec<Raft> = self.groups.write().values().map(|g| g.raft.clone()).collect();
         for r in groups {
             let _ = r.shutdown().await;
         }
         self.groups.write().clear();
         Ok(())
-    }
-}
-
-/// True when bound `b` (of the partition-key column) lies below key value `k`.
-fn bound_below(b: &Bound, k: &Key) -> bool {
-    match b {
-        Bound::Min => true,
-        Bound::Max => false,
-        Bound::Value(v) => compare_keys(v, k) == std::cmp::Ordering::Less,
     }
 }
 

@@ -8,7 +8,7 @@ use crate::command::{Command, CommandResult};
 
 pub use openraft::error::{
     CheckIsLeaderError, ClientWriteError, ForwardToLeader, InitializeError, InstallSnapshotError, NetworkError,
-    RPCError, RaftError, RemoteError, Unreachable,
+    PayloadTooLarge, RPCError, RaftError, RemoteError, Unreachable,
 };
 pub use openraft::metrics::RaftMetrics;
 pub use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};

@@ -126,6 +126,11 @@ async fn faults(State(node): State<Arc<Node>>) -> Response {
 }
 
 async fn set_faults(State(node): State<Arc<Node>>, body: Bytes) -> Response {
+    if !node.allow_faults() {
+        return reply::<()>(Err(ApiError::BadRequest(
+            "fault injection is off on this node (strata-server --allow-fault-injection)".into(),
+        )));
+    }
     let r = decode::<FaultPlan>(&body).map(|plan| node.faults().set(plan));
     reply(r)
 }
@@ -185,7 +190,10 @@ async fn raft_message(
             Err(e) => reply::<()>(Err(e)),
         },
         "snapshot" => match decode_snapshot_chunk(&body) {
-            Ok(rpc) => raft_reply(&node, from, raft.install_snapshot(rpc).await),
+            Ok(rpc) => match node.receive_snapshot_chunk(group, rpc).await {
+                Ok(r) => raft_reply(&node, from, r),
+                Err(e) => reply::<()>(Err(e)),
+            },
             Err(e) => reply::<()>(Err(ApiError::BadRequest(e))),
         },
         other => reply::<()>(Err(ApiError::BadRequest(format!("no Raft message {other:?}")))),
@@ -269,6 +277,7 @@ pub async fn run_local(
             peers: peers.clone(),
             db_options: strata::Options::default(),
             raft: crate::node::RaftTiming::default(),
+            allow_faults: false,
         };
         let node = Node::start(cfg).await.map_err(|e| format!("starting node {id}: {e}"))?;
         let mut rx = stop_rx.clone();

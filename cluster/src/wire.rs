@@ -106,6 +106,15 @@ impl KeyKind {
         }
     }
 
+    /// The kind of key value `k`.
+    pub fn of_key(k: &Key) -> KeyKind {
+        match k {
+            Key::Integer(_) => KeyKind::Integer,
+            Key::String(_) => KeyKind::String,
+            Key::Binary(_) => KeyKind::Binary,
+        }
+    }
+
     /// The kind of `t`.
     pub fn of(t: KeyType) -> KeyKind {
         match t {
@@ -154,6 +163,29 @@ pub enum Bound {
     Value(Key),
     /// Above every value.
     Max,
+}
+
+/// Orders two range bounds of the same key columns: column by column, `Min` below every
+/// value and `Max` above.
+pub fn compare_bounds(a: &[Bound], b: &[Bound]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let o = match (x, y) {
+            (Bound::Min, Bound::Min) | (Bound::Max, Bound::Max) => Ordering::Equal,
+            (Bound::Min, _) | (_, Bound::Max) => Ordering::Less,
+            (_, Bound::Min) | (Bound::Max, _) => Ordering::Greater,
+            (Bound::Value(p), Bound::Value(q)) => compare_keys(p, q),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// The bound below every key whose partition key is `k`: `[k, Min, Min, ...]` over `n`
+/// columns.
+pub fn lowest_with(k: &Key, n: usize) -> Vec<Bound> {
+    std::iter::once(Bound::Value(k.clone())).chain(std::iter::repeat_n(Bound::Min, n.saturating_sub(1))).collect()
 }
 
 impl Bound {
@@ -221,7 +253,8 @@ pub struct ScanRequest {
     pub group: u64,
     /// The first key (inclusive), one bound per key column.
     pub start: Vec<Bound>,
-    /// The last key (inclusive), one bound per key column.
+    /// The end (exclusive; a bound padded with `Max` covers every key beginning with its
+    /// values), one bound per key column: the engine's range meaning.
     pub end: Vec<Bound>,
     /// At most this many rows.
     pub limit: usize,

@@ -28,6 +28,7 @@ async fn one_node(dir: &std::path::Path) -> (Arc<Node>, String) {
         peers: BTreeMap::from([(1, addr.clone())]),
         db_options: strata::Options::small_for_tests(),
         raft: RaftTiming { heartbeat_ms: 50, election_min_ms: 150, election_max_ms: 300, snapshot_every: 1000 },
+        allow_faults: false,
     };
     let node = Node::start(cfg).await.unwrap();
     tokio::spawn(strata_cluster::server::serve(node.clone(), listener, std::future::pending()));
@@ -132,10 +133,56 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     let r: Result<AppendEntriesResponse<u64>, serde_json::Value> = serde_json::from_slice(&reply).unwrap();
     assert!(matches!(r, Ok(AppendEntriesResponse::HigherVote(_))), "{r:?}");
 
+    // Snapshot chunks: one that does not start where the others ended (no chunk at offset 0
+    // before it: a far offset would make the receiver allocate up to it), and a whole
+    // snapshot whose pack does not check out (openraft would stop the group installing it).
+    let meta = strata_cluster::raft::SnapshotMeta {
+        last_log_id: Some(LogId::new(CommittedLeaderId::new(9, 2), 1000)),
+        last_membership: Default::default(),
+        snapshot_id: "forged".into(),
+    };
+    for (offset, data) in [(1u64 << 44, vec![1u8; 16]), (0, b"STRATPAK garbage".to_vec())] {
+        let chunk = strata_cluster::raft::InstallSnapshotRequest::<TypeConfig> {
+            vote: Vote::new_committed(9, 2),
+            meta: meta.clone(),
+            offset,
+            data,
+            done: true,
+        };
+        let frame = strata_cluster::transport::http::encode_snapshot_chunk(&chunk).unwrap();
+        let (status, reply) =
+            post(&http, url(&format!("/raft/{group}/snapshot")), frame.clone(), &headers(&frame, 0)).await;
+        assert_eq!((status, matches!(api_error(&reply), ApiError::BadRequest(_))), (400, true), "offset {offset}");
+    }
+
+    // A write whose log entry would pass the entry limit is refused before it is proposed
+    // (the log could not store it: the group would stop); a start of another type than the
+    // partition key's is refused before the catalog takes it; fault injection is off.
+    let big = Op::Put { key: vec![Key::Integer(3)], columns: vec![("v".into(), Cell::Binary(vec![255; 600_000]))] };
+    match client.write("t", vec![big]).await {
+        Err(strata_cluster::client::ClientError::Api(ApiError::BadRequest(why))) => {
+            assert!(why.contains("at most"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let spec = TableSpec {
+        name: "u".into(),
+        key: vec![("k".into(), KeyKind::Integer)],
+        max_versions: None,
+        ttl_secs: None,
+        partitions: vec![],
+    };
+    let refused = client.create_table(spec, vec![Key::String("a".into())]).await;
+    assert!(matches!(refused, Err(strata_cluster::client::ClientError::Api(ApiError::BadRequest(_)))), "{refused:?}");
+    let (status, _) =
+        post(&http, url("/admin/faults"), br#"{"cut":[1],"drop_per_mille":0,"delay_ms":0}"#.to_vec(), &[]).await;
+    assert_eq!(status, 400);
+
     // The node serves on, its row unchanged; a good write still works.
     let row = client.get("t", vec![Key::Integer(1)]).await.unwrap().expect("the row is still there");
     assert_eq!(row.columns, vec![("v".to_string(), Cell::Integer(7))]);
-    let put = Op::Put { key: vec![Key::Integer(2)], columns: vec![] };
+    let put = Op::Put { key: vec![Key::Integer(2)], columns: vec![("v".into(), Cell::Binary(vec![7; 100_000]))] };
     assert_eq!(client.write("t", vec![put]).await.unwrap(), vec![Ok(())]);
+    assert_eq!(client.tables().await.unwrap().len(), 1);
     drop(node);
 }

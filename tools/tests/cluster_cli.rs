@@ -97,11 +97,14 @@ fn a_user_drives_a_local_cluster_through_strata_addresses() {
 
     // Import: from a file and from a pipe.
     let file = dir.path().join("more.csv");
-    std::fs::write(&file, "id:int,name:string\n100,bo\n200,cy\nx,bad\n").unwrap();
+    // Row 300 twice in one batch (a batch refused whole, written again row by row).
+    std::fs::write(&file, "id:int,name:string\n100,bo\n200,cy\nx,bad\n300,dd\n300,ee\n").unwrap();
     let (code, out, err) = strata(&["import", c, "accounts", file.to_str().unwrap()]);
     assert_eq!(code, 1, "one row is rejected: {err}");
-    assert_eq!(out, "imported 2 rows, 1 rejected\n");
-    assert!(err.contains("line 4: rejected"), "{err}");
+    assert_eq!(out, "imported 4 rows, 1 rejected\n");
+    assert!(err.contains("reasons in"), "{err}");
+    let rejects = std::fs::read_to_string(dir.path().join("more.csv.rejects")).unwrap();
+    assert!(rejects.contains(r#""line":4"#) && rejects.contains(r#""input":"x,bad""#), "{rejects}");
     let mut child_import = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["import", c, "accounts", "-", "--format", "jsonl"])
         .stdin(Stdio::piped())
@@ -118,14 +121,22 @@ fn a_user_drives_a_local_cluster_through_strata_addresses() {
     assert_eq!(String::from_utf8_lossy(&done.stdout), "imported 500 rows, 0 rejected\n");
 
     let scanned = ok(&["scan", c, "accounts", "--json"]);
-    assert_eq!(scanned.lines().count(), 3 + 2 + 500, "{scanned}");
+    assert_eq!(scanned.lines().count(), 3 + 3 + 500, "{scanned}");
+    // Ranges end before their end key, also where it is a partition's first key (-2 here).
+    let below = ok(&["scan", c, "accounts", "--to=-2", "--json"]);
+    assert_eq!(below.lines().count(), 1, "{below}");
+    let across = ok(&["scan", c, "accounts", "--from=-2", "--to=101", "--json"]);
+    assert_eq!(across.lines().count(), 2, "rows 7 and 100: {across}");
+    let (code, two, err) = strata(&["scan", c, "accounts", "--limit", "2"]);
+    assert_eq!(code, 0);
+    assert!(err.contains("stopped after 2 rows; continue with --from '100'"), "{two}{err}");
     let keys: Vec<i64> = scanned
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_i64().unwrap())
         .collect();
     assert!(keys.windows(2).all(|w| w[0] < w[1]), "rows across partitions come in key order");
     let exported = ok(&["export", c, "accounts", "--format", "jsonl"]);
-    assert_eq!(exported.lines().count(), 505);
+    assert_eq!(exported.lines().count(), 506);
     let stats = ok(&["stats", c, "--json"]);
     assert_eq!(serde_json::from_str::<serde_json::Value>(&stats).unwrap()["groups"].as_array().unwrap().len(), 5);
 
@@ -136,6 +147,6 @@ fn a_user_drives_a_local_cluster_through_strata_addresses() {
     let again = eventually(&["scan", c, "accounts", "--json"]);
     assert_eq!(again, scanned);
     eventually(&["put", c, "accounts", "id=8", "name=dee"]);
-    assert_eq!(ok(&["scan", c, "accounts", "--json"]).lines().count(), 506);
+    assert_eq!(ok(&["scan", c, "accounts", "--json"]).lines().count(), 507);
     stop(child);
 }

@@ -30,6 +30,9 @@ struct Args {
     /// The shortest election timeout, ms (the longest is twice it).
     #[arg(long, default_value_t = RaftTiming::default().election_min_ms)]
     election_ms: u64,
+    /// Lets `POST /admin/faults` drop, delay and cut this node's messages (tests only).
+    #[arg(long)]
+    allow_fault_injection: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -40,7 +43,14 @@ fn main() -> std::process::ExitCode {
         election_max_ms: a.election_ms * 2,
         ..RaftTiming::default()
     };
-    let cfg = NodeConfig { id: a.id, data: a.data, peers: a.peers, db_options: strata::Options::default(), raft };
+    let cfg = NodeConfig {
+        id: a.id,
+        data: a.data,
+        peers: a.peers,
+        db_options: strata::Options::default(),
+        raft,
+        allow_faults: a.allow_fault_injection,
+    };
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::raft::{
     AnyError, AppendEntriesRequest, AppendEntriesResponse, BasicNode, InstallSnapshotError, InstallSnapshotRequest,
-    InstallSnapshotResponse, NetworkError, NodeId, RPCError, RPCOption, RaftError, RaftNetwork, RaftNetworkFactory,
-    RemoteError, SnapshotMeta, TypeConfig, Unreachable, Vote, VoteRequest, VoteResponse,
+    InstallSnapshotResponse, NetworkError, NodeId, PayloadTooLarge, RPCError, RPCOption, RaftError, RaftNetwork,
+    RaftNetworkFactory, RemoteError, SnapshotMeta, TypeConfig, Unreachable, Vote, VoteRequest, VoteResponse,
 };
 
 /// The header naming the sending node.
@@ -168,6 +168,7 @@ impl HttpClient {
         what: &str,
         body: Vec<u8>,
         timeout: Duration,
+        entries: usize,
     ) -> RpcResult<T, E> {
         let (dropped, delay) = self.net.faults.judge(self.target);
         if !delay.is_zero() {
@@ -195,6 +196,10 @@ impl HttpClient {
             Err(e) => return Err(network(format!("node {}: {e}", self.target))),
         };
         let status = reply.status();
+        // Too many entries for one body: openraft sends fewer next time.
+        if status == reqwest::StatusCode::PAYLOAD_TOO_LARGE && entries > 1 {
+            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint((entries / 2) as u64)));
+        }
         let bytes = reply.bytes().await.map_err(|e| network(format!("node {}: {e}", self.target)))?;
         if !status.is_success() {
             return Err(unreachable(format!(
@@ -215,8 +220,9 @@ impl RaftNetwork<TypeConfig> for HttpClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        let entries = rpc.entries.len();
         let body = serde_json::to_vec(&rpc).map_err(|e| network(e.to_string()))?;
-        self.call("append", body, option.hard_ttl()).await
+        self.call("append", body, option.hard_ttl(), entries).await
     }
 
     async fn install_snapshot(
@@ -225,11 +231,11 @@ impl RaftNetwork<TypeConfig> for HttpClient {
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
         let body = encode_snapshot_chunk(&rpc).map_err(network)?;
-        self.call("snapshot", body, option.hard_ttl()).await
+        self.call("snapshot", body, option.hard_ttl(), 0).await
     }
 
     async fn vote(&mut self, rpc: VoteRequest<NodeId>, option: RPCOption) -> RpcResult<VoteResponse<NodeId>> {
         let body = serde_json::to_vec(&rpc).map_err(|e| network(e.to_string()))?;
-        self.call("vote", body, option.hard_ttl()).await
+        self.call("vote", body, option.hard_ttl(), 0).await
     }
 }

@@ -54,7 +54,7 @@ impl Procs {
             .args(["--id", &id.to_string(), "--listen", &self.addrs[&id], "--peers", &self.peers])
             .arg("--data")
             .arg(self.root.join(format!("node{id}")))
-            .args(["--heartbeat-ms", "50", "--election-ms", "300"])
+            .args(["--heartbeat-ms", "50", "--election-ms", "300", "--allow-fault-injection"])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -90,7 +90,7 @@ pub fn dispatch(cmd: &Command, out: &mut dyn Write, err: &mut dyn Write) -> Opti
         Command::Update(a) => update(&address(&a.dir)?, a, out),
         Command::Get(a) => get(&address(&a.dir)?, a, out),
         Command::Delete(a) => delete(&address(&a.dir)?, a, out),
-        Command::Scan(a) => scan(&address(&a.dir)?, a, out),
+        Command::Scan(a) => scan(&address(&a.dir)?, a, out, err),
         Command::Import(a) => import(&address(&a.dir)?, a, out, err),
         Command::Export(a) => export(&address(&a.dir)?, a, out),
         Command::Stats(a) => stats(&address(&a.dir)?, a.json, out),
@@ -319,23 +319,53 @@ fn bounds(pk: &PrimaryKey) -> Vec<Bound> {
         .collect()
 }
 
-fn scan(addr: &str, a: &super::rows::ScanArgs, out: &mut dyn Write) -> CliResult {
+fn scan(addr: &str, a: &super::rows::ScanArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliResult {
     if a.reverse || a.index.is_some() || a.versions.is_some() || a.columns.is_some() || a.range.filter.is_some() {
         return Err(not_yet("--reverse, --index, --versions, --columns and --filter"));
     }
     let (rt, c) = (runtime()?, client(addr)?);
     let (_, s) = table(&rt, &c, &a.table)?;
     let (start, end) = a.range.bounds(&s, false)?;
-    let rows = rt
-        .block_on(c.scan(&a.table, bounds(&start), bounds(&end), a.limit.unwrap_or(usize::MAX)))
-        .map_err(cli_error)?;
-    let rows: Vec<Row> = rows.into_iter().map(row_of).collect();
-    if a.json {
-        for r in &rows {
-            writeln!(out, "{}", row_json(&s, r))?;
+    let mut writer = super::common::TableWriter::default();
+    let mut printed = 0usize;
+    let limit = a.limit.unwrap_or(usize::MAX);
+    // One row past the limit says whether the range goes on, and from where.
+    let mut next: Option<Row> = None;
+    let mut failed: Option<std::io::Error> = None;
+    rt.block_on(c.scan_pages(&a.table, bounds(&start), bounds(&end), limit.saturating_add(1), |page| {
+        let mut rows: Vec<Row> = page.into_iter().map(row_of).collect();
+        let room = limit - printed;
+        if rows.len() > room {
+            next = rows.drain(room..).next();
         }
-    } else {
-        super::common::TableWriter::default().write(out, &s, &rows)?;
+        printed += rows.len();
+        let r = if a.json {
+            rows.iter().try_for_each(|r| writeln!(out, "{}", row_json(&s, r)))
+        } else {
+            writer.write(out, &s, &rows)
+        };
+        r.map_err(|e| {
+            failed = Some(e);
+            ClientError::Unavailable("output closed".into())
+        })
+    }))
+    .or_else(|e| if failed.is_some() { Ok(()) } else { Err(e) })
+    .map_err(cli_error)?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    if let Some(n) = next {
+        let key: Vec<String> = n
+            .primary_key
+            .0
+            .iter()
+            .map(|v| match v {
+                PkValue::String(x) => serde_json::to_string(x).unwrap_or_default(),
+                other => other.to_string(),
+            })
+            .collect();
+        let rows = if printed == 1 { "1 row".to_owned() } else { format!("{printed} rows") };
+        writeln!(err, "stopped after {rows}; continue with --from '{}'", key.join(","))?;
     }
     Ok(0)
 }
@@ -350,47 +380,80 @@ fn export(addr: &str, a: &super::transfer::ExportArgs, out: &mut dyn Write) -> C
     let (rt, c) = (runtime()?, client(addr)?);
     let (_, s) = table(&rt, &c, &a.table)?;
     let (start, end) = a.range.bounds(&s, false)?;
-    let rows = rt.block_on(c.scan(&a.table, bounds(&start), bounds(&end), usize::MAX)).map_err(cli_error)?;
     let mut sink: Box<dyn Write> = match &a.output {
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).map_err(|e| CliError::new(format!("{}: {e}", p.display())))?,
         )),
         None => Box::new(std::io::BufWriter::new(&mut *out)),
     };
-    for r in rows {
-        writeln!(sink, "{}", row_json(&s, &row_of(r)))?;
+    let mut failed: Option<std::io::Error> = None;
+    rt.block_on(c.scan_pages(&a.table, bounds(&start), bounds(&end), usize::MAX, |page| {
+        page.into_iter().try_for_each(|r| writeln!(sink, "{}", row_json(&s, &row_of(r)))).map_err(|e| {
+            failed = Some(e);
+            ClientError::Unavailable("output closed".into())
+        })
+    }))
+    .or_else(|e| if failed.is_some() { Ok(()) } else { Err(e) })
+    .map_err(cli_error)?;
+    if let Some(e) = failed {
+        return Err(e.into());
     }
     sink.flush()?;
     Ok(0)
 }
 
-/// Writes a batch of an import's rows (split by partition, each part atomic); counts what
-/// was written and reports each rejected row with its line.
+/// A row an import could not write: its line, its input and why.
+struct Reject {
+    line: u64,
+    input: String,
+    reason: String,
+}
+
+/// One parsed row of an import waiting in a batch.
+struct Pending {
+    line: u64,
+    input: String,
+    op: Op,
+}
+
+/// Writes a batch of an import's rows (split by partition, each part atomic). A part refused
+/// whole (one bad row in it, or a row named twice) is written again row by row, so only the
+/// rows that fail alone are rejected, as a folder's import does. A batch whose outcome is
+/// unknown ends the import.
 fn import_batch(
     rt: &tokio::runtime::Runtime,
     c: &Client,
     table: &str,
-    batch: &mut Vec<(u64, Op)>,
-    counts: &mut (u64, u64),
-    err: &mut dyn Write,
+    batch: &mut Vec<Pending>,
+    written: &mut u64,
+    rejects: &mut Vec<Reject>,
 ) -> Result<(), CliError> {
     if batch.is_empty() {
         return Ok(());
     }
-    let (lines, ops): (Vec<u64>, Vec<Op>) = std::mem::take(batch).into_iter().unzip();
+    let rows = std::mem::take(batch);
+    let ops: Vec<Op> = rows.iter().map(|p| p.op.clone()).collect();
     let results = rt.block_on(c.write_rows(table, ops)).map_err(cli_error)?;
-    for (line, r) in lines.into_iter().zip(results) {
+    let unknown = |line: u64, e: &ClientError| {
+        CliError::data(format!(
+            "line {line}: {e}; the rows before this batch were written, this batch's may or may not be"
+        ))
+    };
+    for (p, r) in rows.into_iter().zip(results) {
         match r {
-            Ok(()) => counts.0 += 1,
-            Err(e @ (ClientError::OutcomeUnknown(_) | ClientError::Unavailable(_))) => {
-                return Err(CliError::data(format!(
-                    "line {line}: {e}; the rows of earlier batches were written, this batch's may or may not be"
-                )));
-            }
-            Err(e) => {
-                counts.1 += 1;
-                writeln!(err, "line {line}: rejected: {e}")?;
-            }
+            Ok(()) => *written += 1,
+            Err(e @ (ClientError::OutcomeUnknown(_) | ClientError::Unavailable(_))) => return Err(unknown(p.line, &e)),
+            Err(_) => match rt.block_on(c.write(table, vec![p.op])) {
+                Ok(r) if r == vec![Ok(())] => *written += 1,
+                Ok(r) => {
+                    let reason = r.into_iter().find_map(Result::err).unwrap_or_default();
+                    rejects.push(Reject { line: p.line, input: p.input, reason });
+                }
+                Err(e @ (ClientError::OutcomeUnknown(_) | ClientError::Unavailable(_))) => {
+                    return Err(unknown(p.line, &e));
+                }
+                Err(e) => rejects.push(Reject { line: p.line, input: p.input, reason: e.to_string() }),
+            },
         }
     }
     Ok(())
@@ -402,29 +465,71 @@ fn import(addr: &str, a: &super::transfer::ImportArgs, out: &mut dyn Write, err:
     }
     let (rt, c) = (runtime()?, client(addr)?);
     let (_, s) = table(&rt, &c, &a.table)?;
-    // (written, rejected)
-    let mut counts = (0u64, 0u64);
-    let mut batch: Vec<(u64, Op)> = Vec::new();
+    let (mut written, mut read) = (0u64, 0u64);
+    let mut rejects: Vec<Reject> = Vec::new();
+    let mut batch: Vec<Pending> = Vec::new();
     let batch_rows = a.batch.max(1);
-    super::transfer::read_import_rows(a, &s, err, &mut |line, row, err| {
+    // The reason of the last rows rejected while reading, and how many in a row.
+    let mut same: (Option<String>, u64) = (None, 0);
+    let mut gave_up: Option<(u64, String)> = None;
+    super::transfer::read_import_rows(a, &s, err, &mut |line, input, row, _err| {
+        read += 1;
         match row.and_then(|p| put_op(&p).map_err(|e| e.message)) {
-            Ok(op) => batch.push((line, op)),
-            Err(why) => {
-                counts.1 += 1;
-                writeln!(err, "line {line}: rejected: {why}")?;
+            Ok(op) => {
+                same = (None, 0);
+                batch.push(Pending { line, input: input.to_owned(), op });
+            }
+            Err(reason) => {
+                if same.0.as_deref() == Some(reason.as_str()) {
+                    same.1 += 1;
+                } else {
+                    same = (Some(reason.clone()), 1);
+                }
+                rejects.push(Reject { line, input: input.to_owned(), reason: reason.clone() });
+                if a.max_identical_rejects > 0 && same.1 >= a.max_identical_rejects {
+                    gave_up = Some((line, reason));
+                    return Ok(false);
+                }
             }
         }
         if batch.len() >= batch_rows {
-            import_batch(&rt, &c, &a.table, &mut batch, &mut counts, err)?;
+            import_batch(&rt, &c, &a.table, &mut batch, &mut written, &mut rejects)?;
         }
-        Ok(())
+        Ok(true)
     })?;
-    import_batch(&rt, &c, &a.table, &mut batch, &mut counts, err)?;
-    let (written, rejected) = counts;
+    import_batch(&rt, &c, &a.table, &mut batch, &mut written, &mut rejects)?;
+    rejects.sort_by_key(|r| r.line);
+    let rejects_path = a.rejects.clone().unwrap_or_else(|| PathBuf::from(format!("{}.rejects", a.file.display())));
+    if !rejects.is_empty() {
+        let file = std::fs::File::create(&rejects_path)
+            .map_err(|e| CliError::data(format!("{}: {e}", rejects_path.display())))?;
+        let mut f = std::io::BufWriter::new(file);
+        for r in &rejects {
+            writeln!(f, "{}", json!({"line": r.line, "reason": r.reason, "input": r.input}))?;
+        }
+        f.flush()?;
+    }
+    let rejected = rejects.len() as u64;
     if a.json {
-        writeln!(out, "{}", json!({"written": written, "rejected": rejected}))?;
+        writeln!(
+            out,
+            "{}",
+            json!({"table": a.table, "rows_written": written, "rows_rejected": rejected, "rows_read": read,
+                   "rejects_file": (rejected > 0).then(|| rejects_path.display().to_string())})
+        )?;
     } else {
         writeln!(out, "imported {written} rows, {rejected} rejected")?;
+        if rejected > 0 {
+            writeln!(err, "{rejected} of {read} rows rejected; reasons in {}", rejects_path.display())?;
+        }
+    }
+    if let Some((line, why)) = gave_up {
+        writeln!(
+            err,
+            "stopped reading at line {line}: the last {} rows were all rejected for the same reason: {why} (--max-identical-rejects 0 reads on)",
+            a.max_identical_rejects
+        )?;
+        return Ok(crate::EXIT_FAIL);
     }
     Ok(if rejected > 0 && !a.allow_rejects { crate::EXIT_FAIL } else { 0 })
 }

@@ -507,9 +507,10 @@ pub fn read_sample(
     Ok((rows, rejected))
 }
 
-/// What [`read_import_rows`] hands each row to: its line, the row or why it was rejected,
-/// and the stream for messages.
-pub(crate) type ImportRowFn<'a> = dyn FnMut(u64, Result<PutRow, String>, &mut dyn Write) -> Result<(), CliError> + 'a;
+/// What [`read_import_rows`] hands each row to: its line, its input as read, the row or why
+/// it was rejected, and the stream for messages; it answers whether to read on.
+pub(crate) type ImportRowFn<'a> =
+    dyn FnMut(u64, &str, Result<PutRow, String>, &mut dyn Write) -> Result<bool, CliError> + 'a;
 
 /// Reads the rows an import of `a` would write into a table of schema `s`, in file order
 /// (standard input for `-`), handing each (its line and the row, or why it was rejected) to
@@ -544,10 +545,7 @@ pub(crate) fn read_import_rows(
         writeln!(err, "column types: {}", text.join(", "))?;
     }
     let spec = InputSpec { schema: s, table: &a.table, path: &a.file, types: &given, header: &header };
-    read_input(&spec, input, |p| {
-        on_row(p.line, p.row, err)?;
-        Ok(Next::Continue)
-    })
+    read_input(&spec, input, |p| Ok(if on_row(p.line, &p.raw, p.row, err)? { Next::Continue } else { Next::Stop }))
 }
 
 /// Writes a batch; on failure retries row by row and returns the rejected rows with reasons.
