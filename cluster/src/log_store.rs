@@ -56,7 +56,8 @@ pub fn create_tables(db: &Db) -> strata::Result<()> {
 pub struct LogStore {
     db: Arc<Db>,
     group: i64,
-    /// Syncs appends off openraft's core task, answering each in order once it is durable.
+    /// Syncs appends off openraft's core task, answering each in order once it is durable
+    /// ([`Syncer`]).
     syncs: crossbeam_channel::Sender<LogFlushed<TypeConfig>>,
 }
 
@@ -66,21 +67,46 @@ impl Debug for LogStore {
     }
 }
 
-impl LogStore {
-    /// The log of group `group` (its tables made by [`create_tables`]). A thread of its own
-    /// syncs appends; it ends when the store and its readers are dropped.
-    pub fn new(db: Arc<Db>, group: i64) -> LogStore {
-        let (syncs, pending) = crossbeam_channel::unbounded::<LogFlushed<TypeConfig>>();
-        let syncing = db.clone();
-        // One thread, jobs in order: each append is answered after the one before it, and a
-        // sync makes every write before it durable, so an answer never runs ahead of the disk.
+/// Makes appends durable for the log stores of one node: one thread, answering appends in
+/// the order they came. It takes every append waiting, syncs the database once
+/// (`Db::sync`: every write before the call), then answers them all, so the node's groups
+/// share one sync (one group commit), and an answer never runs ahead of the disk: an append
+/// reaches the queue after its rows were written, and the sync starts after it is taken.
+#[derive(Clone)]
+pub struct Syncer {
+    queue: crossbeam_channel::Sender<LogFlushed<TypeConfig>>,
+}
+
+impl Syncer {
+    /// A syncer of `db`; its thread ends when every clone of it is dropped.
+    pub fn new(db: Arc<Db>) -> Syncer {
+        let (queue, pending) = crossbeam_channel::unbounded::<LogFlushed<TypeConfig>>();
         std::thread::spawn(move || {
-            for flushed in pending {
-                let r = syncing.sync().map_err(|e| std::io::Error::other(e.to_string()));
-                flushed.log_io_completed(r);
+            while let Ok(first) = pending.recv() {
+                let mut batch = vec![first];
+                batch.extend(pending.try_iter());
+                let r = db.sync().map_err(|e| e.to_string());
+                for flushed in batch {
+                    flushed.log_io_completed(r.clone().map_err(std::io::Error::other));
+                }
             }
         });
-        LogStore { db, group, syncs }
+        Syncer { queue }
+    }
+}
+
+impl LogStore {
+    /// The log of group `group` (its tables made by [`create_tables`]), with a syncer of its
+    /// own.
+    pub fn new(db: Arc<Db>, group: i64) -> LogStore {
+        let syncer = Syncer::new(db.clone());
+        LogStore::with_syncer(db, group, &syncer)
+    }
+
+    /// The log of group `group`, its appends made durable by `syncer` (shared by the node's
+    /// groups).
+    pub fn with_syncer(db: Arc<Db>, group: i64, syncer: &Syncer) -> LogStore {
+        LogStore { db, group, syncs: syncer.queue.clone() }
     }
 }
 

@@ -24,7 +24,7 @@ use strata::{Db, Direction, KeyType, Options, PartitionSpec, RangeOptions, ReadO
 
 use crate::command::{Cell, Command, Key, Op};
 use crate::error::StoreError;
-use crate::log_store::{LogStore, create_tables};
+use crate::log_store::{LogStore, Syncer, create_tables};
 use crate::raft::{BasicNode, Config, NodeId, Raft, SnapshotPolicy};
 use crate::state_machine::PartitionMachine;
 use crate::transport::http::{Faults, HttpNetwork};
@@ -106,6 +106,8 @@ pub struct Node {
     snapshots: PathBuf,
     http: reqwest::Client,
     faults: Arc<Faults>,
+    /// Makes every group's appends durable, one sync for all that wait (one group commit).
+    syncer: Syncer,
     groups: RwLock<BTreeMap<u64, Group>>,
     tables: RwLock<BTreeMap<String, TableSpec>>,
     reconciling: tokio::sync::Mutex<()>,
@@ -174,6 +176,7 @@ impl Node {
             .build()
             .map_err(|e| StoreError::Io(std::io::Error::other(e)))?;
         let members = cfg.peers.iter().map(|(id, addr)| (*id, BasicNode::new(addr))).collect();
+        let syncer = Syncer::new(db.clone());
         let node = Arc::new(Node {
             id: cfg.id,
             db,
@@ -182,6 +185,7 @@ impl Node {
             snapshots: cfg.data.join("snapshots"),
             http,
             faults: Arc::new(Faults::default()),
+            syncer,
             groups: RwLock::new(BTreeMap::new()),
             tables: RwLock::new(BTreeMap::new()),
             reconciling: tokio::sync::Mutex::new(()),
@@ -304,7 +308,7 @@ impl Node {
             tokio::task::spawn_blocking(move || PartitionMachine::new(db, &table_owned, partition_id(group), 1, &dir))
                 .await
                 .map_err(|e| StoreError::Task(e.to_string()))??;
-        let log = LogStore::new(self.db.clone(), group_index(group));
+        let log = LogStore::with_syncer(self.db.clone(), group_index(group), &self.syncer);
         let net = HttpNetwork::new(self.http.clone(), self.id, group, self.faults.clone());
         let raft = Raft::new(self.id, self.config.clone(), net, log, machine)
             .await
