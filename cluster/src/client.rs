@@ -152,6 +152,12 @@ impl Client {
             }
             Err(e) => return Attempt::Fail(ClientError::OutcomeUnknown(format!("{addr}: {e}"))),
         };
+        // Refused unread: nothing of it was applied.
+        if resp.status() == reqwest::StatusCode::PAYLOAD_TOO_LARGE {
+            return Attempt::Fail(ClientError::Api(ApiError::BadRequest(format!(
+                "{addr}: the request is over the node's body limit"
+            ))));
+        }
         let ok = resp.status().is_success();
         let bytes = match resp.bytes().await {
             Ok(b) => b,
@@ -298,19 +304,21 @@ impl Client {
         Ok(r.rows)
     }
 
-    /// Writes `ops` split by partition (and, within one, into parts of at most half an entry's
-    /// size), each part one atomic batch, parts one after another;
-    /// each row's outcome in `ops`' order, or the error of its part.
+    /// Cuts `ops` into the parts [`Client::write_rows`] writes: by partition and, within one,
+    /// where the encoded rows would pass half an entry's limit; each part the indexes of its
+    /// rows in `ops` and the rows, parts in the order of their first row (so the parts of one
+    /// partition keep its rows' order).
     ///
     /// # Errors
-    /// `Api(NoTable)`, `Unavailable` before anything was sent.
-    pub async fn write_rows(&self, table: &str, ops: Vec<Op>) -> Result<Vec<Result<(), ClientError>>, ClientError> {
+    /// `Api(NoTable)`, `Unavailable` (the table's layout could not be read).
+    pub async fn split_rows(&self, table: &str, ops: Vec<Op>) -> Result<Vec<(Vec<usize>, Vec<Op>)>, ClientError> {
         let spec = self.table(table).await?;
-        // Parts: per partition, cut where the encoded rows would pass half an entry's limit.
         let mut parts: Vec<(u64, Vec<usize>, Vec<Op>, usize)> = Vec::new();
         for (i, op) in ops.into_iter().enumerate() {
             let g = op.key().first().and_then(|k| spec.group_of(k)).unwrap_or(0);
             let size = serde_json::to_vec(&op).map_or(0, |b| b.len());
+            // Only the partition's last part takes more rows: a row never goes before an
+            // earlier row of its partition.
             match parts.iter_mut().rev().find(|p| p.0 == g) {
                 Some(p) if p.3 + size <= crate::node::MAX_ENTRY_BYTES / 2 => {
                     p.1.push(i);
@@ -320,9 +328,19 @@ impl Client {
                 _ => parts.push((g, vec![i], vec![op], size)),
             }
         }
-        let n = parts.iter().map(|p| p.1.len()).sum();
+        Ok(parts.into_iter().map(|(_, idx, ops, _)| (idx, ops)).collect())
+    }
+
+    /// Writes `ops` in the parts of [`Client::split_rows`], each part one atomic batch, parts
+    /// one after another; each row's outcome in `ops`' order, or the error of its part.
+    ///
+    /// # Errors
+    /// `Api(NoTable)`, `Unavailable` before anything was sent.
+    pub async fn write_rows(&self, table: &str, ops: Vec<Op>) -> Result<Vec<Result<(), ClientError>>, ClientError> {
+        let parts = self.split_rows(table, ops).await?;
+        let n = parts.iter().map(|p| p.0.len()).sum();
         let mut out: Vec<Result<(), ClientError>> = (0..n).map(|_| Ok(())).collect();
-        for (_, idx, ops, _) in parts {
+        for (idx, ops) in parts {
             match self.write(table, ops).await {
                 Ok(rows) => {
                     for (i, r) in idx.into_iter().zip(rows) {

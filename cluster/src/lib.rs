@@ -14,6 +14,7 @@ pub mod error;
 pub mod log_store;
 pub mod node;
 pub mod raft;
+pub mod receiver;
 pub mod server;
 pub mod state_machine;
 pub mod transport;

@@ -4,9 +4,11 @@
 //! - `_raft_state`, key `(group, name)`, one cell `v`: the vote (`vote`) and the last purged
 //!   log id (`purged`).
 //!
-//! An append is synced (`Db::sync`) by a thread of the store's own before openraft is told it
-//! is durable (the appends answered in order), so openraft's core task does not wait for the
-//! disk; a vote is synced before `save_vote` returns. A truncation deletes the entries from an
+//! An append is made durable by the node's [`Syncer`] (one thread and one `Db::sync` for the
+//! appends of every group waiting) before openraft is told it is durable, the appends answered
+//! in order. openraft 0.9 waits for that answer before the group's next append, so a group has
+//! one append in flight; the writes that arrive meanwhile go in its next. A vote is synced
+//! before `save_vote` returns. A truncation deletes the entries from an
 //! index on; a purge records the purged id first, then deletes the entries up to it.
 
 use std::fmt::Debug;
@@ -307,7 +309,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         match written {
             Ok(()) => {
                 // Readable now; durable before openraft is told so (it counts this node toward a
-                // quorum), by the sync thread, so the core task does not wait for the disk.
+                // quorum), by the node's sync thread, one sync for every group's appends waiting.
                 if let Err(e) = self.syncs.send(callback) {
                     e.into_inner().log_io_completed(Err(std::io::Error::other("the log's sync thread is gone")));
                 }

@@ -26,7 +26,8 @@ use crate::command::{Cell, Command, Key, Op};
 use crate::error::StoreError;
 use crate::log_store::{LogStore, Syncer, create_tables};
 use crate::raft::{BasicNode, Config, NodeId, Raft, SnapshotPolicy};
-use crate::state_machine::PartitionMachine;
+use crate::receiver::Receiver;
+use crate::state_machine::{PartitionMachine, applied_index, check_snapshot};
 use crate::transport::http::{Faults, HttpNetwork};
 use crate::wire::{
     ApiError, Bound, GetReply, GetRequest, GroupStats, KeyKind, NodeStats, Placement, ScanReply, ScanRequest,
@@ -113,17 +114,10 @@ pub struct Node {
     reconciling: tokio::sync::Mutex<()>,
     /// Set when the node stops: no group starts after it.
     stopping: AtomicBool,
-    /// Snapshots being received, per group: their chunks gathered here and handed to openraft
-    /// whole once the last one arrived and the pack checked out (`receive_snapshot_chunk`).
-    receiving: parking_lot::Mutex<BTreeMap<u64, Receiving>>,
+    /// Snapshots being received, per group (`receiver`).
+    receiver: Receiver,
     /// Whether `/admin/faults` may change the fault layer (tests only).
     allow_faults: bool,
-}
-
-struct Receiving {
-    /// The snapshot's id.
-    id: String,
-    data: Vec<u8>,
 }
 
 fn store(e: impl std::fmt::Display) -> ApiError {
@@ -168,6 +162,9 @@ impl Node {
             snapshot_policy: SnapshotPolicy::LogsSinceLast(t.snapshot_every),
             max_in_snapshot_log_to_keep: 100,
             max_payload_entries: MAX_PAYLOAD_ENTRIES,
+            // The last chunk of a snapshot is answered after its install (a second, or many
+            // for a large partition), not within openraft's default 200 ms.
+            install_snapshot_timeout: 120_000,
             ..Config::default()
         };
         let config = Arc::new(config.validate().map_err(|e| StoreError::Decode(format!("raft config: {e}")))?);
@@ -190,7 +187,7 @@ impl Node {
             tables: RwLock::new(BTreeMap::new()),
             reconciling: tokio::sync::Mutex::new(()),
             stopping: AtomicBool::new(false),
-            receiving: parking_lot::Mutex::new(BTreeMap::new()),
+            receiver: Receiver::default(),
             allow_faults: cfg.allow_faults,
         });
         let catalog = node.start_group(CATALOG_TABLE, CATALOG_GROUP).await?;
@@ -236,52 +233,21 @@ impl Node {
         self.allow_faults
     }
 
-    /// Takes one chunk of a snapshot sent to group `group`. Chunks gather here, in order (each
-    /// must start where the one before ended; one at offset 0 starts over), up to the size a
-    /// pack can have; the last one's whole snapshot, once its pack checks out (magic, version,
-    /// length, CRC-32, names), goes to openraft as one request. So a chunk far beyond the
-    /// others, or damaged bytes, are refused here, and openraft never installs a snapshot that
-    /// cannot be read.
+    /// Takes one chunk of a snapshot sent to group `group` (`receiver`).
     ///
     /// # Errors
-    /// `NoGroup`; `BadRequest` for a chunk out of order, too much data, or a pack that does
-    /// not check out; Raft's refusal as `Unavailable`.
+    /// `NoGroup`; what [`Receiver::chunk`] refuses.
     pub async fn receive_snapshot_chunk(
         &self,
         group: u64,
         rpc: crate::raft::InstallSnapshotRequest<crate::raft::TypeConfig>,
-    ) -> Result<
-        Result<
-            crate::raft::InstallSnapshotResponse<NodeId>,
-            crate::raft::RaftError<NodeId, crate::raft::InstallSnapshotError>,
-        >,
-        ApiError,
-    > {
+    ) -> crate::receiver::Answer {
         let raft = self.group_raft(group)?;
-        let id = rpc.meta.snapshot_id.clone();
-        let whole = {
-            let mut receiving = self.receiving.lock();
-            if rpc.offset == 0 {
-                receiving.insert(group, Receiving { id: id.clone(), data: Vec::new() });
-            }
-            let r = receiving.get_mut(&group).filter(|r| r.id == id && r.data.len() as u64 == rpc.offset).ok_or_else(
-                || ApiError::BadRequest(format!("snapshot chunk at offset {} is out of order", rpc.offset)),
-            )?;
-            if r.data.len().saturating_add(rpc.data.len()) > u32::MAX as usize + 64 {
-                receiving.remove(&group);
-                return Err(ApiError::BadRequest("a snapshot larger than a pack can be".into()));
-            }
-            r.data.extend_from_slice(&rpc.data);
-            if rpc.done { receiving.remove(&group).map(|r| r.data) } else { None }
+        let table = self.groups.read().get(&group).map(|g| g.table.clone()).ok_or(ApiError::NoGroup(group))?;
+        let check = move |meta: &crate::raft::SnapshotMeta, packed: &[u8]| {
+            check_snapshot(&table, partition_id(group), 1, meta, packed).map_err(|e| e.to_string())
         };
-        let Some(data) = whole else {
-            let vote = raft.metrics().borrow().vote;
-            return Ok(Ok(crate::raft::InstallSnapshotResponse { vote }));
-        };
-        strata_format::image::unpack(&data)
-            .map_err(|e| ApiError::BadRequest(format!("a snapshot whose pack does not check out: {e}")))?;
-        let whole = crate::raft::InstallSnapshotRequest { vote: rpc.vote, meta: rpc.meta, offset: 0, data, done: true };
-        Ok(raft.install_snapshot(whole).await)
+        self.receiver.chunk(group, &raft, rpc, check).await
     }
 
     /// The Raft of group `group`, if this node has it.
@@ -578,16 +544,24 @@ impl Node {
     /// # Errors
     /// `NoGroup`, storage errors.
     pub async fn dump(&self, group: u64) -> Result<(Option<u64>, Vec<crate::wire::WireRow>), ApiError> {
-        let raft = self.group_raft(group)?;
-        loop {
-            let before = raft.metrics().borrow().last_applied.map(|l| l.index);
+        let table = self.groups.read().get(&group).map(|g| g.table.clone()).ok_or(ApiError::NoGroup(group))?;
+        let mark = |db: Arc<Db>, table: String| async move {
+            tokio::task::spawn_blocking(move || applied_index(&db, &table, partition_id(group)))
+                .await
+                .map_err(store)?
+                .map_err(store)
+        };
+        // The mark moves with the rows (one WAL record): equal before and after, the rows are
+        // those of that index. Under steady writes a few tries may be needed.
+        for _ in 0..50 {
+            let before = mark(self.db.clone(), table.clone()).await?;
             let rows = self.dump_rows(group).await?;
-            let after = raft.metrics().borrow().last_applied.map(|l| l.index);
-            // An entry applied between the two reads: the rows may be of either index.
+            let after = mark(self.db.clone(), table.clone()).await?;
             if before == after {
                 return Ok((after, rows));
             }
         }
+        Err(ApiError::Unavailable(format!("group {group} kept applying while its rows were read")))
     }
 
     async fn dump_rows(&self, group: u64) -> Result<Vec<crate::wire::WireRow>, ApiError> {

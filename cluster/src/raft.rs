@@ -6,9 +6,10 @@ use std::io::Cursor;
 
 use crate::command::{Command, CommandResult};
 
+pub use openraft::SnapshotSegmentId;
 pub use openraft::error::{
     CheckIsLeaderError, ClientWriteError, ForwardToLeader, InitializeError, InstallSnapshotError, NetworkError,
-    PayloadTooLarge, RPCError, RaftError, RemoteError, Unreachable,
+    PayloadTooLarge, RPCError, RaftError, RemoteError, SnapshotMismatch, Unreachable,
 };
 pub use openraft::metrics::RaftMetrics;
 pub use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};

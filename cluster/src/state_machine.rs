@@ -129,19 +129,8 @@ impl PartitionMachine {
             }
             // Checked before anything changes: this machine's partition, the meta's entries.
             let info = strata::ImageInfo::read(&folder)?;
-            let mark = info.mark.as_ref().map(decode_mark).transpose()?.unwrap_or_default();
-            if info.table != self.table || info.partition != self.partition || info.epoch != self.epoch {
-                return Err(StoreError::Decode(format!(
-                    "the snapshot is of table {:?} partition {} epoch {}, not this group's",
-                    info.table, info.partition, info.epoch
-                )));
-            }
-            if mark.last_applied != meta.last_log_id || mark.membership != meta.last_membership {
-                return Err(StoreError::Decode(format!(
-                    "the snapshot's image holds entries up to {:?}, its meta says {:?}",
-                    mark.last_applied, meta.last_log_id
-                )));
-            }
+            let image = (info.table.as_str(), info.partition, info.epoch);
+            check_image(&self.table, self.partition, self.epoch, image, info.mark.as_ref(), meta)?;
             if name_current {
                 self.save_current(meta, packed)?;
             }
@@ -185,6 +174,66 @@ fn read_mark(db: &Db, table: &str, partition: PartitionId) -> Result<MarkData, S
         None => Ok(MarkData::default()),
         Some(m) => decode_mark(&m),
     }
+}
+
+/// The index of the last entry `table`'s partition `partition` applied in `db`, by its mark
+/// (which moves in the same WAL record as the rows).
+///
+/// # Errors
+/// The mark cannot be read or decoded.
+pub fn applied_index(db: &Db, table: &str, partition: PartitionId) -> Result<Option<u64>, StoreError> {
+    Ok(read_mark(db, table, partition)?.last_applied.map(|l| l.index))
+}
+
+/// Checks a snapshot received for `table`'s partition `partition` at `epoch` before openraft
+/// installs it: the pack reads whole (magic, version, length, CRC-32, file names), its image
+/// is of that partition and epoch, and it holds exactly the entries and membership `meta`
+/// names. openraft stops a group whose install fails; a snapshot refused here is refused to
+/// its sender instead.
+///
+/// # Errors
+/// The first thing that does not check out.
+pub fn check_snapshot(
+    table: &str,
+    partition: PartitionId,
+    epoch: u64,
+    meta: &SnapshotMeta,
+    packed: &[u8],
+) -> Result<(), StoreError> {
+    let files = unpack(packed).map_err(|e| StoreError::Decode(format!("snapshot: {e}")))?;
+    let image = files
+        .iter()
+        .find(|(name, _)| name == "IMAGE")
+        .ok_or_else(|| StoreError::Decode("a snapshot without its IMAGE".into()))?;
+    let info = strata_format::image::ImageMeta::decode(&image.1)
+        .map_err(|e| StoreError::Decode(format!("snapshot IMAGE: {e}")))?;
+    let mark = info.mark.map(|m| AppliedMark { index: m.index, data: m.data });
+    check_image(table, partition, epoch, (&info.table, PartitionId(info.partition), info.epoch), mark.as_ref(), meta)
+}
+
+/// Checks an image's table, partition, epoch and mark against the group's and `meta`.
+fn check_image(
+    table: &str,
+    partition: PartitionId,
+    epoch: u64,
+    image: (&str, PartitionId, u64),
+    mark: Option<&AppliedMark>,
+    meta: &SnapshotMeta,
+) -> Result<(), StoreError> {
+    if image.0 != table || image.1 != partition || image.2 != epoch {
+        return Err(StoreError::Decode(format!(
+            "the snapshot is of table {:?} partition {} epoch {}, not this group's",
+            image.0, image.1, image.2
+        )));
+    }
+    let mark = mark.map(decode_mark).transpose()?.unwrap_or_default();
+    if mark.last_applied != meta.last_log_id || mark.membership != meta.last_membership {
+        return Err(StoreError::Decode(format!(
+            "the snapshot's image holds entries up to {:?}, its meta says {:?}",
+            mark.last_applied, meta.last_log_id
+        )));
+    }
+    Ok(())
 }
 
 fn decode_mark(m: &AppliedMark) -> Result<MarkData, StoreError> {

@@ -133,27 +133,47 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     let r: Result<AppendEntriesResponse<u64>, serde_json::Value> = serde_json::from_slice(&reply).unwrap();
     assert!(matches!(r, Ok(AppendEntriesResponse::HigherVote(_))), "{r:?}");
 
-    // Snapshot chunks: one that does not start where the others ended (no chunk at offset 0
-    // before it: a far offset would make the receiver allocate up to it), and a whole
-    // snapshot whose pack does not check out (openraft would stop the group installing it).
+    // Snapshot chunks. One that does not start where the others ended is answered with
+    // openraft's mismatch (the sender starts over). A chunk sent again (its reply was lost) is
+    // taken. A whole snapshot whose pack does not check out is refused before openraft could
+    // install it (a failed install would stop the group). A chunk from a sender whose vote is
+    // below the node's is answered with the node's vote.
     let meta = strata_cluster::raft::SnapshotMeta {
         last_log_id: Some(LogId::new(CommittedLeaderId::new(9, 2), 1000)),
         last_membership: Default::default(),
         snapshot_id: "forged".into(),
     };
-    for (offset, data) in [(1u64 << 44, vec![1u8; 16]), (0, b"STRATPAK garbage".to_vec())] {
+    let send = |offset: u64, data: Vec<u8>, done: bool, term: u64| {
         let chunk = strata_cluster::raft::InstallSnapshotRequest::<TypeConfig> {
-            vote: Vote::new_committed(9, 2),
+            vote: Vote::new_committed(term, 2),
             meta: meta.clone(),
             offset,
             data,
-            done: true,
+            done,
         };
         let frame = strata_cluster::transport::http::encode_snapshot_chunk(&chunk).unwrap();
-        let (status, reply) =
-            post(&http, url(&format!("/raft/{group}/snapshot")), frame.clone(), &headers(&frame, 0)).await;
-        assert_eq!((status, matches!(api_error(&reply), ApiError::BadRequest(_))), (400, true), "offset {offset}");
+        let (http, url, h) = (http.clone(), url(&format!("/raft/{group}/snapshot")), headers(&frame, 0));
+        async move { post(&http, url, frame, &h).await }
+    };
+    type Reply = Result<strata_cluster::raft::InstallSnapshotResponse<u64>, serde_json::Value>;
+    let (status, reply) = send(1 << 44, vec![1; 16], true, 9).await;
+    let r: Reply = serde_json::from_slice(&reply).unwrap();
+    assert!(status == 200 && format!("{r:?}").contains("SnapshotMismatch"), "{r:?}");
+    for (offset, data) in [(0, &b"STRATPAK"[..]), (8, b" gar"), (8, b" gar")] {
+        let (status, reply) = send(offset, data.to_vec(), false, 9).await;
+        let r: Reply = serde_json::from_slice(&reply).unwrap();
+        assert!(status == 200 && r.is_ok(), "offset {offset}: {r:?}");
     }
+    let (status, reply) = send(0, vec![0; 4], false, 0).await;
+    let r: Reply = serde_json::from_slice(&reply).unwrap();
+    assert!(status == 200 && r.as_ref().is_ok_and(|v| v.vote > Vote::new_committed(0, 2)), "{r:?}");
+    let (status, reply) = send(12, b"bage".to_vec(), true, 9).await;
+    assert_eq!(
+        (status, matches!(api_error(&reply), ApiError::BadRequest(_))),
+        (400, true),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
 
     // A write whose log entry would pass the entry limit is refused before it is proposed
     // (the log could not store it: the group would stop); a start of another type than the

@@ -416,10 +416,11 @@ struct Pending {
     op: Op,
 }
 
-/// Writes a batch of an import's rows (split by partition, each part atomic). A part refused
-/// whole (one bad row in it, or a row named twice) is written again row by row, so only the
-/// rows that fail alone are rejected, as a folder's import does. A batch whose outcome is
-/// unknown ends the import.
+/// Writes a batch of an import's rows in the parts of `Client::split_rows` (by partition and
+/// size, each part atomic). A part refused whole (one bad row in it, or a row named twice) is
+/// written again row by row before the next part, so only rows that fail alone are rejected,
+/// as a folder's import does, and a row never lands after a later row of its key. A part whose
+/// outcome is unknown ends the import.
 fn import_batch(
     rt: &tokio::runtime::Runtime,
     c: &Client,
@@ -433,27 +434,42 @@ fn import_batch(
     }
     let rows = std::mem::take(batch);
     let ops: Vec<Op> = rows.iter().map(|p| p.op.clone()).collect();
-    let results = rt.block_on(c.write_rows(table, ops)).map_err(cli_error)?;
+    let parts = rt.block_on(c.split_rows(table, ops)).map_err(cli_error)?;
     let unknown = |line: u64, e: &ClientError| {
         CliError::data(format!(
-            "line {line}: {e}; the rows before this batch were written, this batch's may or may not be"
+            "line {line}: {e}; the rows before this part were written, this part's may or may not be"
         ))
     };
-    for (p, r) in rows.into_iter().zip(results) {
-        match r {
-            Ok(()) => *written += 1,
-            Err(e @ (ClientError::OutcomeUnknown(_) | ClientError::Unavailable(_))) => return Err(unknown(p.line, &e)),
-            Err(_) => match rt.block_on(c.write(table, vec![p.op])) {
-                Ok(r) if r == vec![Ok(())] => *written += 1,
-                Ok(r) => {
-                    let reason = r.into_iter().find_map(Result::err).unwrap_or_default();
-                    rejects.push(Reject { line: p.line, input: p.input, reason });
+    for (idx, ops) in parts {
+        let first = rows[idx[0]].line;
+        match rt.block_on(c.write(table, ops)) {
+            Ok(results) => {
+                for (i, r) in idx.into_iter().zip(results) {
+                    match r {
+                        Ok(()) => *written += 1,
+                        Err(reason) => {
+                            rejects.push(Reject { line: rows[i].line, input: rows[i].input.clone(), reason });
+                        }
+                    }
                 }
-                Err(e @ (ClientError::OutcomeUnknown(_) | ClientError::Unavailable(_))) => {
-                    return Err(unknown(p.line, &e));
+            }
+            Err(e @ (ClientError::OutcomeUnknown(_) | ClientError::Unavailable(_))) => return Err(unknown(first, &e)),
+            Err(_) => {
+                for i in idx {
+                    let p = &rows[i];
+                    match rt.block_on(c.write(table, vec![p.op.clone()])) {
+                        Ok(r) if r == vec![Ok(())] => *written += 1,
+                        Ok(r) => {
+                            let reason = r.into_iter().find_map(Result::err).unwrap_or_default();
+                            rejects.push(Reject { line: p.line, input: p.input.clone(), reason });
+                        }
+                        Err(e @ (ClientError::OutcomeUnknown(_) | ClientError::Unavailable(_))) => {
+                            return Err(unknown(p.line, &e));
+                        }
+                        Err(e) => rejects.push(Reject { line: p.line, input: p.input.clone(), reason: e.to_string() }),
+                    }
                 }
-                Err(e) => rejects.push(Reject { line: p.line, input: p.input, reason: e.to_string() }),
-            },
+            }
         }
     }
     Ok(())
@@ -472,7 +488,7 @@ fn import(addr: &str, a: &super::transfer::ImportArgs, out: &mut dyn Write, err:
     // The reason of the last rows rejected while reading, and how many in a row.
     let mut same: (Option<String>, u64) = (None, 0);
     let mut gave_up: Option<(u64, String)> = None;
-    super::transfer::read_import_rows(a, &s, err, &mut |line, input, row, _err| {
+    let reading = super::transfer::read_import_rows(a, &s, err, &mut |line, input, row, _err| {
         read += 1;
         match row.and_then(|p| put_op(&p).map_err(|e| e.message)) {
             Ok(op) => {
@@ -496,8 +512,9 @@ fn import(addr: &str, a: &super::transfer::ImportArgs, out: &mut dyn Write, err:
             import_batch(&rt, &c, &a.table, &mut batch, &mut written, &mut rejects)?;
         }
         Ok(true)
-    })?;
-    import_batch(&rt, &c, &a.table, &mut batch, &mut written, &mut rejects)?;
+    });
+    // Whatever ended the reading, the rows rejected so far are written and counted.
+    let ended = reading.and_then(|()| import_batch(&rt, &c, &a.table, &mut batch, &mut written, &mut rejects));
     rejects.sort_by_key(|r| r.line);
     let rejects_path = a.rejects.clone().unwrap_or_else(|| PathBuf::from(format!("{}.rejects", a.file.display())));
     if !rejects.is_empty() {
@@ -523,6 +540,7 @@ fn import(addr: &str, a: &super::transfer::ImportArgs, out: &mut dyn Write, err:
             writeln!(err, "{rejected} of {read} rows rejected; reasons in {}", rejects_path.display())?;
         }
     }
+    ended?;
     if let Some((line, why)) = gave_up {
         writeln!(
             err,
