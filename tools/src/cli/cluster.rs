@@ -263,28 +263,42 @@ fn key_json(s: &TableSchema, pk: &PrimaryKey) -> serde_json::Value {
     serde_json::Value::Object(m)
 }
 
-fn put(addr: &str, a: &super::rows::PutArgs, out: &mut dyn Write) -> CliResult {
+/// Writes one row a command describes: `build` makes its key and write from the table's
+/// schema; `verb` names it in the output (`put 7`, `{"put": {...}}`).
+fn write_row(
+    addr: &str,
+    table_name: &str,
+    verb: &str,
+    as_json: bool,
+    out: &mut dyn Write,
+    build: impl FnOnce(&TableSchema) -> Result<(PrimaryKey, Op), CliError>,
+) -> CliResult {
     let (rt, c) = (runtime()?, client(addr)?);
-    let (_, s) = table(&rt, &c, &a.table)?;
-    let (pk, p) = super::rows::put_row_of(&s, a)?;
-    let r = write_one(&rt, &c, &a.table, put_op(&p)?)?;
-    written(r, json!({"put": key_json(&s, &pk)}), format!("put {pk}"), a.json, out)
+    let (_, s) = table(&rt, &c, table_name)?;
+    let (pk, op) = build(&s)?;
+    let r = write_one(&rt, &c, table_name, op)?;
+    written(r, json!({ verb: key_json(&s, &pk) }), format!("{verb} {pk}"), as_json, out)
+}
+
+fn put(addr: &str, a: &super::rows::PutArgs, out: &mut dyn Write) -> CliResult {
+    write_row(addr, &a.table, "put", a.json, out, |s| {
+        let (pk, p) = super::rows::put_row_of(s, a)?;
+        Ok((pk, put_op(&p)?))
+    })
 }
 
 fn update(addr: &str, a: &super::rows::UpdateArgs, out: &mut dyn Write) -> CliResult {
-    let (rt, c) = (runtime()?, client(addr)?);
-    let (_, s) = table(&rt, &c, &a.table)?;
-    let (pk, u) = super::rows::update_row_of(&s, a)?;
-    let r = write_one(&rt, &c, &a.table, update_op(&u)?)?;
-    written(r, json!({"updated": key_json(&s, &pk)}), format!("updated {pk}"), a.json, out)
+    write_row(addr, &a.table, "updated", a.json, out, |s| {
+        let (pk, u) = super::rows::update_row_of(s, a)?;
+        Ok((pk, update_op(&u)?))
+    })
 }
 
 fn delete(addr: &str, a: &super::rows::DeleteArgs, out: &mut dyn Write) -> CliResult {
-    let (rt, c) = (runtime()?, client(addr)?);
-    let (_, s) = table(&rt, &c, &a.table)?;
-    let (pk, d) = super::rows::delete_row_of(&s, a)?;
-    let r = write_one(&rt, &c, &a.table, delete_op(&d)?)?;
-    written(r, json!({"deleted": key_json(&s, &pk)}), format!("deleted {pk}"), a.json, out)
+    write_row(addr, &a.table, "deleted", a.json, out, |s| {
+        let (pk, d) = super::rows::delete_row_of(s, a)?;
+        Ok((pk, delete_op(&d)?))
+    })
 }
 
 /// A row read from a cluster as the engine's row (each column's newest cell).

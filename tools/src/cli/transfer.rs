@@ -507,6 +507,32 @@ pub fn read_sample(
     Ok((rows, rejected))
 }
 
+/// Opens an import's input for `a` into a table of schema `s`: its reader and header, each
+/// CSV attribute column typed (from the header, `--types` or the whole file, reported on
+/// `err`), and how each type was decided.
+fn open_typed_input<R: Read>(
+    a: &ImportArgs,
+    s: &TableSchema,
+    format: Format,
+    given: &Types,
+    input: R,
+    err: &mut dyn Write,
+) -> Result<(Input<R>, CsvHeader, Vec<TypeDecision>), CliError> {
+    let delimiter = delimiter_of(&a.delimiter)?;
+    let (input, header) = open_input(format, input, &a.file, delimiter)?;
+    let (header, decisions) = if format == Format::Csv {
+        decide_csv_types(s, &a.file, header, given, delimiter)?
+    } else {
+        (header, Vec::new())
+    };
+    if !a.json && !decisions.is_empty() {
+        let text: Vec<String> =
+            decisions.iter().map(|d| format!("{}={} ({})", d.column, type_name(d.column_type), d.source)).collect();
+        writeln!(err, "column types: {}", text.join(", "))?;
+    }
+    Ok((input, header, decisions))
+}
+
 /// What [`read_import_rows`] hands each row to: its line, its input as read, the row or why
 /// it was rejected, and the stream for messages; it answers whether to read on.
 pub(crate) type ImportRowFn<'a> =
@@ -532,18 +558,7 @@ pub(crate) fn read_import_rows(
     } else {
         Box::new(File::open(&a.file).map_err(|e| CliError::new(format!("{}: {e}", a.file.display())))?)
     };
-    let delimiter = delimiter_of(&a.delimiter)?;
-    let (input, header) = open_input(format, input, &a.file, delimiter)?;
-    let (header, decisions) = if format == Format::Csv {
-        decide_csv_types(s, &a.file, header, &given, delimiter)?
-    } else {
-        (header, Vec::new())
-    };
-    if !a.json && !decisions.is_empty() {
-        let text: Vec<String> =
-            decisions.iter().map(|d| format!("{}={} ({})", d.column, type_name(d.column_type), d.source)).collect();
-        writeln!(err, "column types: {}", text.join(", "))?;
-    }
+    let (input, header, _) = open_typed_input(a, s, format, &given, input, err)?;
     let spec = InputSpec { schema: s, table: &a.table, path: &a.file, types: &given, header: &header };
     read_input(&spec, input, |p| Ok(if on_row(p.line, &p.raw, p.row, err)? { Next::Continue } else { Next::Stop }))
 }
@@ -726,18 +741,7 @@ pub fn import(a: &ImportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CliRe
     // One reader from the first byte to the last: the header and the rows are read through it,
     // so nothing read ahead while deciding the types is dropped (a pipe cannot be read again).
     let counting = CountingReader { inner: raw_input, count: bytes_read.clone() };
-    let delimiter = delimiter_of(&a.delimiter)?;
-    let (input, header) = open_input(format, counting, &a.file, delimiter)?;
-    let (header, decisions) = if format == Format::Csv {
-        decide_csv_types(&s, &a.file, header, &given, delimiter)?
-    } else {
-        (header, Vec::new())
-    };
-    if !a.json && !decisions.is_empty() {
-        let text: Vec<String> =
-            decisions.iter().map(|d| format!("{}={} ({})", d.column, type_name(d.column_type), d.source)).collect();
-        writeln!(err, "column types: {}", text.join(", "))?;
-    }
+    let (input, header, decisions) = open_typed_input(a, &s, format, &given, counting, err)?;
     let rejects_path = a.rejects.clone().unwrap_or_else(|| PathBuf::from(format!("{}.rejects", a.file.display())));
     let progress = byte_progress(total_bytes, a.json);
     let start = Instant::now();
