@@ -4,6 +4,7 @@
 // Each test file uses a part of this module.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod inproc;
 pub mod procs;
 pub mod workload;
 
