@@ -8,8 +8,9 @@
 //! - A write batch is atomic within one partition ([`Client::write`] refuses rows of several);
 //!   [`Client::write_rows`] splits rows by partition and writes each part as its own batch, so
 //!   across partitions some parts may apply and others not.
-//! - A write is retried only when it certainly did not apply (the node refused it unread, was
-//!   not the leader, or could not be connected to). When a write was sent and no answer came
+//! - A write is retried only when it certainly did not apply and may succeed elsewhere (the
+//!   node was not the leader, or could not be connected to); one refused unread (too large,
+//!   malformed) is reported refused. When a write was sent and no answer came
 //!   back in time, or the leader could not see it committed, the result is
 //!   [`ClientError::OutcomeUnknown`]: the write may have applied. It is never retried silently,
 //!   since a retried increment would apply twice.
@@ -150,7 +151,10 @@ impl Client {
                 self.forget(group);
                 return Attempt::Retry(format!("{addr}: {e}"));
             }
-            Err(e) => return Attempt::Fail(ClientError::OutcomeUnknown(format!("{addr}: {e}"))),
+            Err(e) => {
+                self.forget(group);
+                return Attempt::Fail(ClientError::OutcomeUnknown(format!("{addr}: {e}")));
+            }
         };
         // Refused unread: nothing of it was applied.
         if resp.status() == reqwest::StatusCode::PAYLOAD_TOO_LARGE {
@@ -162,7 +166,10 @@ impl Client {
         let bytes = match resp.bytes().await {
             Ok(b) => b,
             Err(e) if idempotent => return Attempt::Retry(format!("{addr}: {e}")),
-            Err(e) => return Attempt::Fail(ClientError::OutcomeUnknown(format!("{addr}: {e}"))),
+            Err(e) => {
+                self.forget(group);
+                return Attempt::Fail(ClientError::OutcomeUnknown(format!("{addr}: {e}")));
+            }
         };
         if ok {
             return match serde_json::from_slice(&bytes) {

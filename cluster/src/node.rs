@@ -617,10 +617,11 @@ impl Node {
         NodeStats { id: self.id, groups }
     }
 
-    /// Stops every group (no new one starts after this begins).
+    /// Stops every group (no new one starts after this begins). The database stays open
+    /// until the node's last holder lets go; every acknowledged write was synced already.
     ///
     /// # Errors
-    /// None today; kept for the database's close.
+    /// None: a group that fails to stop is left to the process's end.
     pub async fn shutdown(self: Arc<Self>) -> Result<(), StoreError> {
         self.stopping.store(true, Ordering::Release);
         let _pass = self.reconciling.lock().await;

@@ -8,8 +8,8 @@ use crate::command::{Command, CommandResult};
 
 pub use openraft::SnapshotSegmentId;
 pub use openraft::error::{
-    CheckIsLeaderError, ClientWriteError, ForwardToLeader, InitializeError, InstallSnapshotError, NetworkError,
-    PayloadTooLarge, RPCError, RaftError, RemoteError, SnapshotMismatch, Unreachable,
+    CheckIsLeaderError, ClientWriteError, ForwardToLeader, Infallible, InitializeError, InstallSnapshotError,
+    NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError, SnapshotMismatch, Unreachable,
 };
 pub use openraft::metrics::RaftMetrics;
 pub use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};

@@ -223,7 +223,7 @@ pub fn parse_peers(s: &str) -> Result<std::collections::BTreeMap<NodeId, String>
 }
 
 /// Runs a node until SIGTERM or Ctrl-C: opens it, serves it on `listen`, then stops its groups
-/// and closes its database.
+/// (the database closes with the process; every acknowledged write was synced).
 ///
 /// # Errors
 /// The node cannot start or the address cannot be bound.

@@ -119,8 +119,8 @@ async fn a_seeded_schedule_of_cuts_stops_and_restarts_keeps_replicas_equal() {
     }
 }
 
-/// The node every running node names as leader and that names itself, if there is one now
-/// (a write step finds none while an election runs, and writes nothing).
+/// The first node that names itself leader, waiting up to a second (a write step finds none
+/// while an election runs, and writes nothing).
 async fn current_leader(nodes: &BTreeMap<NodeId, Node>) -> Option<NodeId> {
     for _ in 0..50 {
         for (id, n) in nodes {

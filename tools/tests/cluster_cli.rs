@@ -91,9 +91,12 @@ fn a_user_drives_a_local_cluster_through_strata_addresses() {
     // An insert that finds its row refuses, with exit 1, and changes nothing.
     let (code, out, _) = strata(&["put", c, "accounts", "id=7", "balance:int=0", "--expect", "not-exist"]);
     assert_eq!(code, 1, "{out}");
-    // What a cluster does not do yet is refused, not ignored.
+    // What a cluster does not do yet is refused, not ignored, and a command without a
+    // cluster form does not take the address for a folder.
     let (code, _, err) = strata(&["scan", c, "accounts", "--reverse"]);
     assert!(code == 2 && err.contains("not available through a cluster yet"), "{err}");
+    let (code, _, err) = strata(&["describe", c, "accounts"]);
+    assert!(code == 2 && err.contains("does not take a cluster"), "{err}");
 
     // Import: from a file and from a pipe.
     let file = dir.path().join("more.csv");

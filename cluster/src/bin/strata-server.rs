@@ -1,5 +1,5 @@
 //! `strata-server --id N --listen HOST:PORT --data DIR --peers 1=HOST:PORT,2=HOST:PORT,3=HOST:PORT`:
-//! one node of a strata cluster (docs/DESIGN.md, "A cluster"). The node whose id is lowest
+//! one node of a strata cluster (README "A cluster", docs/DESIGN.md "Raft groups"). The node whose id is lowest
 //! initialises the cluster on first start; a node restarted on its folder rejoins.
 
 use std::path::PathBuf;

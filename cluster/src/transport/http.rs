@@ -149,7 +149,7 @@ impl RaftNetworkFactory<TypeConfig> for HttpNetwork {
     }
 }
 
-type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+type RpcResult<T, E = crate::raft::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 fn unreachable<E: std::error::Error>(why: String) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
     RPCError::Unreachable(Unreachable::new(&AnyError::error(why)))

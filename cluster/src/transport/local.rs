@@ -100,7 +100,7 @@ impl RaftNetworkFactory<TypeConfig> for LocalFactory {
     }
 }
 
-type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+type RpcResult<T, E = crate::raft::Infallible> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 impl LocalClient {
     /// The reply to the sender: lost if the link back is cut, else the target's result.

@@ -80,7 +80,7 @@ pub async fn halt(node: Node, net: &LocalNetwork, id: NodeId) -> Db {
     Arc::into_inner(node.db).unwrap()
 }
 
-/// The leader every running node agrees on, once there is one.
+/// The first node that names itself leader, once one does (waiting up to 20 s).
 pub async fn leader(nodes: &BTreeMap<NodeId, Node>) -> NodeId {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

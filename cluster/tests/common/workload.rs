@@ -16,8 +16,8 @@ use strata_cluster::wire::{Bound, KeyKind, TableSpec, WireRow};
 
 use super::procs::Procs;
 
-/// Lists live at keys 0..LISTS (partition 1), counters at 2000.. (partition 2), puts at
-/// 10_000.. (partition 2): both partitions see every kind of write's traffic.
+/// Lists live at keys 0..LISTS (partition 1), counters at 2000.. and puts at 10_000..
+/// (partition 2): both partitions take writes all the time, of different kinds.
 pub const LISTS: i64 = 4;
 pub const COUNTERS: i64 = 4;
 pub const COUNTER_BASE: i64 = 2000;

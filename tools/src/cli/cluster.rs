@@ -23,6 +23,9 @@ use super::common::{CliError, CliResult, row_json};
 /// The scheme that names a cluster.
 pub const SCHEME: &str = "strata://";
 
+/// The commands that take a cluster's address.
+pub const COMMANDS: &str = "create-table, tables, put, get, update, delete, scan, import, export, stats";
+
 /// `strata cluster ...`.
 #[derive(Args, Debug)]
 pub struct ClusterArgs {

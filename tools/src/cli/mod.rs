@@ -154,6 +154,9 @@ pub struct TableJson {
 
 /// Runs the command line with `args` (program name first); returns the exit status.
 pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    // A cluster address given to a command that has no cluster form is refused, never taken
+    // for a folder of that name.
+    let names_cluster = args.iter().skip(1).any(|a| a.starts_with(cluster::SCHEME));
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -169,6 +172,11 @@ pub fn run(args: Vec<String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     };
     let r = match cluster::dispatch(&cli.command, out, err) {
         Some(r) => r,
+        None if names_cluster => Err(CliError::new(format!(
+            "this command does not take a cluster ({}HOST:PORT) yet: {}",
+            cluster::SCHEME,
+            cluster::COMMANDS
+        ))),
         None => run_local(cli.command, out, err),
     };
     for notice in common::take_recovery_notices() {
