@@ -355,6 +355,11 @@ fn scan(addr: &str, a: &super::rows::ScanArgs, out: &mut dyn Write, err: &mut dy
         if rows.len() > room {
             next = rows.drain(room..).next();
         }
+        // Partitions without rows in the range answer empty pages: nothing to print (a text
+        // table would print its header for each).
+        if rows.is_empty() {
+            return Ok(());
+        }
         printed += rows.len();
         let r = if a.json {
             rows.iter().try_for_each(|r| writeln!(out, "{}", row_json(&s, r)))
@@ -370,6 +375,9 @@ fn scan(addr: &str, a: &super::rows::ScanArgs, out: &mut dyn Write, err: &mut dy
     .map_err(cli_error)?;
     if let Some(e) = failed {
         return Err(e.into());
+    }
+    if printed == 0 && !a.json {
+        writer.write(out, &s, &[])?;
     }
     if let Some(n) = next {
         let key: Vec<String> = n
