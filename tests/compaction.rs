@@ -482,3 +482,53 @@ fn what_a_snapshot_pins_survives_compaction_and_goes_when_it_is_dropped() {
     let stats = db.stats();
     assert_eq!((stats.live_snapshots, stats.oldest_snapshot_age_ms), (0, None));
 }
+
+/// Point reads that keep finding a row's records apart (an update in level 0, the row's put in
+/// level 1) move the file holding the updates down once its budget of such reads (100 for a
+/// small file) is spent, with no write or flush to wake the compaction: afterwards every row is
+/// one record in one file, and reads return what they returned before.
+#[test]
+fn a_file_whose_rows_reads_find_apart_is_folded_into_the_next_level() {
+    let (opts, fs, _clock) = mem_options();
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    for i in 0..200i64 {
+        db.put_row(PutRow::new("t", pk![i]).column("a", i).column("b", 0i64)).unwrap();
+    }
+    db.compact_table("t").unwrap();
+    for i in 0..200i64 {
+        db.update_row(UpdateRow::new("t", pk![i]).put("b", i + 1)).unwrap();
+    }
+    db.flush().unwrap();
+    let files_per_level = || -> Vec<usize> {
+        db.partitions("t").unwrap().iter().flat_map(|p| p.levels.iter().map(|l| l.files)).collect::<Vec<_>>()
+    };
+    assert!(db.wait_idle(Duration::from_secs(10)).unwrap());
+    assert_eq!(&files_per_level()[..2], &[1, 1], "an update file in level 0 over the rows' puts in level 1");
+    let read = |i: i64| {
+        let row = db.get_row("t", &pk![i], &ReadOptions::default()).unwrap().unwrap();
+        assert_eq!((row.get("a"), row.get("b")), (Some(&Value::Integer(i)), Some(&Value::Integer(i + 1))), "row {i}");
+    };
+    // One read short of the budget: nothing to do.
+    for i in 0..99 {
+        read(i);
+    }
+    assert!(db.wait_idle(Duration::from_secs(10)).unwrap());
+    assert_eq!(&files_per_level()[..2], &[1, 1], "99 reads apart leave the files as they are");
+    // The hundredth read wakes a compaction thread itself (wait_idle, which also wakes one, is
+    // not called until the files have moved).
+    read(99);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while files_per_level()[0] != 0 {
+        assert!(std::time::Instant::now() < deadline, "the update file never moved down: {:?}", files_per_level());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(db.wait_idle(Duration::from_secs(10)).unwrap());
+    assert_eq!(db.stats().read_apart_compactions, 1);
+    let phys = physical(&fs);
+    assert_eq!(phys.len(), 200, "one record per row: {} records", phys.len());
+    assert!(phys.iter().all(|(_, _, r)| matches!(r, RowRecord::Put { .. })), "every row folded into a put");
+    for i in 0..200 {
+        read(i);
+    }
+}

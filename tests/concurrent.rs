@@ -444,13 +444,14 @@ fn transfers_keep_the_total_under_flushes_compactions_splits_and_merges() {
     eprintln!(
         "concurrent: {:.1} s, {applied} transfers applied, {refused} refused by their condition, {} total checks, \
          {} stream records read, {} shards, \
-         {} flushes, {} compactions, {} splits, {} merges, {} partitions at the end, {churn_rounds} churn rounds",
+         {} flushes, {} compactions ({} read-apart), {} splits, {} merges, {} partitions at the end, {churn_rounds} churn rounds",
         started.elapsed().as_secs_f64(),
         checks.load(Ordering::Relaxed) - s,
         want_seqs.len(),
         db.stream(TABLE).unwrap().shards.len(),
         stats.flushes,
         stats.compactions,
+        stats.read_apart_compactions,
         stats.splits,
         stats.merges,
         db.partitions(TABLE).unwrap().len()

@@ -58,7 +58,7 @@ impl FileMaker<'_> {
     ) -> Result<Arc<FileEntry>> {
         let reader = SstReader::open(self.ctx.fs.clone(), &w.path, id.get(), self.ctx.cache.clone())?;
         let rec = file_record(id, partition, level, &w);
-        Ok(Arc::new(FileEntry { reader, rec }))
+        Ok(Arc::new(FileEntry::new(reader, rec)))
     }
 }
 

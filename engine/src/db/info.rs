@@ -115,6 +115,9 @@ pub struct DbStats {
     pub flushes: u64,
     /// Compactions since open.
     pub compactions: u64,
+    /// Of those, compactions of files whose rows point reads kept finding apart from their
+    /// deeper records (docs/COMPACTION.md).
+    pub read_apart_compactions: u64,
     /// Partition splits since open.
     pub splits: u64,
     /// Partition merges since open.
@@ -298,6 +301,7 @@ impl Db {
             write_amplification: ratio(wal + flush + cw, user),
             flushes: s.flushes.load(Ordering::Relaxed),
             compactions: s.compactions.load(Ordering::Relaxed),
+            read_apart_compactions: s.read_apart_compactions.load(Ordering::Relaxed),
             splits: s.splits.load(Ordering::Relaxed),
             merges: s.merges.load(Ordering::Relaxed),
             live_snapshots,

@@ -98,7 +98,8 @@ impl Db {
             },
         ));
         let bg = Arc::new(Background::new(ctx.clone(), ctx.opts.start_paused));
-        let reader = Arc::new(Reader::new(ctx.clone(), versions.clone()));
+        let wake = bg.clone();
+        let reader = Arc::new(Reader::new(ctx.clone(), versions.clone(), Box::new(move || wake.kick_compaction())));
         let writer = r.wal.map(|wal| {
             Writer::new(ctx.clone(), versions.clone(), reader.clone(), bg.clone(), wal, r.next_wal_number, r.last_seqno)
         });

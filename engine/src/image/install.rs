@@ -127,7 +127,7 @@ pub(crate) fn prepare<'a>(reader: &Reader, jobs: &'a Jobs, src: &Path) -> Result
             prepared.levels.resize_with(level + 1, Vec::new);
         }
         if let Some(l) = prepared.levels.get_mut(level) {
-            l.push(Arc::new(FileEntry { reader, rec: FileRecord { id: id.get(), home_partition: pid.get(), ..rec } }));
+            l.push(Arc::new(FileEntry::new(reader, FileRecord { id: id.get(), home_partition: pid.get(), ..rec })));
         }
     }
     ctx.fs.sync_dir(&dir).map_err(|e| Error::io("sync dir", &dir, e))?;

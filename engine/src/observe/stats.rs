@@ -253,6 +253,8 @@ pub struct Stats {
     pub compaction_read_bytes: AtomicU64,
     /// Compactions run.
     pub compactions: AtomicU64,
+    /// Compactions run because point reads kept finding a file's rows apart (of `compactions`).
+    pub read_apart_compactions: AtomicU64,
     /// Flushes run.
     pub flushes: AtomicU64,
     /// Partition splits.

@@ -461,7 +461,7 @@ pub(crate) fn load_version(
                     levels.resize_with(l + 1, Vec::new);
                 }
                 if let Some(level) = levels.get_mut(l) {
-                    level.push(Arc::new(FileEntry { reader, rec: f.clone() }));
+                    level.push(Arc::new(FileEntry::new(reader, f.clone())));
                 }
             }
             partitions.push(Arc::new(

@@ -33,7 +33,7 @@ use crate::read::rowref::RowRef;
 use crate::sst::SstIter;
 use crate::version::set::VersionSet;
 pub(crate) use crate::version::view::ReadPoint;
-use crate::version::{Partition, Table};
+use crate::version::{FileEntry, Partition, Table};
 
 /// The read path of one database: point reads, ranges and prefixes on a [`ReadPoint`], for
 /// [`crate::Db`] (at the published sequence number) and [`Snapshot`] (at its own) alike, and
@@ -45,6 +45,10 @@ pub(crate) struct Reader {
     snapshots: Mutex<BTreeMap<u64, u64>>,
     /// The next user snapshot's id.
     next_snapshot_id: AtomicU64,
+    /// Asks the background for a compaction: called when a file's reads-apart budget runs
+    /// out ([`crate::version::FileEntry::charge_read_apart`]). A call, not the background
+    /// itself, because the background depends on the read path and not the other way.
+    wake_compaction: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Reader {
@@ -62,8 +66,18 @@ impl Reader {
     }
 
     /// The read path over `versions`.
-    pub(crate) fn new(ctx: Arc<Context>, versions: Arc<VersionSet>) -> Self {
-        Reader { ctx, versions, snapshots: Mutex::new(BTreeMap::new()), next_snapshot_id: AtomicU64::new(1) }
+    pub(crate) fn new(
+        ctx: Arc<Context>,
+        versions: Arc<VersionSet>,
+        wake_compaction: Box<dyn Fn() + Send + Sync>,
+    ) -> Self {
+        Reader {
+            ctx,
+            versions,
+            snapshots: Mutex::new(BTreeMap::new()),
+            next_snapshot_id: AtomicU64::new(1),
+            wake_compaction,
+        }
     }
 
     /// A snapshot at the published sequence number.
@@ -113,15 +127,28 @@ impl Reader {
         // Parsed and hashed once for every file asked.
         let hash = strata_format::bloom::key_hash(pk);
         let mut buf = Vec::new();
+        // The last file that held some of the row's records, none of them whole: when a deeper
+        // file holds more, the row was read apart, and that file is charged for it.
+        let mut above: Option<&FileEntry> = None;
+        let mut fold_due = false;
+        let mut ask = |f: &'s FileEntry, buf: &mut Vec<Vec<u8>>, recs: &mut Vec<(Vec<u8>, &'s Path)>| -> Result<bool> {
+            let base = f.reader.get_hashed(pk, hash, snap.seqno.get(), buf)?;
+            if !buf.is_empty() {
+                if let Some(prev) = above.take() {
+                    fold_due |= prev.charge_read_apart();
+                }
+                above = Some(f);
+            }
+            recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
+            Ok(base)
+        };
         let mut found = false;
         if let Some(l0) = part.levels.first() {
             for f in l0 {
                 if !f.may_hold_in(pk, pk0) {
                     continue;
                 }
-                let base = f.reader.get_hashed(pk, hash, snap.seqno.get(), &mut buf)?;
-                recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
-                if base {
+                if ask(f, &mut buf, &mut recs)? {
                     found = true;
                     break;
                 }
@@ -129,14 +156,15 @@ impl Reader {
         }
         if !found {
             for level in 1..part.levels.len() {
-                if let Some(f) = part.find_in_level_of(level, pk, pk0) {
-                    let base = f.reader.get_hashed(pk, hash, snap.seqno.get(), &mut buf)?;
-                    recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
-                    if base {
-                        break;
-                    }
+                if let Some(f) = part.find_in_level_of(level, pk, pk0)
+                    && ask(f, &mut buf, &mut recs)?
+                {
+                    break;
                 }
             }
+        }
+        if fold_due {
+            (self.wake_compaction)();
         }
         Ok(recs)
     }

@@ -29,7 +29,7 @@ pub(crate) fn clip_to(f: &Arc<FileEntry>, start: Option<&[u8]>, end: Option<&[u8
     {
         return None;
     }
-    Some(Arc::new(FileEntry { reader: f.reader.clone(), rec: FileRecord { clip_start, clip_end, ..f.rec.clone() } }))
+    Some(Arc::new(FileEntry::new(f.reader.clone(), FileRecord { clip_start, clip_end, ..f.rec.clone() })))
 }
 
 /// The two partitions a split of `p` at `split_key` makes, with ids `ids`: each reads the
@@ -63,10 +63,8 @@ pub(crate) fn merged_partition(pa: &Partition, pb: &Partition, id: PartitionId) 
             match left {
                 Some(x) => {
                     let joined = FileRecord { clip_end: f.rec.clip_end.clone(), ..x.rec.clone() };
-                    by_id.insert(
-                        (x.id(), x.rec.clip_start.clone()),
-                        Arc::new(FileEntry { reader: x.reader.clone(), rec: joined }),
-                    );
+                    by_id
+                        .insert((x.id(), x.rec.clip_start.clone()), Arc::new(FileEntry::new(x.reader.clone(), joined)));
                 }
                 None => {
                     by_id.insert((f.id(), f.rec.clip_start.clone()), f.clone());

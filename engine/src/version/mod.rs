@@ -22,6 +22,8 @@ pub(crate) mod view;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::sync::atomic::{AtomicU64, Ordering};
+
 use strata_format::keysearch::KeyWindows;
 
 use strata_format::key::user_key;
@@ -37,9 +39,45 @@ pub struct FileEntry {
     pub reader: Arc<SstReader>,
     /// Manifest record (level, key range, clip bounds).
     pub rec: FileRecord,
+    /// Point reads that found a row's records in this file and more of them in a deeper one
+    /// (see [`FileEntry::charge_read_apart`]).
+    reads_apart: AtomicU64,
 }
 
 impl FileEntry {
+    /// The entry of an open file as its manifest record describes it.
+    pub fn new(reader: Arc<SstReader>, rec: FileRecord) -> FileEntry {
+        FileEntry { reader, rec, reads_apart: AtomicU64::new(0) }
+    }
+
+    /// Point reads this file may send on to a deeper file before it is compacted into the
+    /// next level, where its records and the deeper ones are folded into one: one per 16 KiB
+    /// of file, at least 100 (LevelDB's seek budget). A read that finds a row apart searches
+    /// and loads a block of a second file; a file read apart this often over its life costs
+    /// its readers more than the background compaction that ends it (docs/PERFORMANCE.md,
+    /// "Point reads of rows updated field by field").
+    pub fn read_apart_budget(&self) -> u64 {
+        (self.rec.size / (16 << 10)).max(100)
+    }
+
+    /// Counts a point read that found a row's records in this file and had to read a deeper
+    /// file for more; true exactly once, when the count reaches the budget (the caller asks
+    /// for a compaction then). Past the budget the count is left alone, so reads of a file
+    /// waiting for its compaction share its cache line without writing to it.
+    pub fn charge_read_apart(&self) -> bool {
+        let budget = self.read_apart_budget();
+        if self.reads_apart.load(Ordering::Relaxed) >= budget {
+            return false;
+        }
+        self.reads_apart.fetch_add(1, Ordering::Relaxed) + 1 == budget
+    }
+
+    /// True when reads have found this file's rows apart as often as its budget allows: the
+    /// compaction picker moves it down when nothing more urgent waits.
+    pub fn wants_fold(&self) -> bool {
+        self.reads_apart.load(Ordering::Relaxed) >= self.read_apart_budget()
+    }
+
     /// The file's id.
     pub fn id(&self) -> FileId {
         FileId(self.rec.id)

@@ -55,7 +55,7 @@ pub fn record(id: u64, lo: i64, hi: i64, size: u64, seq: u64) -> FileRecord {
 
 /// A file entry with record `rec`.
 pub fn file(r: &Arc<SstReader>, rec: FileRecord) -> Arc<FileEntry> {
-    Arc::new(FileEntry { reader: r.clone(), rec })
+    Arc::new(FileEntry::new(r.clone(), rec))
 }
 
 /// A partition as a test gives it: start, end, levels (kept in the order given).

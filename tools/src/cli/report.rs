@@ -90,7 +90,7 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
                 "block_cache_bytes": s.block_cache_bytes, "block_cache_pinned_bytes": s.block_cache_pinned_bytes,
                 "since_open": {"user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
                     "compaction_write_bytes": s.compaction_write_bytes, "compaction_read_bytes": s.compaction_read_bytes,
-                    "write_amplification": s.write_amplification, "flushes": s.flushes, "compactions": s.compactions,
+                    "write_amplification": s.write_amplification, "flushes": s.flushes, "compactions": s.compactions, "read_apart_compactions": s.read_apart_compactions,
                     "slowdowns": s.slowdowns, "stall_micros": s.stall_micros},
                 "compaction_paused": s.compaction_paused, "poisoned": s.poisoned})
         )?;
@@ -117,9 +117,10 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
         )?;
         writeln!(
             out,
-            "  since open: flushes {}, compactions {}, slowdowns {}, stalled {:.3} s",
+            "  since open: flushes {}, compactions {} ({} read-apart), slowdowns {}, stalled {:.3} s",
             s.flushes,
             s.compactions,
+            s.read_apart_compactions,
             s.slowdowns,
             s.stall_micros as f64 / 1e6
         )?;

@@ -6,7 +6,8 @@
 //! `level_size_multiplier` per level; when a level is over target, the file whose overlap with
 //! the next level is smallest relative to its size moves down. Files a split left shared with
 //! a sibling partition are rewritten when nothing more urgent is pending, so that splits cost
-//! nothing up front and the shared files disappear soon after.
+//! nothing up front and the shared files disappear soon after. Last, a file whose rows point
+//! reads keep finding apart from their deeper records moves down, folding them.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -56,7 +57,7 @@ pub struct CompactionTask {
     /// No deeper file overlaps the inputs: records can be folded completely and tombstones
     /// dropped.
     pub bottommost: bool,
-    /// Why (`l0`, `level-size`, `shared-file`, `ttl`, `manual`).
+    /// Why (`l0`, `level-size`, `shared-file`, `ttl`, `read-apart`, `manual`).
     pub reason: &'static str,
     /// Urgency (>= 1 means over a limit).
     pub score: f64,
@@ -168,6 +169,16 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
             return task_for(t, p, vec![(lvl, f)], out, reason, 0.5);
         }
     }
+    // Nothing else to do: move down a file whose rows point reads keep finding apart from
+    // their deeper records, so that the compaction folds them into one
+    // (`FileEntry::wants_fold`). The deepest level sends no read deeper.
+    for (lvl, level) in p.levels.iter().enumerate().take(last) {
+        let Some(f) = level.iter().find(|f| f.wants_fold()) else { continue };
+        if lvl == 0 {
+            return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, "read-apart", 0.4);
+        }
+        return task_for(t, p, vec![(lvl, f)], lvl + 1, "read-apart", 0.4);
+    }
     None
 }
 
@@ -224,8 +235,8 @@ mod tests {
     use crate::version::testing::{self, pk, reader, record};
 
     /// Builds the partition a `pick` case describes: one line per file,
-    /// `L<level> f<id> <lo>..<hi> [size=N] [seq=N] [home=N] [clip=<lo>..<hi>]` (a clip end
-    /// may be left out: `clip=5..`).
+    /// `L<level> f<id> <lo>..<hi> [size=N] [seq=N] [home=N] [clip=<lo>..<hi>] [apart=N]` (a
+    /// clip end may be left out: `clip=5..`; `apart`: point reads that found rows apart).
     fn partition(case: &Case, num_levels: usize) -> Partition {
         let r = reader().unwrap_or_else(|e| panic!("{e}"));
         let mut levels: Vec<Vec<Arc<FileEntry>>> = vec![Vec::new(); num_levels];
@@ -238,6 +249,7 @@ mod tests {
             let (lo, hi) = range.split_once("..").unwrap_or_else(|| bad());
             let (lo, hi): (i64, i64) = (lo.parse().unwrap_or_else(|_| bad()), hi.parse().unwrap_or_else(|_| bad()));
             let mut rec = record(id, lo, hi, 100, 1);
+            let mut reads_apart = 0u64;
             for kv in rest {
                 let (k, v) = kv.split_once('=').unwrap_or_else(|| bad());
                 match k {
@@ -247,6 +259,7 @@ mod tests {
                         rec.min_seqno = rec.max_seqno;
                     }
                     "home" => rec.home_partition = v.parse().unwrap_or_else(|_| bad()),
+                    "apart" => reads_apart = v.parse().unwrap_or_else(|_| bad()),
                     "clip" => {
                         let (a, b) = v.split_once("..").unwrap_or_else(|| bad());
                         rec.clip_start = (!a.is_empty()).then(|| pk(a.parse().unwrap_or_else(|_| bad())));
@@ -258,7 +271,11 @@ mod tests {
             if levels.len() <= level {
                 levels.resize(level + 1, Vec::new());
             }
-            levels[level].push(testing::file(&r, rec));
+            let f = testing::file(&r, rec);
+            for _ in 0..reads_apart {
+                f.charge_read_apart();
+            }
+            levels[level].push(f);
         }
         let mut p = testing::partition(1, (None, None, levels));
         p.normalize();

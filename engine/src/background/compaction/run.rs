@@ -356,6 +356,9 @@ impl Jobs {
             return Ok(());
         }
         self.ctx.stats.compactions.fetch_add(1, Ordering::Relaxed);
+        if task.reason == "read-apart" {
+            self.ctx.stats.read_apart_compactions.fetch_add(1, Ordering::Relaxed);
+        }
         self.ctx.stats.compaction_read_bytes.fetch_add(done.read_bytes, Ordering::Relaxed);
         self.ctx.stats.compaction_write_bytes.fetch_add(done.written, Ordering::Relaxed);
         self.ctx.stats.add_table_bytes(table.id, 0, done.written);
