@@ -55,6 +55,11 @@ trait Store {
     fn memory(&self) -> Option<serde_json::Value> {
         None
     }
+    /// The engine's background work since open and its files per level now (strata); none for
+    /// the peers.
+    fn work(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 struct Strata {
@@ -90,6 +95,25 @@ fn touch(v: Option<ValueRef<'_>>) -> usize {
 }
 
 impl Store for Strata {
+    fn work(&self) -> Option<serde_json::Value> {
+        let st = self.db.stats();
+        let mut levels: Vec<usize> = Vec::new();
+        for p in self.db.partitions(TABLE).ok()? {
+            for (i, l) in p.levels.iter().enumerate() {
+                if levels.len() <= i {
+                    levels.resize(i + 1, 0);
+                }
+                levels[i] += l.files;
+            }
+        }
+        Some(serde_json::json!({
+            "flushes": st.flushes,
+            "compactions": st.compactions,
+            "read_apart_compactions": st.read_apart_compactions,
+            "compaction_write_mib": (st.compaction_write_bytes as f64 / 1048576.0).round(),
+            "files_per_level": levels,
+        }))
+    }
     fn memory(&self) -> Option<serde_json::Value> {
         let st = self.db.stats();
         let mib = |b: u64| (b as f64 / 1048576.0).round();
@@ -536,7 +560,7 @@ fn main() -> R<()> {
         if json {
             println!(
                 "{}",
-                serde_json::json!({"engine": args.engine, "phase": phase, "ops": ops, "ops_per_sec": rate.round(), "latency": lat.summary(), "peak_rss_mib": peak_rss_mib().round(), "anon_mib": anon_mib().round(), "peak_anon_mib": peak_anon.round(), "engine_memory": store.memory()})
+                serde_json::json!({"engine": args.engine, "phase": phase, "ops": ops, "ops_per_sec": rate.round(), "latency": lat.summary(), "peak_rss_mib": peak_rss_mib().round(), "anon_mib": anon_mib().round(), "peak_anon_mib": peak_anon.round(), "engine_memory": store.memory(), "engine_work": store.work()})
             );
         } else {
             println!(

@@ -55,7 +55,7 @@ impl FileEntry {
     /// of file, at least 100 (LevelDB's seek budget). A read that finds a row apart searches
     /// and loads a block of a second file; a file read apart this often over its life costs
     /// its readers more than the background compaction that ends it (docs/PERFORMANCE.md,
-    /// "Point reads of rows updated field by field").
+    /// "YCSB", point reads).
     pub fn read_apart_budget(&self) -> u64 {
         (self.rec.size / (16 << 10)).max(100)
     }
