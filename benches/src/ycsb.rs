@@ -110,6 +110,7 @@ impl Store for Strata {
             "flushes": st.flushes,
             "compactions": st.compactions,
             "read_apart_compactions": st.read_apart_compactions,
+            "row_folds": st.row_folds,
             "compaction_write_mib": (st.compaction_write_bytes as f64 / 1048576.0).round(),
             "files_per_level": levels,
         }))

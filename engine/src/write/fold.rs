@@ -1,13 +1,24 @@
-//! Folding a row's updates: every `Options::fold_updates_after`th update record of a row (16 by
-//! default) is written as the whole row instead (a put record of the row as it is after the update), so a read of a row
-//! updated field by field walks at most about that many records, however often the row is
-//! updated, instead of every update since its last whole-row put.
+//! Folding a row's updates: every `Options::fold_updates_after`th update record of a row (4 by
+//! default), and every update of a partition whose point reads lately outnumber its writes
+//! by half again or more, is written as the whole row instead (a put record of the row as it
+//! is after the update), so a read of a row updated field by field walks at most about that
+//! many records, however often the row is updated, instead of every update since its last
+//! whole-row put.
 //!
 //! A read collects a row's records newest first until it meets a whole-row record (a put or a
 //! delete) and folds them (`model/rowstate.rs`). Update records are small and cheap to write,
 //! but a row updated thousands of times between two compactions of its files made every read
 //! of it fold thousands of records (YCSB's zipfian workloads: the hottest rows of workload A
 //! collected about 1,900). Compaction folds them too, but only where it happens to run.
+//!
+//! How often to fold weighs the two sides of a row: a fold costs the writer a read of the row
+//! and a whole row's bytes instead of an update's; every read of the row before its next fold
+//! saves walking the updates since the last one, in the memtable and in the files under it.
+//! Where reads outnumber updates (YCSB B, C's reads after them, F's read-modify-writes) every
+//! update is folded, as a store that rewrites whole records does; where updates are about as
+//! frequent as reads (YCSB A) the updates stay small. The leader judges the mix per partition
+//! from the partition's load counters ([`ReadMix`]), measured again every
+//! [`ReadMix::INTERVAL_MS`].
 //!
 //! The write leader counts, per row, the update records written since the row's last
 //! whole-row record, in a small table of counters indexed by a hash of the row's key (rows
@@ -27,17 +38,77 @@
 
 use strata_format::record::RowRecord;
 
-use crate::ids::TableId;
-use crate::model::rowstate::{DropCounts, RowState};
+use std::collections::HashMap;
 
-/// Counters of update records per row since its last whole-row record (see the module
-/// comment); the write leader's alone.
+use crate::ids::{PartitionId, TableId};
+use crate::model::rowstate::{DropCounts, RowState};
+use crate::observe::stats::LoadSummary;
+
+/// Counters of update records per row since its last whole-row record, and each written
+/// partition's read mix (see the module comment); the write leader's alone.
 #[derive(Default)]
 pub(crate) struct Heat {
     counts: Vec<u8>,
+    mixes: HashMap<PartitionId, ReadMix>,
+}
+
+/// A partition's point reads against its writes over the leader's last interval of
+/// measuring: the partition's lifetime counters when last looked at, and what their change
+/// since the look before said.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ReadMix {
+    at_ms: u64,
+    reads: u64,
+    writes: u64,
+    read_mostly: bool,
+}
+
+impl ReadMix {
+    /// How long a judgement of the mix holds: short enough to follow a workload that changes
+    /// in seconds, long enough that the counters' change is thousands of operations under
+    /// load and the leader looks at them rarely.
+    pub const INTERVAL_MS: u64 = 100;
+
+    /// Whether the partition counted by `load` is read-mostly now: reads since the last look
+    /// at least 3/2 of the writes since it (and some reads). `load` is asked only when the
+    /// last judgement is older than [`ReadMix::INTERVAL_MS`] (or the clock went back).
+    pub fn read_mostly(&mut self, now_ms: u64, load: impl FnOnce() -> LoadSummary) -> bool {
+        if now_ms.saturating_sub(self.at_ms) >= Self::INTERVAL_MS || now_ms < self.at_ms || self.at_ms == 0 {
+            let l = load();
+            let reads = l.reads.saturating_sub(self.reads);
+            let writes = l.writes.saturating_sub(self.writes);
+            let read_mostly = reads > 0 && reads.saturating_mul(2) >= writes.saturating_mul(3);
+            *self = ReadMix { at_ms: now_ms.max(1), reads: l.reads, writes: l.writes, read_mostly };
+        }
+        self.read_mostly
+    }
 }
 
 impl Heat {
+    /// The number of update records after which the leader writes a row of partition
+    /// `partition` whole: 1 while the partition is read-mostly ([`ReadMix::read_mostly`],
+    /// `load` its counters), else `configured`; 0 (folding off) stays 0.
+    pub fn fold_after(
+        &mut self,
+        partition: PartitionId,
+        now_ms: u64,
+        configured: u8,
+        load: impl FnOnce() -> LoadSummary,
+    ) -> u8 {
+        if configured <= 1 {
+            return configured;
+        }
+        // Partitions split or merged away leave their entries; a leader that has written this
+        // many partitions starts its judgements afresh rather than keep them all.
+        if self.mixes.len() >= Self::MIXES_KEPT && !self.mixes.contains_key(&partition) {
+            self.mixes.clear();
+        }
+        if self.mixes.entry(partition).or_default().read_mostly(now_ms, load) { 1 } else { configured }
+    }
+
+    /// Partitions whose read mix the leader keeps.
+    const MIXES_KEPT: usize = 4096;
+
     /// Counters kept: 64 KiB, a few hot rows per counter at most in any workload that needs
     /// folding.
     const SLOTS: usize = 1 << 16;
@@ -81,4 +152,41 @@ pub(crate) fn folded(stored: Option<RowState>, update: &RowRecord) -> Option<Row
     let mut st = stored.unwrap_or_default();
     st.apply(update.clone(), &mut DropCounts::default());
     st.exists().then(|| st.to_record())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(reads: u64, writes: u64) -> impl FnOnce() -> LoadSummary {
+        move || LoadSummary { reads, writes, ..LoadSummary::default() }
+    }
+
+    /// Reads at 3/2 of the writes since the last look make a partition read-mostly, one read
+    /// fewer does not; a judgement holds for its interval (the counters are not asked) and the
+    /// next one counts from the last look.
+    #[test]
+    fn a_partition_is_read_mostly_from_three_reads_per_two_writes() {
+        let mut mix = ReadMix::default();
+        assert!(mix.read_mostly(1_000, load(150, 100)), "150 reads, 100 writes");
+        assert!(mix.read_mostly(1_099, || panic!("asked within the interval")));
+        assert!(!mix.read_mostly(1_100, load(150 + 149, 200)), "149 reads against 100 writes");
+        assert!(!mix.read_mostly(1_200, load(299, 200)), "no reads, no writes");
+        assert!(mix.read_mostly(1_300, load(300, 200)), "a read and no write");
+        assert!(!mix.read_mostly(1_400, load(300, 201)), "a write and no read");
+        assert!(mix.read_mostly(900, load(303, 202)), "a clock gone back judges again");
+    }
+
+    /// Folding off stays off and every update stays whole at 1, whatever the mix; otherwise a
+    /// read-mostly partition folds every update and the others every `configured`th.
+    #[test]
+    fn the_fold_interval_follows_each_partition_mix() {
+        let mut heat = Heat::default();
+        let (p1, p2) = (PartitionId(1), PartitionId(2));
+        assert_eq!(heat.fold_after(p1, 1_000, 0, load(10, 0)), 0);
+        assert_eq!(heat.fold_after(p1, 1_000, 1, load(0, 10)), 1);
+        assert_eq!(heat.fold_after(p1, 1_000, 4, load(10, 0)), 1);
+        assert_eq!(heat.fold_after(p2, 1_000, 4, load(0, 10)), 4);
+        assert_eq!(heat.fold_after(p1, 1_050, 4, || panic!("judged within its interval")), 1);
+    }
 }

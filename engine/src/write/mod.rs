@@ -1199,6 +1199,15 @@ impl Writer {
         )
     }
 
+    /// After how many update records a row at `pk` of `table` is written whole
+    /// ([`fold::Heat::fold_after`]: the option, or every update while its partition is
+    /// read-mostly).
+    fn fold_after(&self, heat: &mut fold::Heat, table: &Table, pk: &[u8], now: u64) -> u8 {
+        let configured = self.ctx.opts.fold_updates_after;
+        let Some(p) = table.partition_for(partition_key(pk)) else { return configured };
+        heat.fold_after(p.id, now, configured, || self.ctx.stats.loads.of(p.id).total())
+    }
+
     /// Prepares a transaction's commit: its resolved rows as they are, provided it still holds
     /// its lock and its table is the one it began on.
     fn prepare_txn(
@@ -1238,7 +1247,8 @@ impl Writer {
             if r.whole {
                 heat.reset(table.id, &r.pk);
             } else {
-                heat.update_due(table.id, &r.pk, self.ctx.opts.fold_updates_after);
+                let after = self.fold_after(heat, table, &r.pk, now);
+                heat.update_due(table.id, &r.pk, after);
             }
             rows.push(PreparedRow {
                 table_id: table.id,
@@ -1350,8 +1360,10 @@ impl Writer {
                         ));
                     }
                 }
-                let fold_due =
-                    *fold != Folding::Never && heat.update_due(table.id, pk, self.ctx.opts.fold_updates_after);
+                let fold_due = *fold != Folding::Never && {
+                    let after = self.fold_after(heat, table, pk, now);
+                    heat.update_due(table.id, pk, after)
+                };
                 // A fold only where every earlier batch of the group is readable (`fold.rs`).
                 let fold_now = fold_due && *fold == Folding::Allowed;
                 let mut stored = if needs_state || fold_now { states.stored_state(table, pk, snapshot)? } else { None };
@@ -1819,6 +1831,47 @@ mod tests {
             let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
             assert_eq!((row.get("a"), row.get("b")), (Some(&Value::Integer(1000)), Some(&Value::Integer(999))));
         }
+        Ok(())
+    }
+
+    /// While a partition's point reads outnumber its writes by half again or more, every
+    /// update of its rows is written whole; once reads stop, every `fold_updates_after`th
+    /// again. The mix is judged per 100 ms of the injected clock, from the counts since the
+    /// judgement before.
+    #[test]
+    fn a_read_mostly_partition_folds_every_update() -> Result<()> {
+        let clock = ManualClock::new(1_700_000_000_000);
+        let opts = Options {
+            fs: Arc::new(MemFs::new()),
+            clock: Arc::new(clock.clone()),
+            write_buffer_bytes: 4 << 20,
+            fold_updates_after: 4,
+            ..Options::small_for_tests()
+        };
+        let db = Db::open("/db", opts)?;
+        db.create_table(TableSchema::new("t").pk("k", KeyType::Integer))?;
+        db.put_row(PutRow::new("t", pk(1)).column("a", 0).column("b", 0))?;
+        let update = |i: i64| db.update_row(UpdateRow::new("t", pk(1)).put(if i % 2 == 0 { "a" } else { "b" }, i));
+        clock.advance(200);
+        for i in 1..=100 {
+            update(i)?;
+        }
+        assert_eq!(db.stats().row_folds, 25, "no reads: every fourth update whole");
+        for _ in 0..300 {
+            db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
+        }
+        clock.advance(200);
+        for i in 101..=200 {
+            update(i)?;
+        }
+        assert_eq!(db.stats().row_folds, 125, "300 reads against 101 writes: every update whole");
+        clock.advance(200);
+        for i in 201..=300 {
+            update(i)?;
+        }
+        assert_eq!(db.stats().row_folds, 150, "no reads since: every fourth again");
+        let row = db.get_row("t", &pk(1), &ReadOptions::default())?.ok_or(Error::NotApplied)?;
+        assert_eq!((row.get("a"), row.get("b")), (Some(&Value::Integer(300)), Some(&Value::Integer(299))));
         Ok(())
     }
 
