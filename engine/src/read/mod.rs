@@ -124,48 +124,14 @@ impl Reader {
         let Some(part) = table.partition_for(pk0) else {
             return Ok(recs);
         };
-        // Parsed and hashed once for every file asked.
-        let hash = strata_format::bloom::key_hash(pk);
-        let mut buf = Vec::new();
-        // The last file that held some of the row's records, none of them whole: when a deeper
-        // file holds more, the row was read apart, and that file is charged for it.
-        let mut above: Option<&FileEntry> = None;
-        let mut fold_due = false;
-        let mut ask = |f: &'s FileEntry, buf: &mut Vec<Vec<u8>>, recs: &mut Vec<(Vec<u8>, &'s Path)>| -> Result<bool> {
-            let base = f.reader.get_hashed(pk, hash, snap.seqno.get(), buf)?;
-            if !buf.is_empty() {
-                if let Some(prev) = above.take() {
-                    fold_due |= prev.charge_read_apart();
-                }
-                above = Some(f);
-            }
-            recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
-            Ok(base)
-        };
-        let mut found = false;
-        if let Some(l0) = part.levels.first() {
-            for f in l0 {
-                if !f.may_hold_in(pk, pk0) {
-                    continue;
-                }
-                if ask(f, &mut buf, &mut recs)? {
-                    found = true;
-                    break;
-                }
-            }
-        }
-        if !found {
-            for level in 1..part.levels.len() {
-                if let Some(f) = part.find_in_level_of(level, pk, pk0)
-                    && ask(f, &mut buf, &mut recs)?
-                {
-                    break;
-                }
-            }
-        }
-        if fold_due {
+        let mut apart = ReadApart::default();
+        let searched = search_files(part, pk, pk0, snap.seqno.get(), &mut recs, &mut apart);
+        // Woken before an error is returned too: the budget is spent once, and a read-only
+        // workload would otherwise never wake the compaction for this file.
+        if apart.fold_due {
             (self.wake_compaction)();
         }
+        searched?;
         Ok(recs)
     }
 
@@ -489,6 +455,58 @@ impl Reader {
             }
         }
     }
+}
+
+/// What a point read noticed of a row's records lying apart in its files.
+#[derive(Default)]
+struct ReadApart<'s> {
+    /// The last file that held some of the row's records, none of them whole: when a deeper
+    /// file holds more, the row was read apart, and that file is charged for it.
+    above: Option<&'s FileEntry>,
+    /// A charge spent a file's budget: a compaction is wanted.
+    fold_due: bool,
+}
+
+/// Collects a row's records from a partition's files, newest first, until a file holds a
+/// whole-row record: every level-0 file that may hold the row, then one file per deeper
+/// level. Charges the files it finds the row apart in (`apart`).
+fn search_files<'s>(
+    part: &'s Partition,
+    pk: &[u8],
+    pk0: &[u8],
+    seqno: u64,
+    recs: &mut Vec<(Vec<u8>, &'s Path)>,
+    apart: &mut ReadApart<'s>,
+) -> Result<()> {
+    // Parsed and hashed once for every file asked.
+    let hash = strata_format::bloom::key_hash(pk);
+    let mut buf = Vec::new();
+    let mut ask = |f: &'s FileEntry| -> Result<bool> {
+        let base = f.reader.get_hashed(pk, hash, seqno, &mut buf)?;
+        if !buf.is_empty() {
+            if let Some(prev) = apart.above.take() {
+                apart.fold_due |= prev.charge_read_apart();
+            }
+            apart.above = Some(f);
+        }
+        recs.extend(buf.drain(..).map(|r| (r, f.reader.path.as_path())));
+        Ok(base)
+    };
+    if let Some(l0) = part.levels.first() {
+        for f in l0 {
+            if f.may_hold_in(pk, pk0) && ask(f)? {
+                return Ok(());
+            }
+        }
+    }
+    for level in 1..part.levels.len() {
+        if let Some(f) = part.find_in_level_of(level, pk, pk0)
+            && ask(f)?
+        {
+            return Ok(());
+        }
+    }
+    Ok(())
 }
 
 fn approx_row_bytes(r: &Row) -> usize {

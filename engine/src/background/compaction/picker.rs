@@ -1,4 +1,6 @@
-//! Picking compactions: pure functions from a partition's levels to a task. No I/O.
+//! Picking compactions: functions from a partition's levels to a task. No I/O; besides the
+//! version, they read only each file's count of reads that found its rows apart
+//! (`FileEntry::wants_fold`).
 //!
 //! Strategy: leveled, per partition (see docs/COMPACTION.md for the measurements behind it).
 //! Level 0 holds flushed files, which overlap; it is merged into level 1 once it has
