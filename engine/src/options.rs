@@ -75,11 +75,13 @@ pub struct Options {
     pub max_subcompactions: usize,
     /// Update records of one row after which the write path writes the next update as the
     /// whole row, so a read of a row updated field by field walks at most about this many
-    /// records (engine/src/write/fold.rs). While a partition's point reads outnumber its
-    /// writes by half again or more, every update of its rows is written whole instead. 0
-    /// turns folding off (both rules). At most 255. The default, 4, favours reads of whole
-    /// rows (YCSB B and C about a third faster than at 16, A level); a larger value writes
-    /// fewer whole rows for rows that are large and rarely read.
+    /// records (engine/src/write/fold.rs). While a partition's point reads since the write
+    /// leader's last look (every 100 ms) are at least 3/2 of its writes, every second update
+    /// of a row is written whole instead (a row updated once stays an update). 0 turns
+    /// folding off, and 1 or 2 are kept whatever the reads. At most 255. The default, 4,
+    /// favours reads of whole rows (YCSB B and C about a third faster than at 16, A level);
+    /// a larger value writes fewer whole rows for rows that are large and rarely read
+    /// (unless their partition's other rows are read-mostly).
     pub fold_updates_after: u8,
     /// Level-0 files in a partition that trigger a compaction.
     pub l0_compaction_trigger: usize,

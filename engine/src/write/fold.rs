@@ -1,6 +1,6 @@
 //! Folding a row's updates: every `Options::fold_updates_after`th update record of a row (4 by
-//! default), and every update of a partition whose point reads lately outnumber its writes
-//! by half again or more, is written as the whole row instead (a put record of the row as it
+//! default), and every second one in a partition whose point reads lately outnumber its
+//! writes by half again or more, is written as the whole row instead (a put record of the row as it
 //! is after the update), so a read of a row updated field by field walks at most about that
 //! many records, however often the row is updated, instead of every update since its last
 //! whole-row put.
@@ -15,10 +15,13 @@
 //! and a whole row's bytes instead of an update's; every read of the row before its next fold
 //! saves walking the updates since the last one, in the memtable and in the files under it.
 //! Where reads outnumber updates (YCSB B, C's reads after them, F's read-modify-writes) every
-//! update is folded, as a store that rewrites whole records does; where updates are about as
-//! frequent as reads (YCSB A) the updates stay small. The leader judges the mix per partition
-//! from the partition's load counters ([`ReadMix`]), measured again every
-//! [`ReadMix::INTERVAL_MS`].
+//! second update of a row is folded, so a read walks at most one update; where updates are
+//! about as frequent as reads (YCSB A) the updates stay small. Every second and not every
+//! one: a row updated once (a bulk change of rows nobody reads soon, beside rows that are
+//! read) stays one small record, and YCSB F ran faster so (PERFORMANCE.md, "YCSB"). The
+//! leader judges the mix per partition from the partition's load counters ([`ReadMix`]): the
+//! change of its reads and writes since the last look, taken again every
+//! [`ReadMix::INTERVAL_MS`]; a partition's first look only takes them.
 //!
 //! The write leader counts, per row, the update records written since the row's last
 //! whole-row record, in a small table of counters indexed by a hash of the row's key (rows
@@ -49,7 +52,8 @@ use crate::observe::stats::LoadSummary;
 #[derive(Default)]
 pub(crate) struct Heat {
     counts: Vec<u8>,
-    mixes: HashMap<PartitionId, ReadMix>,
+    /// xxh3 rather than SipHash: looked up for every update.
+    mixes: HashMap<PartitionId, ReadMix, xxhash_rust::xxh3::Xxh3Builder>,
 }
 
 /// A partition's point reads against its writes over the leader's last interval of
@@ -72,12 +76,15 @@ impl ReadMix {
     /// Whether the partition counted by `load` is read-mostly now: reads since the last look
     /// at least 3/2 of the writes since it (and some reads). `load` is asked only when the
     /// last judgement is older than [`ReadMix::INTERVAL_MS`] (or the clock went back).
+    /// The first look (at_ms 0: a partition new to the leader, after an open or a split)
+    /// only takes the counters as they are: their totals span the partition's whole life (or
+    /// its parent's), not the recent past, so no judgement is made from them.
     pub fn read_mostly(&mut self, now_ms: u64, load: impl FnOnce() -> LoadSummary) -> bool {
-        if now_ms.saturating_sub(self.at_ms) >= Self::INTERVAL_MS || now_ms < self.at_ms || self.at_ms == 0 {
+        if self.at_ms == 0 || now_ms.saturating_sub(self.at_ms) >= Self::INTERVAL_MS || now_ms < self.at_ms {
             let l = load();
             let reads = l.reads.saturating_sub(self.reads);
             let writes = l.writes.saturating_sub(self.writes);
-            let read_mostly = reads > 0 && reads.saturating_mul(2) >= writes.saturating_mul(3);
+            let read_mostly = self.at_ms != 0 && reads > 0 && reads.saturating_mul(2) >= writes.saturating_mul(3);
             *self = ReadMix { at_ms: now_ms.max(1), reads: l.reads, writes: l.writes, read_mostly };
         }
         self.read_mostly
@@ -85,9 +92,16 @@ impl ReadMix {
 }
 
 impl Heat {
+    /// Update records after which a row of a read-mostly partition is written whole: the
+    /// second update since the row's last whole write, so a row updated once (a bulk change
+    /// of rows nobody reads again soon, in a partition others read) stays one small record,
+    /// while a row updated again and again is read through at most one update.
+    pub const READ_MOSTLY_FOLD_AFTER: u8 = 2;
+
     /// The number of update records after which the leader writes a row of partition
-    /// `partition` whole: 1 while the partition is read-mostly ([`ReadMix::read_mostly`],
-    /// `load` its counters), else `configured`; 0 (folding off) stays 0.
+    /// `partition` whole: [`Heat::READ_MOSTLY_FOLD_AFTER`] while the partition is read-mostly
+    /// ([`ReadMix::read_mostly`], `load` its counters), else `configured`; `configured` at or
+    /// below that (0: folding off) is kept.
     pub fn fold_after(
         &mut self,
         partition: PartitionId,
@@ -95,7 +109,7 @@ impl Heat {
         configured: u8,
         load: impl FnOnce() -> LoadSummary,
     ) -> u8 {
-        if configured <= 1 {
+        if configured <= Self::READ_MOSTLY_FOLD_AFTER {
             return configured;
         }
         // Partitions split or merged away leave their entries; a leader that has written this
@@ -103,7 +117,11 @@ impl Heat {
         if self.mixes.len() >= Self::MIXES_KEPT && !self.mixes.contains_key(&partition) {
             self.mixes.clear();
         }
-        if self.mixes.entry(partition).or_default().read_mostly(now_ms, load) { 1 } else { configured }
+        if self.mixes.entry(partition).or_default().read_mostly(now_ms, load) {
+            Self::READ_MOSTLY_FOLD_AFTER
+        } else {
+            configured
+        }
     }
 
     /// Partitions whose read mix the leader keeps.
@@ -163,30 +181,37 @@ mod tests {
     }
 
     /// Reads at 3/2 of the writes since the last look make a partition read-mostly, one read
-    /// fewer does not; a judgement holds for its interval (the counters are not asked) and the
-    /// next one counts from the last look.
+    /// fewer does not; the first look only takes the counters; a judgement holds for its
+    /// interval (the counters are not asked) and the next one counts from the last look.
     #[test]
     fn a_partition_is_read_mostly_from_three_reads_per_two_writes() {
+        let mut fresh = ReadMix::default();
+        assert!(!fresh.read_mostly(1_000, load(10_000, 0)), "a first look judges nothing");
         let mut mix = ReadMix::default();
-        assert!(mix.read_mostly(1_000, load(150, 100)), "150 reads, 100 writes");
-        assert!(mix.read_mostly(1_099, || panic!("asked within the interval")));
-        assert!(!mix.read_mostly(1_100, load(150 + 149, 200)), "149 reads against 100 writes");
-        assert!(!mix.read_mostly(1_200, load(299, 200)), "no reads, no writes");
-        assert!(mix.read_mostly(1_300, load(300, 200)), "a read and no write");
-        assert!(!mix.read_mostly(1_400, load(300, 201)), "a write and no read");
+        assert!(!mix.read_mostly(1_000, load(0, 0)));
+        assert!(mix.read_mostly(1_100, load(150, 100)), "150 reads, 100 writes");
+        assert!(mix.read_mostly(1_199, || panic!("asked within the interval")));
+        assert!(!mix.read_mostly(1_200, load(150 + 149, 200)), "149 reads against 100 writes");
+        assert!(!mix.read_mostly(1_300, load(299, 200)), "no reads, no writes");
+        assert!(mix.read_mostly(1_400, load(300, 200)), "a read and no write");
+        assert!(!mix.read_mostly(1_500, load(300, 201)), "a write and no read");
         assert!(mix.read_mostly(900, load(303, 202)), "a clock gone back judges again");
     }
 
-    /// Folding off stays off and every update stays whole at 1, whatever the mix; otherwise a
-    /// read-mostly partition folds every update and the others every `configured`th.
+    /// Folding off stays off, and a configured interval at or below the read-mostly one is
+    /// kept, whatever the mix (the counters are not even asked); otherwise a read-mostly
+    /// partition folds every second update and the others every `configured`th.
     #[test]
     fn the_fold_interval_follows_each_partition_mix() {
         let mut heat = Heat::default();
         let (p1, p2) = (PartitionId(1), PartitionId(2));
-        assert_eq!(heat.fold_after(p1, 1_000, 0, load(10, 0)), 0);
-        assert_eq!(heat.fold_after(p1, 1_000, 1, load(0, 10)), 1);
-        assert_eq!(heat.fold_after(p1, 1_000, 4, load(10, 0)), 1);
-        assert_eq!(heat.fold_after(p2, 1_000, 4, load(0, 10)), 4);
-        assert_eq!(heat.fold_after(p1, 1_050, 4, || panic!("judged within its interval")), 1);
+        let unasked = || -> LoadSummary { panic!("counters asked") };
+        assert_eq!(heat.fold_after(p1, 1_000, 0, unasked), 0);
+        assert_eq!(heat.fold_after(p1, 1_000, 2, unasked), 2);
+        assert_eq!(heat.fold_after(p1, 1_000, 4, load(0, 0)), 4, "first look");
+        assert_eq!(heat.fold_after(p2, 1_000, 4, load(0, 0)), 4, "first look");
+        assert_eq!(heat.fold_after(p1, 1_100, 4, load(10, 0)), Heat::READ_MOSTLY_FOLD_AFTER);
+        assert_eq!(heat.fold_after(p2, 1_100, 4, load(0, 10)), 4);
+        assert_eq!(heat.fold_after(p1, 1_150, 4, unasked), Heat::READ_MOSTLY_FOLD_AFTER);
     }
 }
