@@ -532,3 +532,50 @@ fn a_file_whose_rows_reads_find_apart_is_folded_into_the_next_level() {
         read(i);
     }
 }
+
+/// A memtable no write has reached for `idle_memtable_flush_ms` (500 ms of the injected clock)
+/// is flushed by the next point read once it holds a quarter of a write buffer; a smaller one
+/// stays, a read within the pause leaves it, one pause of the writes flushes once, and the
+/// rows read the same from the files.
+#[test]
+fn a_memtable_writes_left_alone_is_flushed_by_the_reads_after_them() {
+    let (opts, _fs, clock) = mem_options();
+    let db = Db::open("/db", Options { write_buffer_bytes: 1 << 20, ..opts }).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    let read = |i: i64| {
+        let row = db.get_row("t", &pk![i], &ReadOptions::default()).unwrap().unwrap();
+        assert_eq!(row.get("v"), Some(&Value::Binary(vec![i as u8; 100])), "row {i}");
+    };
+    // Just under a quarter of the buffer: 200 KiB.
+    let mut next = 0i64;
+    while db.stats().memtable_bytes < 200 << 10 {
+        db.put_row(PutRow::new("t", pk![next]).column("v", vec![next as u8; 100])).unwrap();
+        next += 1;
+    }
+    assert!(db.stats().memtable_bytes < 256 << 10);
+    clock.advance(1_000);
+    read(1);
+    assert_eq!(db.stats().flushes, 0, "a memtable under a quarter of the buffer stays");
+    for i in next..3_000i64 {
+        db.put_row(PutRow::new("t", pk![i]).column("v", vec![i as u8; 100])).unwrap();
+    }
+    assert!(db.stats().memtable_bytes >= 256 << 10, "{}", db.stats().memtable_bytes);
+    clock.advance(499);
+    read(2);
+    assert_eq!(db.stats().flushes, 0, "499 ms after the last write the memtable stays");
+    clock.advance(1);
+    read(3);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while db.stats().flushes == 0 {
+        assert!(std::time::Instant::now() < deadline, "the idle memtable was never flushed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(db.stats().memtable_bytes < 64 << 10, "the new memtable holds the arena's first block only");
+    for i in (0..3_000).step_by(7) {
+        read(i);
+    }
+    db.put_row(PutRow::new("t", pk![5_000]).column("v", vec![1u8; 100])).unwrap();
+    clock.advance(1_000);
+    read(4);
+    assert_eq!(db.stats().flushes, 1, "one flush per pause, and none of a small memtable");
+}

@@ -12,8 +12,8 @@ pub trait Clock: Send + Sync + Debug {
     fn now_ms(&self) -> u64;
 
     /// Current time in milliseconds, possibly a few milliseconds behind [`Clock::now_ms`] but
-    /// cheaper to read. Used only for statistics (partition load windows of 10 s), never for
-    /// versions or TTL.
+    /// cheaper to read. Used only for statistics (partition load windows of 10 s) and the
+    /// timing of background work (an idle memtable's flush), never for versions or TTL.
     fn now_ms_coarse(&self) -> u64 {
         self.now_ms()
     }

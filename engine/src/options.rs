@@ -55,6 +55,13 @@ pub struct Options {
     /// zeroing of fresh pages (random puts about 15 % faster at 100-byte values); off, an idle or
     /// read-mostly database holds that much less resident memory (docs/PERFORMANCE.md).
     pub reuse_memtable_memory: bool,
+    /// A memtable of at least a quarter of `write_buffer_bytes` that no write has reached for
+    /// this many milliseconds is flushed by the next point read (0: never). Reads then stop
+    /// searching it, and its rows join the files where read-apart compactions fold them
+    /// (docs/COMPACTION.md): a memtable of small update records left behind by writes that
+    /// stopped was a third of a read's time (docs/PERFORMANCE.md, "YCSB"). As HBase flushes a
+    /// memstore whose edits have waited too long.
+    pub idle_memtable_flush_ms: u64,
     /// Sealed memtables waiting for flush before writes stall.
     pub max_sealed_memtables: usize,
     /// Target uncompressed data block size.
@@ -149,6 +156,7 @@ impl Default for Options {
             persist_stats: true,
             write_buffer_bytes: 64 << 20,
             reuse_memtable_memory: true,
+            idle_memtable_flush_ms: 500,
             max_sealed_memtables: 2,
             block_size_bytes: 4096,
             block_cache_bytes: 64 << 20,

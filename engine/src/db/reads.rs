@@ -5,6 +5,7 @@ use super::Db;
 use crate::error::Result;
 use crate::model::types::{PrimaryKey, RangeOptions, RangePage, ReadOptions, Row};
 use crate::read::RangeIter;
+use crate::sync::atomic::Ordering;
 
 impl Db {
     /// GetRow: the row as of now, or `None`.
@@ -13,7 +14,10 @@ impl Db {
     /// Validation, missing-table, I/O and corruption errors.
     pub fn get_row(&self, table: &str, pk: &PrimaryKey, opts: &ReadOptions) -> Result<Option<Row>> {
         let snap = self.reader.snapshot();
-        self.reader.get_row_at(&snap, table, pk, opts)
+        let row = self.reader.get_row_at(&snap, table, pk, opts);
+        drop(snap);
+        self.flush_if_idle();
+        row
     }
 
     /// GetRow without copying: `f` receives the row as a [`RowRef`](crate::RowRef) borrowed
@@ -32,7 +36,42 @@ impl Db {
         f: impl FnOnce(Option<crate::RowRef<'_>>) -> R,
     ) -> Result<R> {
         let snap = self.reader.snapshot();
-        self.reader.with_row_at(&snap, table, pk, opts, f)
+        let r = self.reader.with_row_at(&snap, table, pk, opts, f);
+        drop(snap);
+        self.flush_if_idle();
+        r
+    }
+
+    /// Flushes a memtable that writes have left alone for `Options::idle_memtable_flush_ms`
+    /// and that holds at least a quarter of a write buffer, so point reads stop searching it.
+    /// Asked after every point read: the common case is two atomic loads and a clock read;
+    /// the memtable's size is looked at once per pause of the writes (whichever reader
+    /// claims the pause), and the flush runs on that reader's thread (sealing the memtable
+    /// waits for a running write group) and the flush thread. Its errors are the flush's,
+    /// not the read's: a read that succeeded is not failed by them (a failed rotation
+    /// poisons the database, as for [`Db::flush`]).
+    fn flush_if_idle(&self) {
+        let idle_ms = self.ctx.opts.idle_memtable_flush_ms;
+        let Some(w) = self.writer.as_ref() else { return };
+        if idle_ms == 0 {
+            return;
+        }
+        let bg = &self.jobs.bg;
+        let last = bg.last_write_ms.load(Ordering::Relaxed);
+        if bg.idle_flush_for.load(Ordering::Relaxed) == last {
+            return;
+        }
+        if self.ctx.clock.now_ms_coarse().saturating_sub(last) < idle_ms {
+            return;
+        }
+        let claimed = bg.idle_flush_for.swap(last, Ordering::AcqRel);
+        if claimed == last {
+            return;
+        }
+        let size = self.versions.state.read().active.size();
+        if size >= self.ctx.opts.write_buffer_bytes / 4 && w.seal_for_flush().is_ok() {
+            bg.kick_flush();
+        }
     }
 
     /// A snapshot of the database as it is now: reads through it see exactly this state for as
@@ -47,7 +86,10 @@ impl Db {
     /// borrowed (`&[("orders", key)]`) or owned.
     pub fn batch_get<T: AsRef<str>>(&self, keys: &[(T, PrimaryKey)], opts: &ReadOptions) -> Vec<Result<Option<Row>>> {
         let snap = self.reader.snapshot();
-        keys.iter().map(|(t, pk)| self.reader.get_row_at(&snap, t.as_ref(), pk, opts)).collect()
+        let rows = keys.iter().map(|(t, pk)| self.reader.get_row_at(&snap, t.as_ref(), pk, opts)).collect();
+        drop(snap);
+        self.flush_if_idle();
+        rows
     }
 
     /// GetRange: one page of rows in `[start, end)` (or `(end, start]` backward) and the key to
