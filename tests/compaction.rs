@@ -535,36 +535,46 @@ fn a_file_whose_rows_reads_find_apart_is_folded_into_the_next_level() {
 
 /// A memtable no write has reached for `idle_memtable_flush_ms` (500 ms of the injected clock)
 /// is flushed by the next point read once it holds a quarter of a write buffer; a smaller one
-/// stays, a read within the pause leaves it, one pause of the writes flushes once, and the
-/// rows read the same from the files.
+/// stays, a read within the pause leaves it, one pause of the writes flushes once, each point
+/// read (`get_row`, `with_row`, `batch_get`) looks, and the rows read the same from the files.
+/// The seal is made by the read itself, so `sealed_memtables` and `flushes` both at 0 right
+/// after a read say that it did not seal.
 #[test]
 fn a_memtable_writes_left_alone_is_flushed_by_the_reads_after_them() {
     let (opts, _fs, clock) = mem_options();
     let db = Db::open("/db", Options { write_buffer_bytes: 1 << 20, ..opts }).unwrap();
     db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    let value = |i: i64| Value::Binary(vec![i as u8; 100]);
     let read = |i: i64| {
         let row = db.get_row("t", &pk![i], &ReadOptions::default()).unwrap().unwrap();
-        assert_eq!(row.get("v"), Some(&Value::Binary(vec![i as u8; 100])), "row {i}");
+        assert_eq!(row.get("v"), Some(&value(i)), "row {i}");
+    };
+    let untouched = |when: &str| {
+        let s = db.stats();
+        assert_eq!((s.sealed_memtables, s.flushes), (0, 0), "{when}");
     };
     // Just under a quarter of the buffer: 200 KiB.
     let mut next = 0i64;
     while db.stats().memtable_bytes < 200 << 10 {
-        db.put_row(PutRow::new("t", pk![next]).column("v", vec![next as u8; 100])).unwrap();
+        db.put_row(PutRow::new("t", pk![next]).column("v", value(next))).unwrap();
         next += 1;
     }
     assert!(db.stats().memtable_bytes < 256 << 10);
     clock.advance(1_000);
     read(1);
-    assert_eq!(db.stats().flushes, 0, "a memtable under a quarter of the buffer stays");
+    untouched("a memtable under a quarter of the buffer stays");
     for i in next..3_000i64 {
-        db.put_row(PutRow::new("t", pk![i]).column("v", vec![i as u8; 100])).unwrap();
+        db.put_row(PutRow::new("t", pk![i]).column("v", value(i))).unwrap();
     }
     assert!(db.stats().memtable_bytes >= 256 << 10, "{}", db.stats().memtable_bytes);
     clock.advance(499);
     read(2);
-    assert_eq!(db.stats().flushes, 0, "499 ms after the last write the memtable stays");
+    untouched("499 ms after the last write the memtable stays");
     clock.advance(1);
-    read(3);
+    let found = db.with_row("t", &pk![3], &ReadOptions::default(), |r| r.is_some()).unwrap();
+    assert!(found);
+    let s = db.stats();
+    assert_eq!(s.sealed_memtables + s.flushes as usize, 1, "the read sealed the memtable: {s:?}");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while db.stats().flushes == 0 {
         assert!(std::time::Instant::now() < deadline, "the idle memtable was never flushed");
@@ -574,8 +584,39 @@ fn a_memtable_writes_left_alone_is_flushed_by_the_reads_after_them() {
     for i in (0..3_000).step_by(7) {
         read(i);
     }
-    db.put_row(PutRow::new("t", pk![5_000]).column("v", vec![1u8; 100])).unwrap();
+    // A new pause with a big memtable again, seen by a batch read.
+    for i in 3_000..6_000i64 {
+        db.put_row(PutRow::new("t", pk![i]).column("v", value(i))).unwrap();
+    }
     clock.advance(1_000);
-    read(4);
-    assert_eq!(db.stats().flushes, 1, "one flush per pause, and none of a small memtable");
+    let rows = db.batch_get(&[("t", pk![4_000])], &ReadOptions::default());
+    assert!(matches!(rows.as_slice(), [Ok(Some(_))]));
+    let s = db.stats();
+    assert_eq!(s.sealed_memtables + s.flushes as usize, 2, "the batch read sealed it: {s:?}");
+    assert!(db.wait_idle(Duration::from_secs(20)).unwrap());
+    let flushes = db.stats().flushes;
+    for i in (0..6_000).step_by(11) {
+        read(i);
+    }
+    assert_eq!(db.stats().flushes, flushes, "one flush per pause");
+}
+
+/// A stall is not a pause: with a level 0 at its slowdown trigger (compaction paused), a big
+/// memtable left alone is not sealed by reads, however long the writes have stopped.
+#[test]
+fn an_idle_memtable_is_not_flushed_while_level_0_is_full() {
+    let (opts, _fs, clock) = mem_options();
+    let opts = Options { write_buffer_bytes: 1 << 20, l0_slowdown_trigger: 1, start_paused: true, ..opts };
+    let db = Db::open("/db", opts).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    db.put_row(PutRow::new("t", pk![0]).column("v", 0i64)).unwrap();
+    db.flush().unwrap();
+    for i in 0..3_000i64 {
+        db.put_row(PutRow::new("t", pk![i]).column("v", vec![1u8; 100])).unwrap();
+    }
+    let flushes = db.stats().flushes;
+    clock.advance(10_000);
+    db.get_row("t", &pk![1], &ReadOptions::default()).unwrap().unwrap();
+    let s = db.stats();
+    assert_eq!((s.sealed_memtables, s.flushes), (0, flushes), "a level 0 at its slowdown trigger holds the flush");
 }

@@ -55,12 +55,16 @@ pub struct Options {
     /// zeroing of fresh pages (random puts about 15 % faster at 100-byte values); off, an idle or
     /// read-mostly database holds that much less resident memory (docs/PERFORMANCE.md).
     pub reuse_memtable_memory: bool,
-    /// A memtable of at least a quarter of `write_buffer_bytes` that no write has reached for
-    /// this many milliseconds is flushed by the next point read (0: never). Reads then stop
-    /// searching it, and its rows join the files where read-apart compactions fold them
-    /// (docs/COMPACTION.md): a memtable of small update records left behind by writes that
-    /// stopped was a third of a read's time (docs/PERFORMANCE.md, "YCSB"). As HBase flushes a
-    /// memstore whose edits have waited too long.
+    /// A memtable of at least a quarter of `write_buffer_bytes` that no write group has
+    /// reached for this many milliseconds (counted from the end of the last one) is flushed by
+    /// the next point read (0: never); not while writes are stalled (a sealed memtable waiting,
+    /// a level 0 at its slowdown trigger). Reads then stop searching it, and its rows join the
+    /// files where read-apart compactions fold them (docs/COMPACTION.md): a memtable of small
+    /// update records left behind by writes that stopped was a third of a read's time
+    /// (docs/PERFORMANCE.md, "YCSB"). The read that seals it pays the WAL's rotation
+    /// (milliseconds), once per pause; a pause starts at a write group, so a memtable replayed
+    /// from the WAL at open waits for the next write. HBase's periodic flusher likewise writes out a memstore whose edits
+    /// have waited in memory too long.
     pub idle_memtable_flush_ms: u64,
     /// Sealed memtables waiting for flush before writes stall.
     pub max_sealed_memtables: usize,

@@ -80,8 +80,8 @@ pub struct Background {
     /// Clock time (ms) of the last committed write group: compactions split into
     /// subcompactions only once writes have paused (see `compaction/run.rs`).
     pub last_write_ms: AtomicU64,
-    /// The `last_write_ms` whose idle memtable a read has already considered flushing
-    /// (`Db::flush_if_idle`): one look per pause of the writes.
+    /// The latest `last_write_ms` whose pause a read has claimed for an idle flush
+    /// (`Db::flush_if_idle`): one look per pause of the writes. Only raised.
     pub idle_flush_for: AtomicU64,
     /// Where progress is signalled (shared with the health, whose changes wake waiters too).
     ctx: Arc<Context>,
@@ -100,7 +100,7 @@ impl Background {
             active: AtomicUsize::new(0),
             compacting: AtomicUsize::new(0),
             last_write_ms: AtomicU64::new(0),
-            idle_flush_for: AtomicU64::new(u64::MAX),
+            idle_flush_for: AtomicU64::new(0),
             ctx,
         }
     }

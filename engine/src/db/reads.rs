@@ -44,12 +44,15 @@ impl Db {
 
     /// Flushes a memtable that writes have left alone for `Options::idle_memtable_flush_ms`
     /// and that holds at least a quarter of a write buffer, so point reads stop searching it.
-    /// Asked after every point read: the common case is two atomic loads and a clock read;
-    /// the memtable's size is looked at once per pause of the writes (whichever reader
-    /// claims the pause), and the flush runs on that reader's thread (sealing the memtable
-    /// waits for a running write group) and the flush thread. Its errors are the flush's,
-    /// not the read's: a read that succeeded is not failed by them (a failed rotation
-    /// poisons the database, as for [`Db::flush`]).
+    /// Asked after every point read: the common case is two atomic loads and a coarse clock
+    /// read. The first reader to see a pause claims it (once per pause) and seals the
+    /// memtable on its own thread ([`Writer::seal_if_idle`](crate::write::Writer): the
+    /// leader role, the checks again, the WAL's rotation with its syncs: that one read takes
+    /// milliseconds); the flush thread writes it. A stall is not a pause: nothing is sealed
+    /// while a sealed memtable waits or a level 0 is at its slowdown trigger. A database with
+    /// no write since its open has no pause to claim. Errors are the flush's, not the read's:
+    /// a read that succeeded is not failed by them (a failed rotation poisons the database,
+    /// as for [`Db::flush`]).
     fn flush_if_idle(&self) {
         let idle_ms = self.ctx.opts.idle_memtable_flush_ms;
         let Some(w) = self.writer.as_ref() else { return };
@@ -58,18 +61,19 @@ impl Db {
         }
         let bg = &self.jobs.bg;
         let last = bg.last_write_ms.load(Ordering::Relaxed);
-        if bg.idle_flush_for.load(Ordering::Relaxed) == last {
+        if bg.idle_flush_for.load(Ordering::Relaxed) >= last {
             return;
         }
         if self.ctx.clock.now_ms_coarse().saturating_sub(last) < idle_ms {
             return;
         }
-        let claimed = bg.idle_flush_for.swap(last, Ordering::AcqRel);
-        if claimed == last {
+        // One claimer per pause; a reader holding an older pause's time cannot take it back
+        // (the claim only moves forward).
+        let claimed = bg.idle_flush_for.fetch_max(last, Ordering::AcqRel);
+        if claimed >= last {
             return;
         }
-        let size = self.versions.state.read().active.size();
-        if size >= self.ctx.opts.write_buffer_bytes / 4 && w.seal_for_flush().is_ok() {
+        if let Ok(true) = w.seal_if_idle(last, self.ctx.opts.write_buffer_bytes / 4) {
             bg.kick_flush();
         }
     }

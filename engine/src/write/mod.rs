@@ -939,7 +939,13 @@ impl Writer {
         self.versions.visible_seqno.store(next_seq - 1, Ordering::Release);
         drop(bufs_guard);
         drop(fence);
-        self.bg.last_write_ms.store(now, Ordering::Relaxed);
+        // The group's end, coarse: a pause of the writes is measured from it (a slow group is
+        // not a pause). Stored only when it changed, so readers that load it every read do
+        // not lose the cache line to every group.
+        let ended = self.ctx.clock.now_ms_coarse().max(now);
+        if self.bg.last_write_ms.load(Ordering::Relaxed) != ended {
+            self.bg.last_write_ms.store(ended, Ordering::Relaxed);
+        }
         if active.size() >= self.ctx.opts.write_buffer_bytes
             && let Err(e) = self.rotate_memtable()
         {

@@ -138,6 +138,34 @@ impl Writer {
         }
     }
 
+    /// Seals the active memtable for an idle flush (`Db::flush_if_idle`), judged again with the
+    /// leader role held, so no write group runs meanwhile: only if no write group has ended
+    /// since the pause the caller saw (`last_write_ms` still equal to `pause`), the memtable
+    /// holds at least `min_bytes`, no sealed memtable waits for its flush and no partition's
+    /// level 0 has reached the slowdown trigger (a write stall is not a pause: a flush then
+    /// would add to what the writers wait on). True when it sealed.
+    ///
+    /// # Errors
+    /// Whatever refuses writes; a failed rotation (which poisons).
+    pub(crate) fn seal_if_idle(&self, pause: u64, min_bytes: usize) -> Result<bool> {
+        self.ctx.check_writable()?;
+        let _leader = self.queue.lead();
+        if self.bg.last_write_ms.load(Ordering::Relaxed) != pause {
+            return Ok(false);
+        }
+        {
+            let st = self.versions.state.read();
+            if st.active.size() < min_bytes || !st.sealed.is_empty() {
+                return Ok(false);
+            }
+        }
+        if self.versions.max_l0_files.load(Ordering::Acquire) >= self.ctx.opts.l0_slowdown_trigger {
+            return Ok(false);
+        }
+        self.rotate_memtable()?;
+        Ok(true)
+    }
+
     /// Seals the memtable so that every write acknowledged before the call is in a sealed one,
     /// and returns the log number below which memtables hold them (for a flush to wait on).
     pub(crate) fn seal_for_flush(&self) -> Result<u64> {
