@@ -63,8 +63,8 @@ pub struct Options {
     /// update records left behind by writes that stopped was a third of a read's time
     /// (docs/PERFORMANCE.md, "YCSB"). The read that seals it pays the WAL's rotation
     /// (milliseconds), once per pause; a pause starts at a write group, so a memtable replayed
-    /// from the WAL at open waits for the next write. HBase's periodic flusher likewise writes out a memstore whose edits
-    /// have waited in memory too long.
+    /// from the WAL at open waits for the next write. HBase's periodic flusher likewise
+    /// writes out a memstore whose edits have waited in memory too long.
     pub idle_memtable_flush_ms: u64,
     /// Sealed memtables waiting for flush before writes stall.
     pub max_sealed_memtables: usize,

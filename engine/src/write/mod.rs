@@ -1206,8 +1206,9 @@ impl Writer {
     }
 
     /// After how many update records a row at `pk` of `table` is written whole
-    /// ([`fold::Heat::fold_after`]: the option, or every update while its partition is
-    /// read-mostly).
+    /// ([`fold::Heat::fold_after`]: the option, or every second update while its partition is
+    /// read-mostly). The option's own early answer is repeated here so that a setting with
+    /// nothing to decide costs no partition lookup.
     fn fold_after(&self, heat: &mut fold::Heat, table: &Table, pk: &[u8], now: u64) -> u8 {
         let configured = self.ctx.opts.fold_updates_after;
         if configured <= fold::Heat::READ_MOSTLY_FOLD_AFTER {

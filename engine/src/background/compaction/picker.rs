@@ -19,6 +19,9 @@ use strata_format::key::user_key;
 use crate::ids::{FileId, PartitionId, TableId};
 use crate::version::{FileEntry, LsmVersion, Partition, Table};
 
+/// The reason of a compaction of files whose rows point reads kept finding apart.
+pub const READ_APART: &str = "read-apart";
+
 /// What the picker needs from the options.
 #[derive(Debug, Clone, Copy)]
 pub struct PickerConfig {
@@ -177,9 +180,9 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
     for (lvl, level) in p.levels.iter().enumerate().take(last) {
         let Some(f) = level.iter().find(|f| f.wants_fold()) else { continue };
         if lvl == 0 {
-            return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, "read-apart", 0.4);
+            return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, READ_APART, 0.4);
         }
-        return task_for(t, p, vec![(lvl, f)], lvl + 1, "read-apart", 0.4);
+        return task_for(t, p, vec![(lvl, f)], lvl + 1, READ_APART, 0.4);
     }
     None
 }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use strata_format::key::{internal_key, split_internal_key, user_key};
 use strata_format::record::RowRecord;
 
-use super::picker::CompactionTask;
+use super::picker::{CompactionTask, READ_APART};
 use crate::background::Jobs;
 use crate::background::output::FileMaker;
 use crate::error::{Error, Result};
@@ -356,7 +356,7 @@ impl Jobs {
             return Ok(());
         }
         self.ctx.stats.compactions.fetch_add(1, Ordering::Relaxed);
-        if task.reason == "read-apart" {
+        if task.reason == READ_APART {
             self.ctx.stats.read_apart_compactions.fetch_add(1, Ordering::Relaxed);
         }
         self.ctx.stats.compaction_read_bytes.fetch_add(done.read_bytes, Ordering::Relaxed);
