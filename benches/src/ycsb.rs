@@ -60,6 +60,10 @@ trait Store {
     fn work(&self) -> Option<serde_json::Value> {
         None
     }
+    /// Waits until the engine's background work is done (strata); nothing for the peers.
+    fn settle(&self) -> R<()> {
+        Ok(())
+    }
 }
 
 struct Strata {
@@ -81,6 +85,18 @@ impl Strata {
         if let Some(mib) = args.strata_write_buffer_mib {
             opts.write_buffer_bytes = mib << 20;
         }
+        if args.strata_static_levels {
+            opts.dynamic_level_sizes = false;
+        }
+        if args.strata_no_compression {
+            opts.compression = false;
+        }
+        if let Some(mib) = args.strata_level1_mib {
+            opts.level1_target_bytes = mib << 20;
+        }
+        if let Some(mib) = args.strata_file_mib {
+            opts.target_file_bytes = mib << 20;
+        }
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
         db.create_table(TableSchema::new(TABLE).pk("key", KeyType::Binary)).map_err(|e| e.to_string())?;
         Ok(Strata { db })
@@ -95,6 +111,9 @@ fn touch(v: Option<ValueRef<'_>>) -> usize {
 }
 
 impl Store for Strata {
+    fn settle(&self) -> R<()> {
+        self.db.wait_idle(std::time::Duration::from_secs(600)).map(drop).map_err(|e| e.to_string())
+    }
     fn work(&self) -> Option<serde_json::Value> {
         let st = self.db.stats();
         let mut levels: Vec<usize> = Vec::new();
@@ -529,9 +548,25 @@ struct Args {
     /// strata: `Options::reuse_memtable_memory = false` (a flushed memtable's memory goes back).
     #[arg(long)]
     strata_no_memtable_reuse: bool,
+    /// Waits for the engine's background work to finish before each workload (strata; a
+    /// diagnostic: the peers go on at once)
+    #[arg(long)]
+    settle: bool,
     /// strata: `Options::write_buffer_bytes` in MiB.
     #[arg(long)]
     strata_write_buffer_mib: Option<usize>,
+    /// strata: `Options::dynamic_level_sizes = false` (level 0 merges into level 1).
+    #[arg(long)]
+    strata_static_levels: bool,
+    /// strata: `Options::compression = false` (blocks stored as they are).
+    #[arg(long)]
+    strata_no_compression: bool,
+    /// strata: `Options::level1_target_bytes` in MiB.
+    #[arg(long)]
+    strata_level1_mib: Option<u64>,
+    /// strata: `Options::target_file_bytes` in MiB.
+    #[arg(long)]
+    strata_file_mib: Option<u64>,
 }
 
 fn main() -> R<()> {
@@ -588,6 +623,9 @@ fn main() -> R<()> {
     let mut inserted = args.records;
     for name in args.workloads.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let w = workload(name).ok_or_else(|| format!("unknown workload {name:?}"))?;
+        if args.settle {
+            store.settle()?;
+        }
         let mut lat = Latencies::default();
         let scrambled = Scrambled::new(inserted);
         let latest = Zipfian::new(inserted);

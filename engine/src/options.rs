@@ -100,10 +100,20 @@ pub struct Options {
     pub l0_slowdown_trigger: usize,
     /// Level-0 files at which writes wait for compaction.
     pub l0_stop_trigger: usize,
-    /// Target size of level 1 of a partition; each deeper level is `level_size_multiplier` larger.
+    /// Least target size of the level that level 0 merges into (RocksDB's
+    /// `max_bytes_for_level_base`, whose default, 256 MiB, this shares): with
+    /// `dynamic_level_sizes`, the base level's target is at least this; without, level 1's
+    /// target is exactly this. Each deeper level may hold `level_size_multiplier` times more.
     pub level1_target_bytes: u64,
     /// Growth factor between levels.
     pub level_size_multiplier: u64,
+    /// Level targets follow each partition's largest level (RocksDB's
+    /// `level_compaction_dynamic_level_bytes`): level 0 merges into the highest level whose
+    /// share of the largest is at least `level1_target_bytes`, and the levels above it stay
+    /// empty, so a partition smaller than `level1_target_bytes * level_size_multiplier` keeps
+    /// its rows in its last one or two levels (docs/COMPACTION.md). False: level 0 merges into level 1
+    /// and level `i` may hold `level1_target_bytes * level_size_multiplier^(i-1)`.
+    pub dynamic_level_sizes: bool,
     /// Number of levels per partition (level 0 included).
     pub num_levels: usize,
     /// Target size of a compaction output file.
@@ -172,8 +182,9 @@ impl Default for Options {
             l0_compaction_trigger: 4,
             l0_slowdown_trigger: 12,
             l0_stop_trigger: 20,
-            level1_target_bytes: 128 << 20,
+            level1_target_bytes: 256 << 20,
             level_size_multiplier: 10,
+            dynamic_level_sizes: true,
             num_levels: 7,
             target_file_bytes: 64 << 20,
             stall_timeout: Duration::from_secs(30),

@@ -20,6 +20,7 @@ impl Jobs {
             multiplier: self.ctx.opts.level_size_multiplier,
             num_levels: self.ctx.opts.num_levels,
             now_ms: self.ctx.clock.now_ms(),
+            dynamic: self.ctx.opts.dynamic_level_sizes,
         }
     }
 
@@ -59,6 +60,7 @@ impl Jobs {
     /// range was compacted after the call began.
     pub(crate) fn compact_partitions(&self, table: &str, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Result<()> {
         let mut done = std::collections::HashSet::new();
+        let cfg = self.picker_config();
         loop {
             let pending: Vec<PartitionId> = {
                 let v = self.versions.current();
@@ -80,7 +82,7 @@ impl Jobs {
                 let Some(t) = v.table_or_internal(table) else { return Ok(()) };
                 // A partition split while we waited is gone: its children come round next.
                 let Some(p) = t.partitions.iter().find(|p| p.id == id) else { continue };
-                if let Some(task) = full_compaction(t, p) {
+                if let Some(task) = full_compaction(t, p, &cfg) {
                     self.run_compaction(&task)?;
                 }
                 done.insert(id);

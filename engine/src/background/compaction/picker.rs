@@ -3,10 +3,13 @@
 //! (`FileEntry::wants_fold`).
 //!
 //! Strategy: leveled, per partition (see docs/COMPACTION.md for the measurements behind it).
-//! Level 0 holds flushed files, which overlap; it is merged into level 1 once it has
+//! Level 0 holds flushed files, which overlap; it is merged into the base level once it has
 //! `l0_compaction_trigger` files. Level `i >= 1` is one sorted run whose target size grows by
-//! `level_size_multiplier` per level; when a level is over target, the file whose overlap with
-//! the next level is smallest relative to its size moves down. Files a split left shared with
+//! `level_size_multiplier` per level, counted from the partition's largest level with dynamic
+//! level sizes (the base is then the highest level whose share is at least
+//! `level1_target_bytes`, never below the first level holding rows) or from level 1 without;
+//! when a level is over target, the file whose overlap with the next level is smallest
+//! relative to its size moves down. Files a split left shared with
 //! a sibling partition are rewritten when nothing more urgent is pending, so that splits cost
 //! nothing up front and the shared files disappear soon after. Last, a file whose rows point
 //! reads keep finding apart from their deeper records moves down, folding them.
@@ -35,10 +38,63 @@ pub struct PickerConfig {
     pub num_levels: usize,
     /// Now, for TTL-driven compactions.
     pub now_ms: u64,
+    /// Level targets follow the partition's largest level (`Options::dynamic_level_sizes`).
+    pub dynamic: bool,
+}
+
+/// Where a partition's level 0 compacts to and what each level below may hold, as the
+/// picker sees the partition now.
+#[derive(Debug, Clone, PartialEq)]
+struct Shape {
+    /// The level level-0 files merge into.
+    base: usize,
+    /// Target bytes per level (index 0 unused); 0 for a level that should be empty.
+    targets: Vec<u64>,
 }
 
 impl PickerConfig {
-    /// Target size of level `i >= 1`.
+    /// The partition's shape. Static: level 0 merges into level 1 and level `i` may hold
+    /// `target(i)`. Dynamic (RocksDB's `level_compaction_dynamic_level_bytes`): the largest
+    /// level sets the sizes from the bottom up, each level `multiplier` times smaller than the
+    /// one below, and level 0 merges into the highest level whose share is still at least
+    /// `level1_target_bytes`; the levels above it should be empty. A small partition thus
+    /// keeps everything in its deepest level and writes each row about once per level it
+    /// really needs, where a static shape first fills level 1 and then rewrites level 2 for
+    /// every level 1's worth of new rows.
+    fn shape(&self, p: &Partition) -> Shape {
+        let last = self.num_levels.max(2) - 1;
+        let mut targets = vec![0u64; last + 1];
+        if !self.dynamic {
+            for (i, t) in targets.iter_mut().enumerate().skip(1) {
+                *t = self.target(i);
+            }
+            return Shape { base: 1, targets };
+        }
+        let size = |i: usize| -> u64 { p.levels.get(i).map_or(0, |l| l.iter().map(|f| f.rec.size).sum()) };
+        let largest = (1..=last).map(size).max().unwrap_or(0);
+        let floor = self.level1_target_bytes.max(1);
+        let mut base = last;
+        let mut share = largest;
+        while base > 1 && share > floor {
+            share /= self.multiplier.max(2);
+            base -= 1;
+        }
+        let mut t = share.max(floor);
+        for target in targets.iter_mut().skip(base) {
+            *target = t;
+            t = t.saturating_mul(self.multiplier.max(2));
+        }
+        // Level 0's rows are newer than every deeper level's: they must land at or above the
+        // first level holding rows, whatever the sizes say.
+        if let Some(first) = (1..=last).find(|&i| size(i) > 0) {
+            base = base.min(first);
+        }
+        Shape { base, targets }
+    }
+}
+
+impl PickerConfig {
+    /// Target size of level `i >= 1` in the static shape.
     pub fn target(&self, level: usize) -> u64 {
         let mut t = self.level1_target_bytes;
         for _ in 1..level {
@@ -121,6 +177,7 @@ fn task_for<'a>(
 pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Option<CompactionTask> {
     let last = cfg.num_levels.max(2) - 1;
     let l0: Vec<&Arc<FileEntry>> = p.levels.first().map(|l| l.iter().collect()).unwrap_or_default();
+    let shape = cfg.shape(p);
     let mut best: Option<(f64, usize)> = None;
     let l0_score = l0.len() as f64 / cfg.l0_trigger.max(1) as f64;
     if l0_score >= 1.0 {
@@ -128,14 +185,16 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
     }
     for lvl in 1..last {
         let bytes: u64 = p.levels.get(lvl).map_or(0, |l| l.iter().map(|f| f.rec.size).sum());
-        let score = bytes as f64 / cfg.target(lvl).max(1) as f64;
+        let target = shape.targets.get(lvl).copied().unwrap_or(0);
+        // A level that should be empty moves down, but after a level 0 at its trigger.
+        let score = if target == 0 { if bytes > 0 { 1.0 } else { 0.0 } } else { bytes as f64 / target as f64 };
         if score >= 1.0 && best.is_none_or(|(s, _)| score > s) {
             best = Some((score, lvl));
         }
     }
     if let Some((score, lvl)) = best {
         if lvl == 0 {
-            return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, "l0", score);
+            return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), shape.base, "l0", score);
         }
         let level = p.levels.get(lvl)?;
         let next = p.levels.get(lvl + 1).map(Vec::as_slice).unwrap_or(&[]);
@@ -165,7 +224,7 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
             if lvl == 0 {
                 // Level-0 files overlap in time: moving one down while an older one stays
                 // would let the older shadow it. Level 0 always moves as a whole.
-                return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, reason, 0.5);
+                return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), shape.base, reason, 0.5);
             }
             // A shared file is rewritten in place: its readable range overlaps nothing else in
             // its level, and moving it down would deepen the tree at every split. Expired cells
@@ -180,7 +239,7 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
     for (lvl, level) in p.levels.iter().enumerate().take(last) {
         let Some(f) = level.iter().find(|f| f.wants_fold()) else { continue };
         if lvl == 0 {
-            return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), 1, READ_APART, 0.4);
+            return task_for(t, p, l0.iter().map(|f| (0, *f)).collect(), shape.base, READ_APART, 0.4);
         }
         return task_for(t, p, vec![(lvl, f)], lvl + 1, READ_APART, 0.4);
     }
@@ -212,14 +271,16 @@ pub fn pick_compaction(v: &LsmVersion, cfg: &PickerConfig, busy: &HashSet<Partit
     best
 }
 
-/// A task merging every file of a partition into its deepest used level (at least 1).
-pub fn full_compaction(t: &Table, p: &Partition) -> Option<CompactionTask> {
+/// A task merging every file of a partition into one level: the last with dynamic level
+/// sizes (where a partition's rows settle), else its deepest used level (at least 1).
+pub fn full_compaction(t: &Table, p: &Partition, cfg: &PickerConfig) -> Option<CompactionTask> {
     let inputs: Vec<(usize, FileId)> =
         p.levels.iter().enumerate().flat_map(|(l, files)| files.iter().map(move |f| (l, f.id()))).collect();
     if inputs.is_empty() {
         return None;
     }
-    let deepest = p.levels.iter().rposition(|l| !l.is_empty()).unwrap_or(0).max(1);
+    let used = p.levels.iter().rposition(|l| !l.is_empty()).unwrap_or(0).max(1);
+    let deepest = if cfg.dynamic { used.max(cfg.num_levels.max(2) - 1) } else { used };
     Some(CompactionTask {
         table_id: t.id,
         partition_id: p.id,
@@ -311,11 +372,12 @@ mod tests {
                     multiplier: case.num("multiplier", 10),
                     num_levels: case.num("levels", 4),
                     now_ms: 0,
+                    dynamic: case.arg("dynamic").is_some(),
                 };
                 let p = partition(case, cfg.num_levels);
                 let t = testing::table(vec![(None, None, Vec::new())]);
                 let picked = describe(pick_for_partition(&t, &p, &cfg));
-                let full = describe(full_compaction(&t, &p));
+                let full = describe(full_compaction(&t, &p, &cfg));
                 if case.arg("full").is_some() { format!("{picked}\nfull: {full}") } else { picked }
             }
             other => panic!("line {}: unknown command {other}", case.line),
