@@ -484,7 +484,7 @@ fn what_a_snapshot_pins_survives_compaction_and_goes_when_it_is_dropped() {
 }
 
 /// Point reads that keep finding a row's records apart (an update in level 0, the row's put in
-/// level 1) move the file holding the updates down once its budget of such reads (100 for a
+/// the level below, the last with dynamic level sizes) move the file holding the updates down once its budget of such reads (100 for a
 /// small file) is spent, with no write or flush to wake the compaction: afterwards every row is
 /// one record in one file, and reads return what they returned before.
 #[test]
@@ -682,4 +682,22 @@ fn a_database_written_with_static_levels_reopens_with_dynamic_ones_and_loses_no_
     drop(db);
     let db = Db::open("/db", Options { auto_split: false, ..opts }).unwrap();
     check(&db, 9);
+}
+
+#[test]
+fn a_database_is_not_opened_with_fewer_levels_than_its_files_use() {
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", opts.clone()).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    for i in 0..100i64 {
+        db.put_row(PutRow::new("t", pk![i]).column("v", i)).unwrap();
+    }
+    // A full compaction with dynamic level sizes writes the last level (6).
+    db.compact_table("t").unwrap();
+    assert_eq!(db.partitions("t").unwrap()[0].levels.len(), 7);
+    drop(db);
+    let err = Db::open("/db", Options { num_levels: 4, ..opts.clone() }).err().expect("fewer levels refused");
+    assert_eq!(err.rule(), Some("num-levels"), "{err}");
+    let db = Db::open("/db", opts).unwrap();
+    assert_eq!(db.get_row("t", &pk![7], &ReadOptions::default()).unwrap().unwrap().get("v"), Some(&Value::Integer(7)));
 }

@@ -56,6 +56,10 @@ enum Cmd {
         /// Random point reads measured after the writes (read cost).
         #[arg(long, default_value_t = 100_000)]
         reads: u64,
+        /// Level 0 merges into level 1 and level targets count from there
+        /// (`Options::dynamic_level_sizes = false`).
+        #[arg(long)]
+        static_levels: bool,
     },
     /// Split time by partition size.
     Split {
@@ -91,6 +95,7 @@ fn main() {
             multiplier,
             write_buffer_mib,
             reads,
+            static_levels,
         } => {
             let opts = Options {
                 l0_compaction_trigger: l0_trigger,
@@ -101,6 +106,7 @@ fn main() {
                 write_buffer_bytes: write_buffer_mib << 20,
                 level1_target_bytes: (write_buffer_mib as u64 * 2) << 20,
                 target_file_bytes: (write_buffer_mib as u64) << 20,
+                dynamic_level_sizes: !static_levels,
                 ..Options::default()
             };
             let db = Db::open(tmp.path(), opts).expect("open");

@@ -108,13 +108,16 @@ pub struct Options {
     /// Growth factor between levels.
     pub level_size_multiplier: u64,
     /// Level targets follow each partition's largest level (RocksDB's
-    /// `level_compaction_dynamic_level_bytes`): level 0 merges into the highest level whose
-    /// share of the largest is at least `level1_target_bytes`, and the levels above it stay
-    /// empty, so a partition smaller than `level1_target_bytes * level_size_multiplier` keeps
-    /// its rows in its last one or two levels (docs/COMPACTION.md). False: level 0 merges into level 1
-    /// and level `i` may hold `level1_target_bytes * level_size_multiplier^(i-1)`.
+    /// `level_compaction_dynamic_level_bytes`): each level may hold a `level_size_multiplier`-th
+    /// of the one below, level 0 merges into the deepest level whose share is at most
+    /// `level1_target_bytes` (never below the first level holding rows), and rows above it
+    /// move down, so a partition smaller than `level1_target_bytes * level_size_multiplier`
+    /// keeps its rows in its last one or two levels (docs/COMPACTION.md). False: level 0
+    /// merges into level 1 and level `i` may hold `level1_target_bytes *
+    /// level_size_multiplier^(i-1)`.
     pub dynamic_level_sizes: bool,
-    /// Number of levels per partition (level 0 included).
+    /// Number of levels per partition (level 0 included). A database whose files lie deeper
+    /// is not opened with fewer (rule `num-levels`).
     pub num_levels: usize,
     /// Target size of a compaction output file.
     pub target_file_bytes: u64,

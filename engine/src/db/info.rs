@@ -235,6 +235,7 @@ impl Db {
         let drops = self.ctx.stats.drops.lock().clone();
         let tb = self.ctx.stats.table_bytes.lock().clone();
         let cfg_l0 = self.ctx.opts.l0_compaction_trigger;
+        let picker_cfg = self.jobs.picker_config();
         let mut tables = Vec::new();
         for t in v.tables.values() {
             let partitions: Vec<PartitionInfo> =
@@ -260,11 +261,13 @@ impl Db {
                 {
                     pending += l0.iter().map(|f| f.rec.size).sum::<u64>();
                 }
-                let mut target = self.ctx.opts.level1_target_bytes;
-                for l in p.levels.iter().skip(1) {
+                // What each level holds beyond its target (a level that should be empty: all
+                // of it); the last level has no target.
+                let targets = picker_cfg.level_targets(p);
+                let last = targets.len().saturating_sub(1);
+                for (i, l) in p.levels.iter().enumerate().take(last).skip(1) {
                     let b: u64 = l.iter().map(|f| f.rec.size).sum();
-                    pending += b.saturating_sub(target);
-                    target = target.saturating_mul(self.ctx.opts.level_size_multiplier);
+                    pending += b.saturating_sub(targets.get(i).copied().unwrap_or(0));
                 }
             }
             let (flush_b, comp_b) = tb.get(&t.id).copied().unwrap_or_default();

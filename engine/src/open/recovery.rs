@@ -173,6 +173,7 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
     }
 
     let (version, mut stamps, live_paths) = load_version(&fs, path, &data, &cache)?;
+    refuse_fewer_levels(&version, opts.num_levels)?;
     remove_orphans(fs.as_ref(), path, &version, &live_paths);
 
     // Replay the WAL.
@@ -407,6 +408,28 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
 /// Opens every SSTable `data` names (a shared file once), checking each is the file the
 /// manifest recorded, and builds the version. Returns it with the tables' stamp high-water
 /// marks and the paths of the live files.
+/// Refuses options with fewer levels than the database's files use: the picker never looks
+/// below its last level, and a move "down" from there would put older rows above newer ones.
+fn refuse_fewer_levels(version: &LsmVersion, num_levels: usize) -> Result<()> {
+    for t in version.tables.values() {
+        for p in &t.partitions {
+            if let Some(deepest) = p.levels.iter().rposition(|l| !l.is_empty())
+                && deepest >= num_levels.max(2)
+            {
+                return Err(Error::invalid(
+                    "num-levels",
+                    format!(
+                        "table {} has files at level {deepest}; open the database with num_levels of at least {}",
+                        t.schema.name,
+                        deepest + 1
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn load_version(
     fs: &Arc<dyn FileSystem>,
     path: &Path,

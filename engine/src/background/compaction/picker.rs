@@ -6,7 +6,7 @@
 //! Level 0 holds flushed files, which overlap; it is merged into the base level once it has
 //! `l0_compaction_trigger` files. Level `i >= 1` is one sorted run whose target size grows by
 //! `level_size_multiplier` per level, counted from the partition's largest level with dynamic
-//! level sizes (the base is then the highest level whose share is at least
+//! level sizes (the base is then the deepest level whose share is at most
 //! `level1_target_bytes`, never below the first level holding rows) or from level 1 without;
 //! when a level is over target, the file whose overlap with the next level is smallest
 //! relative to its size moves down. Files a split left shared with
@@ -55,12 +55,19 @@ struct Shape {
 impl PickerConfig {
     /// The partition's shape. Static: level 0 merges into level 1 and level `i` may hold
     /// `target(i)`. Dynamic (RocksDB's `level_compaction_dynamic_level_bytes`): the largest
-    /// level sets the sizes from the bottom up, each level `multiplier` times smaller than the
-    /// one below, and level 0 merges into the highest level whose share is still at least
-    /// `level1_target_bytes`; the levels above it should be empty. A small partition thus
+    /// level's size is the last level's share, each level above has a `multiplier`-th of the
+    /// one below, and the base (where level 0 merges) is the deepest level whose share is at
+    /// most `level1_target_bytes`; it may hold at least that much, and the levels above it
+    /// should be empty (rows left there move down). A small partition thus
     /// keeps everything in its deepest level and writes each row about once per level it
     /// really needs, where a static shape first fills level 1 and then rewrites level 2 for
     /// every level 1's worth of new rows.
+    /// Each level's target bytes for the partition as it is now (index 0 unused; 0 for a
+    /// level that should be empty): what `DbStats`' pending compaction bytes count against.
+    pub fn level_targets(&self, p: &Partition) -> Vec<u64> {
+        self.shape(p).targets
+    }
+
     fn shape(&self, p: &Partition) -> Shape {
         let last = self.num_levels.max(2) - 1;
         let mut targets = vec![0u64; last + 1];
@@ -186,8 +193,14 @@ pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Optio
     for lvl in 1..last {
         let bytes: u64 = p.levels.get(lvl).map_or(0, |l| l.iter().map(|f| f.rec.size).sum());
         let target = shape.targets.get(lvl).copied().unwrap_or(0);
-        // A level that should be empty moves down, but after a level 0 at its trigger.
-        let score = if target == 0 { if bytes > 0 { 1.0 } else { 0.0 } } else { bytes as f64 / target as f64 };
+        // A level that should be empty moves down, after a level 0 at its trigger unless it
+        // holds more than a base level may: level 0 merges into it meanwhile (it is the first
+        // level holding rows), so a large one must drain faster than level 0 refills it.
+        let score = match (target, bytes) {
+            (_, 0) => 0.0,
+            (0, b) => (b as f64 / cfg.level1_target_bytes.max(1) as f64).max(1.0),
+            (t, b) => b as f64 / t as f64,
+        };
         if score >= 1.0 && best.is_none_or(|(s, _)| score > s) {
             best = Some((score, lvl));
         }
