@@ -696,7 +696,7 @@ fn a_database_is_not_opened_with_fewer_levels_than_its_files_use() {
     db.compact_table("t").unwrap();
     assert_eq!(db.partitions("t").unwrap()[0].levels.len(), 7);
     drop(db);
-    let err = Db::open("/db", Options { num_levels: 4, ..opts.clone() }).err().expect("fewer levels refused");
+    let Err(err) = Db::open("/db", Options { num_levels: 4, ..opts.clone() }) else { panic!("fewer levels refused") };
     assert_eq!(err.rule(), Some("num-levels"), "{err}");
     let db = Db::open("/db", opts).unwrap();
     assert_eq!(db.get_row("t", &pk![7], &ReadOptions::default()).unwrap().unwrap().get("v"), Some(&Value::Integer(7)));
