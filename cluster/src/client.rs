@@ -253,12 +253,14 @@ impl Client {
         serde_json::to_vec(v).map_err(|e| ClientError::Api(ApiError::BadRequest(e.to_string())))
     }
 
-    /// Every table of the cluster.
+    /// Every table of the cluster, as its catalog group's leader knows them after a read-index
+    /// round: a table whose creation was acknowledged before the call is listed.
     ///
     /// # Errors
     /// `Unavailable`.
     pub async fn tables(&self) -> Result<Vec<TableSpec>, ClientError> {
-        let specs: Vec<TableSpec> = self.call(reqwest::Method::GET, "/v1/tables", None, None, true).await?;
+        let catalog = Some(crate::node::CATALOG_GROUP);
+        let specs: Vec<TableSpec> = self.call(reqwest::Method::GET, "/v1/tables", None, catalog, true).await?;
         let mut t = self.tables.lock();
         for s in &specs {
             t.insert(s.name.clone(), s.clone());

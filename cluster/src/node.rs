@@ -332,6 +332,18 @@ impl Node {
         self.tables.read().values().cloned().collect()
     }
 
+    /// The cluster's tables, read linearizably: a read-index round on the catalog group
+    /// (so only its leader answers), then the catalog as applied, so a table whose creation
+    /// was acknowledged before the call is listed whichever node the caller asked.
+    ///
+    /// # Errors
+    /// `NotLeader` (with the catalog leader's address), `Unavailable`.
+    pub async fn tables_now(&self) -> Result<Vec<TableSpec>, ApiError> {
+        self.read_index(CATALOG_GROUP).await?;
+        self.reconcile().await.map_err(store)?;
+        Ok(self.tables())
+    }
+
     fn spec(&self, table: &str) -> Result<TableSpec, ApiError> {
         self.tables.read().get(table).cloned().ok_or_else(|| ApiError::NoTable(table.to_owned()))
     }

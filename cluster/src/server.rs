@@ -102,7 +102,7 @@ async fn scan(State(node): State<Arc<Node>>, body: Bytes) -> Response {
 }
 
 async fn tables(State(node): State<Arc<Node>>) -> Response {
-    reply(Ok::<_, ApiError>(node.tables()))
+    reply(node.tables_now().await)
 }
 
 async fn create_table(State(node): State<Arc<Node>>, body: Bytes) -> Response {

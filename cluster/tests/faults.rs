@@ -68,3 +68,45 @@ async fn lossy_links_and_a_one_way_cut_lose_no_acknowledged_write() {
     println!("writes acknowledged {acked}, unknown {unknown}");
     assert!(acked > 0);
 }
+
+/// A node cut off from the catalog's leader has not applied a table made since: asked for the
+/// tables itself, it refuses (a listing is a read-index round on the catalog group, which only
+/// its leader answers), where it used to answer from its stale catalog; a client asking through
+/// it is sent to the leader and lists the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_behind_the_catalog_does_not_list_tables_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let procs = Procs::start(dir.path());
+    let client = procs.client();
+    for id in 1..=3 {
+        procs.wait_up(&client, id).await;
+    }
+    let catalog = strata_cluster::node::CATALOG_GROUP;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let leader = loop {
+        if let Some(l) = leader_of(&procs, &client, catalog).await {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "the catalog group elected no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let behind = procs.addrs.keys().copied().find(|id| *id != leader).unwrap();
+    let cut = FaultPlan { cut: BTreeSet::from([behind]), ..FaultPlan::default() };
+    client.set_faults(&procs.addrs[&leader], &cut).await.unwrap();
+    // Acknowledged by the leader and the third node.
+    create_table(&client).await;
+    let resp = reqwest::get(format!("http://{}/v1/tables", procs.addrs[&behind])).await.unwrap();
+    let status = resp.status();
+    let body = resp.text().await.unwrap();
+    assert!(!status.is_success(), "node {behind}, behind the catalog, listed the tables: {body}");
+    client.set_faults(&procs.addrs[&leader], &FaultPlan::default()).await.unwrap();
+    let timing = strata_cluster::client::ClientTiming {
+        request: Duration::from_secs(10),
+        deadline: Duration::from_secs(60),
+        backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(100),
+    };
+    let through_behind = strata_cluster::client::Client::new(vec![procs.addrs[&behind].clone()], timing).unwrap();
+    let names: Vec<String> = through_behind.tables().await.unwrap().into_iter().map(|t| t.name).collect();
+    assert_eq!(names, ["t"]);
+}
