@@ -50,6 +50,9 @@ struct Args {
     /// strata with `Options::reuse_memtable_memory` off (less resident memory, slower writes).
     #[arg(long)]
     strata_no_memtable_reuse: bool,
+    /// strata with `Options::dynamic_level_sizes` off (level 0 merges into level 1).
+    #[arg(long)]
+    strata_static_levels: bool,
 }
 
 /// Runs `engine`'s workloads in a child process of this binary and reads its JSON lines.
@@ -95,6 +98,7 @@ fn main() {
         max_sealed_memtables: a.strata_max_sealed,
         no_memtable_reuse: a.strata_no_memtable_reuse,
         stream_hours: None,
+        static_levels: a.strata_static_levels,
     })];
     factories.extend(peers::factories());
     if let Some(names) = &a.engines {

@@ -133,6 +133,8 @@ pub struct StrataFactory {
     /// Create the benchmark table with a change stream keeping records this many hours
     /// (`strata bench --stream HOURS`: what a stream costs each workload).
     pub stream_hours: Option<u32>,
+    /// Turn `Options::dynamic_level_sizes` off (db_bench's `--strata-static-levels`).
+    pub static_levels: bool,
 }
 
 impl EngineFactory for StrataFactory {
@@ -145,6 +147,7 @@ impl EngineFactory for StrataFactory {
             sync_mode: if sync { SyncMode::Always } else { SyncMode::Buffered },
             max_sealed_memtables: self.max_sealed_memtables.unwrap_or(defaults.max_sealed_memtables),
             reuse_memtable_memory: !self.no_memtable_reuse,
+            dynamic_level_sizes: defaults.dynamic_level_sizes && !self.static_levels,
             ..defaults
         };
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
