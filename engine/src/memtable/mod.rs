@@ -17,17 +17,20 @@
 mod arena;
 mod chunk;
 pub mod membloom;
+mod rowindex;
 mod skiplist;
 
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub use arena::ChunkPool;
 use skiplist::{SearchKey, SkipList};
 
 use crate::ids::{SeqNo, TableId};
 use crate::memtable::membloom::{MemBloom, row_hash};
+use crate::memtable::rowindex::RowIndex;
 use crate::source::is_base_record;
 
 /// The flush threshold a memtable's row filter is sized for when none is given
@@ -47,6 +50,13 @@ pub struct Memtable {
     list: SkipList,
     /// The rows present, so point reads of other rows skip the skip-list search.
     bloom: MemBloom,
+    /// Each row's newest entry (hashed), where a point read of a row present starts; made by
+    /// the write leader once a point read asked for it (`rowindex.rs`).
+    index: OnceLock<RowIndex>,
+    /// A point read searched this memtable: the leader makes the index at its next batch.
+    index_wanted: AtomicBool,
+    /// The flush threshold the index is sized for.
+    buffer_bytes: usize,
     max_seqno: AtomicU64,
     /// Number of the WAL file holding this memtable's first entry.
     pub first_wal: u64,
@@ -84,7 +94,15 @@ impl Memtable {
     /// memory from `pool` and returning it there when dropped.
     pub fn for_buffer(first_wal: u64, buffer_bytes: usize, pool: &Arc<ChunkPool>) -> Self {
         let bloom = MemBloom::for_buffer(buffer_bytes);
-        Memtable { list: SkipList::new(pool.clone()), bloom, max_seqno: AtomicU64::new(0), first_wal }
+        Memtable {
+            list: SkipList::new(pool.clone()),
+            bloom,
+            index: OnceLock::new(),
+            index_wanted: AtomicBool::new(false),
+            buffer_bytes,
+            max_seqno: AtomicU64::new(0),
+            first_wal,
+        }
     }
 
     /// The same memtable, recorded as starting in WAL `first_wal` (recovery learns it late).
@@ -104,6 +122,13 @@ impl Memtable {
         let mut chunk: [Option<NewEntry<'a>>; CHUNK] = [None; CHUNK];
         let mut ok = true;
         let mut list = self.list.inserter();
+        // Made under the writer's lock, before this batch: every entry inserted so far has a
+        // sequence number at most the memtable's largest.
+        if self.index_wanted.load(Ordering::Relaxed) && self.index.get().is_none() {
+            let from_seq = self.max_seqno.load(Ordering::Relaxed).saturating_add(1);
+            let _ = self.index.set(RowIndex::for_buffer(self.buffer_bytes, from_seq));
+        }
+        let index = self.index.get();
         while ok {
             let mut n = 0;
             for (slot, e) in chunk.iter_mut().zip(entries.by_ref()) {
@@ -123,12 +148,19 @@ impl Memtable {
                 max_seq = max_seq.max(*seqno);
             }
             self.bloom.insert_all(hashes.get(..n).unwrap_or_default());
-            ok = chunk.iter().take(n).flatten().all(|&(t, pk, seqno, record)| {
+            if let Some(ix) = index {
+                ix.touch_all(hashes.get(..n).unwrap_or_default());
+            }
+            ok = chunk.iter().take(n).flatten().zip(hashes).all(|(&(t, pk, seqno, record), hash)| {
                 #[cfg(test)]
                 if insert_fault::should_fail() {
                     return false;
                 }
-                list.insert_row(t.get(), pk, seqno, record)
+                let Some(addr) = list.insert_row(t.get(), pk, seqno, record) else { return false };
+                if let Some(ix) = index {
+                    ix.note(hash, seqno, addr);
+                }
+                true
             });
         }
         drop(list);
@@ -136,9 +168,9 @@ impl Memtable {
         ok
     }
 
-    /// Approximate memory used: the nodes and the row filter.
+    /// Approximate memory used: the nodes, the row filter and the row index.
     pub fn size(&self) -> usize {
-        self.list.used_bytes() + self.bloom.size_bytes()
+        self.list.used_bytes() + self.bloom.size_bytes() + self.index.get().map_or(0, RowIndex::size_bytes)
     }
 
     /// Records that sequence numbers up to `seqno` belong to this memtable even where no entry
@@ -163,12 +195,39 @@ impl Memtable {
     pub fn get(&self, table_id: TableId, pk: &[u8], snapshot: SeqNo, out: &mut Vec<Vec<u8>>) -> bool {
         // The skip list's keys carry the id as the number it stores.
         let table_id = table_id.get();
-        if !self.bloom.may_contain(row_hash(table_id, pk)) {
+        let hash = row_hash(table_id, pk);
+        if !self.bloom.may_contain(hash) {
             return false;
         }
         let hi = SearchKey::for_row(table_id, pk, 0);
-        let mut x = self.list.seek(&SearchKey::for_row(table_id, pk, snapshot.get()), true);
-        while x != 0 && self.list.cmp(x, &hi) != std::cmp::Ordering::Greater {
+        let at = SearchKey::for_row(table_id, pk, snapshot.get());
+        // The index's entry is this row's when it lies between the row's newest possible key
+        // and its oldest (encoded primary keys are prefix-free, as the walk below also takes
+        // for granted); otherwise another row took the slot, and the search starts from the
+        // top. (An entry after the row would skip the row's newer entries; one before it would
+        // be a correct start, but perhaps far from the row.)
+        let Some(index) = self.index.get() else {
+            if !self.index_wanted.load(Ordering::Relaxed) {
+                self.index_wanted.store(true, Ordering::Relaxed);
+            }
+            return self.collect(self.list.seek(&at, true), &hi, out);
+        };
+        let candidate = index.candidate(hash);
+        let x = if candidate != 0
+            && self.list.cmp(candidate, &hi) != std::cmp::Ordering::Greater
+            && self.list.cmp(candidate, &SearchKey::for_row(table_id, pk, u64::MAX)) != std::cmp::Ordering::Less
+        {
+            self.list.seek_from(candidate, &at)
+        } else {
+            self.list.seek(&at, true)
+        };
+        self.collect(x, &hi, out)
+    }
+
+    /// Appends the records from entry `x` on while they are of the row ending at `hi`,
+    /// stopping after the first base record; true when it found one.
+    fn collect(&self, mut x: u64, hi: &SearchKey, out: &mut Vec<Vec<u8>>) -> bool {
+        while x != 0 && self.list.cmp(x, hi) != std::cmp::Ordering::Greater {
             let v = self.list.record(x);
             let base = is_base_record(&v);
             out.push(v);
@@ -318,6 +377,65 @@ mod tests {
         let mut k = pk.to_vec();
         k.extend_from_slice(&(!seqno).to_be_bytes());
         k
+    }
+
+    /// Point reads through the row index answer as a search would, whatever the order of the
+    /// inserts and however the rows' slots collide: a memtable with eight index slots, versions
+    /// inserted out of sequence order, some before a read asked for the index (which it does
+    /// not cover) and the rest after; after every batch, each row read at every seventh
+    /// snapshot against a model.
+    #[test]
+    fn point_reads_through_colliding_slots_and_out_of_order_inserts_match_a_model() {
+        let pool = ChunkPool::new(1 << 20, 0);
+        let m = Memtable::for_buffer(1, 4096, &pool);
+        // Keys of one length (encoded keys are prefix-free, which these are too), neighbours
+        // in key order, so a slot's entry of another row often lies just beside the row's.
+        let rows: Vec<Vec<u8>> = (0..16u8).map(|i| vec![b'k', i / 4, i % 4]).collect();
+        // Sequence numbers 1..=400 spread over the rows, each run of 60 inserted in a
+        // scrambled order, in batches of three.
+        let mut entries: Vec<(usize, u64)> = (1..=400u64).map(|s| ((s * 7 % 16) as usize, s)).collect();
+        let mut x = 12345u64;
+        for run in entries.chunks_mut(60) {
+            for i in (1..run.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                run.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+        }
+        let put = |seq: u64| RowRecord::Put { marker: Some(seq), columns: vec![] }.to_bytes();
+        let records: Vec<Vec<u8>> = (0..=400u64).map(put).collect();
+        let mut out = Vec::new();
+        let check = |inserted: &[(usize, u64)], out: &mut Vec<Vec<u8>>| {
+            for (r, row) in rows.iter().enumerate() {
+                for snapshot in (0..=401u64).step_by(7).chain([400, 401]) {
+                    out.clear();
+                    let found = m.get(TableId(1), row, SeqNo(snapshot), out);
+                    let newest = inserted.iter().filter(|&&(er, s)| er == r && s <= snapshot).map(|&(_, s)| s).max();
+                    match newest {
+                        Some(s) => {
+                            assert!(found, "row {r} at {snapshot}");
+                            assert_eq!(*out, vec![put(s)], "row {r} at {snapshot}");
+                        }
+                        None => assert!(!found && out.is_empty(), "row {r} at {snapshot}: {out:?}"),
+                    }
+                }
+            }
+        };
+        for (i, batch) in entries.chunks(3).enumerate() {
+            assert!(m.insert_batch(batch.iter().map(|&(r, s)| (
+                TableId(1),
+                rows[r].as_slice(),
+                s,
+                records[s as usize].as_slice()
+            ))));
+            // The first reads come after 90 entries, in the middle of a run: they ask for the
+            // index.
+            if i >= 30 {
+                check(&entries[..((i + 1) * 3).min(entries.len())], &mut out);
+            }
+        }
+        assert!(m.index.get().is_some(), "the reads made the index");
     }
 
     #[test]

@@ -274,10 +274,11 @@ pub struct Inserter<'a> {
 
 impl Inserter<'_> {
     /// Inserts row `pk` of `table` at `seqno` with `record` (its key is
-    /// [`SearchKey::for_row`]); false if the arena could not grow.
-    pub fn insert_row(&mut self, table: u64, pk: &[u8], seqno: u64, record: &[u8]) -> bool {
+    /// [`SearchKey::for_row`]) and returns the entry's address, linked on every level; none
+    /// if the arena could not grow.
+    pub fn insert_row(&mut self, table: u64, pk: &[u8], seqno: u64, record: &[u8]) -> Option<u64> {
         self.key.set_row(table, pk, seqno);
-        self.list.insert(&mut self.w, &self.key, record).is_some()
+        self.list.insert(&mut self.w, &self.key, record)
     }
 }
 
@@ -467,6 +468,16 @@ impl SkipList {
         n
     }
 
+    /// The first entry at or after `key`, walking level 0 from entry `start`, which must sort
+    /// at or before that entry (a row index's candidate for the row `key` names).
+    pub fn seek_from(&self, start: u64, key: &SearchKey) -> u64 {
+        let mut n = start;
+        while n != 0 && self.cmp(n, key) == CmpOrdering::Less {
+            n = self.next_at(n, 0);
+        }
+        n
+    }
+
     /// The last entry before `key`, or at or before it when `inclusive` (the last entry of
     /// all without a key); 0 if none.
     pub fn seek_back(&self, key: Option<&SearchKey>, inclusive: bool) -> u64 {
@@ -551,8 +562,8 @@ impl SkipList {
         w.splice_height = height;
     }
 
-    /// Inserts one entry; `None` if the arena could not grow.
-    fn insert(&self, w: &mut Writer, key: &SearchKey, record: &[u8]) -> Option<()> {
+    /// Inserts one entry and returns its address; `None` if the arena could not grow.
+    fn insert(&self, w: &mut Writer, key: &SearchKey, record: &[u8]) -> Option<u64> {
         let mut height = Self::random_height(w);
         let list_height = self.height.load(Ordering::Relaxed);
         // Search on every level in use; levels above them have the head and the end as
@@ -611,7 +622,7 @@ impl SkipList {
             }
         }
         w.splice_height = w.splice_height.max(height);
-        Some(())
+        Some(addr)
     }
 }
 
