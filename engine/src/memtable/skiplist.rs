@@ -469,13 +469,17 @@ impl SkipList {
     }
 
     /// The first entry at or after `key`, walking level 0 from entry `start`, which must sort
-    /// at or before that entry (a row index's candidate for the row `key` names).
-    pub fn seek_from(&self, start: u64, key: &SearchKey) -> u64 {
+    /// at or before that entry (a row index's candidate for the row `key` names); none when
+    /// it is more than `steps` entries on (a search from the top is then the shorter way).
+    pub fn seek_from(&self, start: u64, key: &SearchKey, steps: usize) -> Option<u64> {
         let mut n = start;
-        while n != 0 && self.cmp(n, key) == CmpOrdering::Less {
+        for _ in 0..=steps {
+            if n == 0 || self.cmp(n, key) != CmpOrdering::Less {
+                return Some(n);
+            }
             n = self.next_at(n, 0);
         }
-        n
+        None
     }
 
     /// The last entry before `key`, or at or before it when `inclusive` (the last entry of
