@@ -538,8 +538,9 @@ fn a_file_whose_rows_reads_find_apart_is_folded_into_the_next_level() {
     }
 }
 
-/// A memtable no write has reached for `idle_memtable_flush_ms` (500 ms of the injected clock)
-/// is flushed by the next point read once it holds a quarter of a write buffer; a smaller one
+/// With `idle_memtable_flush_ms` at 500, a memtable no write has reached for 500 ms of the
+/// injected clock is flushed by the next point read once it holds a quarter of a write
+/// buffer; a smaller one
 /// stays, a read within the pause leaves it, one pause of the writes flushes once, each point
 /// read (`get_row`, `with_row`, `batch_get`) looks, and the rows read the same from the files.
 /// The seal is made by the read itself, so `sealed_memtables` and `flushes` both at 0 right
@@ -547,7 +548,7 @@ fn a_file_whose_rows_reads_find_apart_is_folded_into_the_next_level() {
 #[test]
 fn a_memtable_writes_left_alone_is_flushed_by_the_reads_after_them() {
     let (opts, _fs, clock) = mem_options();
-    let db = Db::open("/db", Options { write_buffer_bytes: 1 << 20, ..opts }).unwrap();
+    let db = Db::open("/db", Options { write_buffer_bytes: 1 << 20, idle_memtable_flush_ms: 500, ..opts }).unwrap();
     db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
     let value = |i: i64| Value::Binary(vec![i as u8; 100]);
     let read = |i: i64| {
@@ -611,7 +612,13 @@ fn a_memtable_writes_left_alone_is_flushed_by_the_reads_after_them() {
 #[test]
 fn an_idle_memtable_is_not_flushed_while_level_0_is_full() {
     let (opts, _fs, clock) = mem_options();
-    let opts = Options { write_buffer_bytes: 1 << 20, l0_slowdown_trigger: 1, start_paused: true, ..opts };
+    let opts = Options {
+        write_buffer_bytes: 1 << 20,
+        idle_memtable_flush_ms: 500,
+        l0_slowdown_trigger: 1,
+        start_paused: true,
+        ..opts
+    };
     let db = Db::open("/db", opts).unwrap();
     db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
     db.put_row(PutRow::new("t", pk![0]).column("v", 0i64)).unwrap();

@@ -85,6 +85,9 @@ impl Strata {
         if let Some(mib) = args.strata_write_buffer_mib {
             opts.write_buffer_bytes = mib << 20;
         }
+        if let Some(ms) = args.strata_idle_flush_ms {
+            opts.idle_memtable_flush_ms = ms;
+        }
         if args.strata_static_levels {
             opts.dynamic_level_sizes = false;
         }
@@ -555,6 +558,9 @@ struct Args {
     /// strata: `Options::write_buffer_bytes` in MiB.
     #[arg(long)]
     strata_write_buffer_mib: Option<usize>,
+    /// strata: `Options::idle_memtable_flush_ms` (0: off, the default).
+    #[arg(long)]
+    strata_idle_flush_ms: Option<u64>,
     /// strata: `Options::dynamic_level_sizes = false` (level 0 merges into level 1).
     #[arg(long)]
     strata_static_levels: bool,
