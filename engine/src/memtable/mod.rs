@@ -12,7 +12,8 @@
 //! lock-free list, but under a steady stream of writes readers were parked for milliseconds
 //! behind the writer; crossbeam-skiplist, used before it, allocated every node on the
 //! heap; see docs/PERFORMANCE.md.) A bloom filter over the rows (`membloom.rs`) lets a point
-//! read skip the search of a memtable that lacks the row.
+//! read skip the search of a memtable that lacks the row, and a row index (`rowindex.rs`)
+//! lets it start at the row's newest entry in one that holds it.
 
 mod arena;
 mod chunk;
