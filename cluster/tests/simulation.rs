@@ -102,11 +102,28 @@ async fn a_seeded_schedule_of_cuts_stops_and_restarts_keeps_replicas_equal() {
     (acked, unknown) = (acked + a, unknown + u);
     let l = leader(&nodes).await;
     wait_caught_up(&nodes, l).await;
-    let want = rows(&nodes[&l].db);
-    for (id, n) in &nodes {
+    // The replicas are compared at one point of the log: every node at the same applied
+    // index, unchanged across the reads (an entry whose write timed out may still commit
+    // and reach one node before another).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let all_rows = loop {
+        let marks: Vec<u64> = nodes.values().map(|n| applied(&n.db)).collect();
+        let all_rows: Vec<_> = nodes.values().map(|n| rows(&n.db)).collect();
+        let again: Vec<u64> = nodes.values().map(|n| applied(&n.db)).collect();
+        if marks == again && marks.windows(2).all(|w| w[0] == w[1]) {
+            break all_rows;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "seed {seed}: the nodes never stood at one applied index: {again:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let want = nodes.keys().position(|id| *id == l).and_then(|i| all_rows.get(i)).cloned().unwrap_or_default();
+    for ((id, n), got) in nodes.iter().zip(&all_rows) {
         let running = n.raft.metrics().borrow().running_state.clone();
         assert!(running.is_ok(), "seed {seed}: node {id}'s Raft stopped: {running:?}; schedule {schedule:?}");
-        assert!(rows(&n.db) == want, "seed {seed}: node {id} differs from the leader {l}; schedule {schedule:?}");
+        assert!(*got == want, "seed {seed}: node {id} differs from the leader {l}; schedule {schedule:?}");
         let c = counter(&n.db);
         assert!(
             c >= acked && c <= acked + unknown,
