@@ -19,10 +19,10 @@
 //! inserted before it, which sorts at or before the entry a read at any snapshot wants (a
 //! row's entries sort newest first). Rows whose hashes collide take turns; a read checks that
 //! the slot's entry is its row and otherwise searches as before, and so does a read that
-//! would walk more than a few of the row's newer versions to reach its snapshot's. A slot is stored before the
-//! leader publishes the entry's sequence number (a `Release` store), and a reader loads the
-//! slot after loading the sequence number it reads at (`Acquire`), so it sees a slot at
-//! least that new.
+//! would walk more than a few of the row's newer versions to reach its snapshot's. A slot is
+//! stored before the leader publishes the entry's sequence number (a `Release` store), and a
+//! reader loads the slot after loading the sequence number it reads at (`Acquire`), so it
+//! sees a slot at least that new.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -53,23 +53,28 @@ struct Shape {
 }
 
 impl PickerConfig {
-    /// The partition's shape. Static: level 0 merges into level 1 and level `i` may hold
-    /// `target(i)`. Dynamic (RocksDB's `level_compaction_dynamic_level_bytes`): the largest
-    /// level's size is the last level's share, each level above has a `multiplier`-th of the
-    /// one below, and the base (where level 0 merges) is the deepest level whose share is at
-    /// most `level1_target_bytes`; it may hold at least that much, and the levels above it
-    /// should be empty (rows left there move down). A small partition thus
-    /// keeps everything in its deepest level and writes each row about once per level it
-    /// really needs, where a static shape first fills level 1 and then rewrites level 2 for
-    /// every level 1's worth of new rows.
+    /// The deepest level of a partition (at least 1).
+    pub fn last_level(&self) -> usize {
+        self.num_levels.max(2) - 1
+    }
+
     /// Each level's target bytes for the partition as it is now (index 0 unused; 0 for a
     /// level that should be empty): what `DbStats`' pending compaction bytes count against.
     pub fn level_targets(&self, p: &Partition) -> Vec<u64> {
         self.shape(p).targets
     }
 
+    /// The partition's shape. Static: level 0 merges into level 1 and level `i` may hold
+    /// `target(i)`. Dynamic (RocksDB's `level_compaction_dynamic_level_bytes`): the largest
+    /// level's size is the last level's share, each level above has a `multiplier`-th of the
+    /// one below, and the base (where level 0 merges) is the deepest level whose share is at
+    /// most `level1_target_bytes`; it may hold at least that much, and the levels above it
+    /// should be empty (rows left there move down). A small partition thus keeps everything
+    /// in its deepest level and writes each row about once per level it really needs, where
+    /// a static shape first fills level 1 and then rewrites level 2 for every level 1's
+    /// worth of new rows.
     fn shape(&self, p: &Partition) -> Shape {
-        let last = self.num_levels.max(2) - 1;
+        let last = self.last_level();
         let mut targets = vec![0u64; last + 1];
         if !self.dynamic {
             for (i, t) in targets.iter_mut().enumerate().skip(1) {
@@ -77,8 +82,9 @@ impl PickerConfig {
             }
             return Shape { base: 1, targets };
         }
-        let size = |i: usize| -> u64 { p.levels.get(i).map_or(0, |l| l.iter().map(|f| f.rec.size).sum()) };
-        let largest = (1..=last).map(size).max().unwrap_or(0);
+        let sizes: Vec<u64> =
+            (0..=last).map(|i| p.levels.get(i).map_or(0, |l| l.iter().map(|f| f.rec.size).sum())).collect();
+        let largest = sizes.iter().skip(1).copied().max().unwrap_or(0);
         let floor = self.level1_target_bytes.max(1);
         let mut base = last;
         let mut share = largest;
@@ -93,7 +99,7 @@ impl PickerConfig {
         }
         // Level 0's rows are newer than every deeper level's: they must land at or above the
         // first level holding rows, whatever the sizes say.
-        if let Some(first) = (1..=last).find(|&i| size(i) > 0) {
+        if let Some(first) = (1..=last).find(|&i| sizes.get(i).is_some_and(|&b| b > 0)) {
             base = base.min(first);
         }
         Shape { base, targets }
@@ -182,7 +188,7 @@ fn task_for<'a>(
 
 /// The most urgent compaction of one partition, if any.
 pub fn pick_for_partition(t: &Table, p: &Partition, cfg: &PickerConfig) -> Option<CompactionTask> {
-    let last = cfg.num_levels.max(2) - 1;
+    let last = cfg.last_level();
     let l0: Vec<&Arc<FileEntry>> = p.levels.first().map(|l| l.iter().collect()).unwrap_or_default();
     let shape = cfg.shape(p);
     let mut best: Option<(f64, usize)> = None;
@@ -293,7 +299,7 @@ pub fn full_compaction(t: &Table, p: &Partition, cfg: &PickerConfig) -> Option<C
         return None;
     }
     let used = p.levels.iter().rposition(|l| !l.is_empty()).unwrap_or(0).max(1);
-    let deepest = if cfg.dynamic { used.max(cfg.num_levels.max(2) - 1) } else { used };
+    let deepest = if cfg.dynamic { used.max(cfg.last_level()) } else { used };
     Some(CompactionTask {
         table_id: t.id,
         partition_id: p.id,
