@@ -4,7 +4,10 @@
 //!
 //! - fsync latency: 4 KiB appended and `fdatasync`ed, 64 times (median and worst);
 //! - sequential write rate: 128 MiB in 1 MiB writes, then one `fdatasync`;
-//! - page-fault cost: one byte written in each 4 KiB page of a fresh 256 MiB allocation.
+//! - page-fault cost: one byte written in each 4 KiB page of a fresh 256 MiB anonymous mapping
+//!   (off transparent huge pages, as strata's memtable chunks are). A mapping of its own, not
+//!   the allocator: the allocator would keep the probe's pages resident after it (mimalloc
+//!   did, about 256 MiB), and every memory figure of the run after it would carry them.
 
 use std::io::Write;
 use std::path::Path;
@@ -51,7 +54,9 @@ impl Probes {
         drop(f);
         std::fs::remove_file(&path)?;
         let pages = (256usize << 20) / 4096;
-        let mut memory = vec![0u8; pages * 4096];
+        let mut memory = memmap2::MmapMut::map_anon(pages * 4096)?;
+        // Only advice: refused, the probe measures what the kernel gives.
+        let _ = memory.advise(memmap2::Advice::NoHugePage);
         let t = Instant::now();
         for page in memory.chunks_mut(4096) {
             if let Some(b) = page.first_mut() {
@@ -60,6 +65,8 @@ impl Probes {
         }
         let page_fault_ns = t.elapsed().as_secs_f64() * 1e9 / pages as f64;
         std::hint::black_box(&memory);
+        // Unmapped here: the pages go back to the system before the benchmark starts.
+        drop(memory);
         Ok(Probes {
             fsync_p50_us: syncs.get(syncs.len() / 2).copied().unwrap_or(0.0),
             fsync_max_us: syncs.last().copied().unwrap_or(0.0),
