@@ -73,7 +73,10 @@ pub struct Options {
     pub max_sealed_memtables: usize,
     /// Target uncompressed data block size.
     pub block_size_bytes: usize,
-    /// Block cache budget.
+    /// Block cache budget: decoded data blocks plus the index and filter of every open
+    /// SSTable. Data blocks are cached when a hit saves a decompression or a read system call;
+    /// a memory-mapped block stored uncompressed is read from the mapping each time
+    /// (docs/DESIGN.md, "File reads").
     pub block_cache_bytes: usize,
     /// Compress blocks with LZ4.
     pub compression: bool,

@@ -215,6 +215,14 @@ pub fn unframe_block_shared(framed: &[u8], base: u64) -> Result<Arc<[u8]>, Decod
     }
 }
 
+/// How a framed block says it is stored, read from its trailer without checking the checksum:
+/// a hint (for what to cache), never a reason to trust the bytes; `None` when the trailer is
+/// missing or names no known compression.
+pub fn stored_compression(framed: &[u8]) -> Option<Compression> {
+    let at = framed.len().checked_sub(BLOCK_TRAILER_LEN)?;
+    Compression::from_u8(*framed.get(at)?)
+}
+
 /// The payload of a physical block whose checksum matched, and how it is compressed.
 fn checked_payload(framed: &[u8], base: u64) -> Result<(Compression, &[u8]), DecodeError> {
     let t = read_trailer(framed, base)?;

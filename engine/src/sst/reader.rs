@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use strata_format::block::{Block, BlockIter, unframe_block_shared};
+use strata_format::block::{Block, BlockIter, Compression, stored_compression, unframe_block_shared};
 #[cfg(feature = "internals")]
 use strata_format::bloom::key_hash;
 use strata_format::key::{internal_key, split_internal_key};
@@ -123,17 +123,26 @@ impl SstReader {
         let (offset, size) = (e.handle.offset, e.handle.size as usize);
         let read_err = |err| Error::io("read sst block", &self.path, err);
         // A mapped file's block is checked and decompressed in place; otherwise read it first.
-        let unframed = match self.file.mapped_at(offset, size) {
-            Some(framed) => unframe_block_shared(framed.map_err(read_err)?, offset),
+        // A mapped block stored uncompressed is not cached: reading it again costs a checksum
+        // and a copy from the page cache, which measured cheaper than keeping it (YCSB B and C,
+        // docs/PERFORMANCE.md "Memory"), and the cache's memory goes to blocks that cost a
+        // decompression or a read.
+        let (unframed, cache) = match self.file.mapped_at(offset, size) {
+            Some(framed) => {
+                let framed = framed.map_err(read_err)?;
+                (unframe_block_shared(framed, offset), stored_compression(framed) != Some(Compression::None))
+            }
             None => {
                 let mut framed = vec![0u8; size];
                 self.file.read_exact_at(offset, &mut framed).map_err(read_err)?;
-                unframe_block_shared(&framed, offset)
+                (unframe_block_shared(&framed, offset), true)
             }
         };
         let contents = unframed.map_err(|err| Error::corruption(&self.path, err))?;
         let b = Block::new(contents, e.handle.offset).map_err(|err| Error::corruption(&self.path, err))?;
-        self.cache.insert(self.id, i as u32, b.clone());
+        if cache {
+            self.cache.insert(self.id, i as u32, b.clone());
+        }
         Ok(b)
     }
 
@@ -335,5 +344,88 @@ impl EntrySource for SstIter {
             }
         }
         self.settle()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileSystem, OsFs};
+    use strata_format::sst::{SstBuildOptions, SstProperties};
+
+    use crate::sst::SstFileWriter;
+
+    /// A file of 200 rows in 512-byte blocks: values of one repeated byte (LZ4 takes them) or
+    /// of varied bytes (stored as they are).
+    fn write(fs: &Arc<dyn FileSystem>, path: &Path, compressible: bool) -> Result<()> {
+        let opts = SstBuildOptions { block_size: 512, compress: true, bloom_bits_per_key: 10 };
+        let mut w = SstFileWriter::create(fs.clone(), path, opts, SstProperties::default())?;
+        for k in 0..200u32 {
+            // xorshift bytes: nothing for LZ4 to match.
+            let mut x = u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let value: Vec<u8> = (0..100)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if compressible { 7 } else { x as u8 }
+                })
+                .collect();
+            let mut record = Vec::new();
+            strata_format::record::encode_put(
+                Some(1),
+                &[("v", 1, strata_format::value::ValueRef::Binary(&value))],
+                &mut record,
+            );
+            let key = strata_format::key::encode_pk(&[strata_format::key::PkValue::Integer(k.into())]);
+            w.add(&strata_format::key::internal_key(&key, 1), &record)?;
+        }
+        w.finish()?;
+        Ok(())
+    }
+
+    /// What reading every block of a file leaves in a fresh cache.
+    fn cached_after_reading(fs: Arc<dyn FileSystem>, compressible: bool) -> Result<u64> {
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", Path::new("."), e))?;
+        let path = dir.path().join("t.sst");
+        write(&fs, &path, compressible)?;
+        let cache = Arc::new(BlockCache::new(4 << 20));
+        let r = SstReader::open(fs, &path, 1, cache.clone())?;
+        assert!(r.block_count() > 4);
+        for i in 0..r.block_count() {
+            r.block(i)?;
+        }
+        Ok(cache.used_bytes())
+    }
+
+    #[test]
+    fn only_blocks_that_cost_a_decompression_or_a_read_are_cached() -> Result<()> {
+        // Mapped and stored as they are: read in place each time, never cached.
+        assert_eq!(cached_after_reading(Arc::new(OsFs::new()), false)?, 0);
+        // Compressed: cached (a hit saves the decompression).
+        assert!(cached_after_reading(Arc::new(OsFs::new()), true)? > 0);
+        // Read with pread: cached (a hit saves the system call), compressed or not.
+        assert!(cached_after_reading(Arc::new(OsFs::with_positioned_reads()), false)? > 0);
+        assert!(cached_after_reading(Arc::new(OsFs::with_positioned_reads()), true)? > 0);
+        Ok(())
+    }
+
+    #[test]
+    fn an_uncached_block_damaged_after_a_read_is_reported_on_the_next() -> Result<()> {
+        let fs: Arc<dyn FileSystem> = Arc::new(OsFs::new());
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", Path::new("."), e))?;
+        let path = dir.path().join("t.sst");
+        write(&fs, &path, false)?;
+        let r = SstReader::open(fs, &path, 1, Arc::new(BlockCache::new(4 << 20)))?;
+        r.block(0)?;
+        // One byte of the first block's payload flipped in the file under the mapping.
+        let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+        let flipped = bytes.get(10).map_or(0, |b| b ^ 0x40);
+        let f = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
+        std::os::unix::fs::FileExt::write_at(&f, &[flipped], 10).map_err(|e| Error::io("write", &path, e))?;
+        match r.block(0) {
+            Err(Error::Corruption { .. }) => Ok(()),
+            other => panic!("a damaged block read as {:?}", other.map(|b| b.size())),
+        }
     }
 }
