@@ -47,9 +47,9 @@ struct Args {
     /// strata's `Options::max_sealed_memtables` (default: its default, 2).
     #[arg(long)]
     strata_max_sealed: Option<usize>,
-    /// strata with `Options::reuse_memtable_memory` off (less resident memory, slower writes).
+    /// strata with `Options::reuse_memtable_memory` on (faster writes, more resident memory).
     #[arg(long)]
-    strata_no_memtable_reuse: bool,
+    strata_memtable_reuse: bool,
     /// strata with `Options::dynamic_level_sizes` off (level 0 merges into level 1).
     #[arg(long)]
     strata_static_levels: bool,
@@ -96,7 +96,7 @@ fn main() {
     let a = Args::parse();
     let mut factories: Vec<Box<dyn EngineFactory>> = vec![Box::new(StrataFactory {
         max_sealed_memtables: a.strata_max_sealed,
-        no_memtable_reuse: a.strata_no_memtable_reuse,
+        memtable_reuse: a.strata_memtable_reuse,
         stream_hours: None,
         static_levels: a.strata_static_levels,
     })];

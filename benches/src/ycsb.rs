@@ -135,8 +135,8 @@ impl Strata {
         if let Some(n) = args.strata_max_sealed {
             opts.max_sealed_memtables = n;
         }
-        if args.strata_no_memtable_reuse {
-            opts.reuse_memtable_memory = false;
+        if args.strata_memtable_reuse {
+            opts.reuse_memtable_memory = true;
         }
         if let Some(mib) = args.strata_block_cache_mib {
             opts.block_cache_bytes = mib << 20;
@@ -607,9 +607,10 @@ struct Args {
     /// strata: `Options::max_sealed_memtables` (memtables waiting for their flush).
     #[arg(long)]
     strata_max_sealed: Option<usize>,
-    /// strata: `Options::reuse_memtable_memory = false` (a flushed memtable's memory goes back).
+    /// strata: `Options::reuse_memtable_memory = true` (a flushed memtable's memory is kept for
+    /// the next one).
     #[arg(long)]
-    strata_no_memtable_reuse: bool,
+    strata_memtable_reuse: bool,
     /// Waits for the engine's background work to finish before each workload (strata; a
     /// diagnostic: the peers go on at once)
     #[arg(long)]

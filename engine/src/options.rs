@@ -51,9 +51,11 @@ pub struct Options {
     /// Memtable size that triggers a flush.
     pub write_buffer_bytes: usize,
     /// Keep one flushed memtable's memory (`write_buffer_bytes` plus an eighth) for the next
-    /// memtable instead of returning it to the system (default on). On, writes skip the kernel's
-    /// zeroing of fresh pages (random puts about 15 % faster at 100-byte values); off, an idle or
-    /// read-mostly database holds that much less resident memory (docs/PERFORMANCE.md).
+    /// memtable instead of returning it to the system (default off). On, writes skip the
+    /// kernel's zeroing of fresh pages (db_bench's fills 4–6 % faster at 100-byte values), but
+    /// the database holds two write buffers resident at all times, written or not: the kept
+    /// chunk and the memtable writing over it (YCSB's peak anonymous memory 229–283 MiB
+    /// against 179–224 off; docs/PERFORMANCE.md, "Memory").
     pub reuse_memtable_memory: bool,
     /// A memtable of at least a quarter of `write_buffer_bytes` that no write group has
     /// reached for this many milliseconds (counted from the end of the last one) is flushed by
@@ -178,7 +180,7 @@ impl Default for Options {
             create_if_missing: true,
             persist_stats: true,
             write_buffer_bytes: 64 << 20,
-            reuse_memtable_memory: true,
+            reuse_memtable_memory: false,
             idle_memtable_flush_ms: 0,
             max_sealed_memtables: 2,
             block_size_bytes: 4096,

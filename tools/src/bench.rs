@@ -128,8 +128,8 @@ pub struct StrataFactory {
     /// `Options::max_sealed_memtables` when set (its default otherwise): db_bench's
     /// `--strata-max-sealed`, to hold strata to RocksDB's two memtables when comparing memory.
     pub max_sealed_memtables: Option<usize>,
-    /// Turn `Options::reuse_memtable_memory` off (db_bench's `--strata-no-memtable-reuse`).
-    pub no_memtable_reuse: bool,
+    /// Turn `Options::reuse_memtable_memory` on (db_bench's `--strata-memtable-reuse`).
+    pub memtable_reuse: bool,
     /// Create the benchmark table with a change stream keeping records this many hours
     /// (`strata bench --stream HOURS`: what a stream costs each workload).
     pub stream_hours: Option<u32>,
@@ -146,7 +146,7 @@ impl EngineFactory for StrataFactory {
         let opts = Options {
             sync_mode: if sync { SyncMode::Always } else { SyncMode::Buffered },
             max_sealed_memtables: self.max_sealed_memtables.unwrap_or(defaults.max_sealed_memtables),
-            reuse_memtable_memory: !self.no_memtable_reuse,
+            reuse_memtable_memory: defaults.reuse_memtable_memory || self.memtable_reuse,
             dynamic_level_sizes: defaults.dynamic_level_sizes && !self.static_levels,
             ..defaults
         };

@@ -18,6 +18,8 @@
 //! memtable allocating node by node that zeroing was the largest single item of a sequential
 //! fill's writer (19.5 % of its samples, docs/PERFORMANCE.md). A flushed memtable hands its
 //! chunks to a [`ChunkPool`] shared by the database, and the next memtable writes over them.
+//! The pool keeps chunks only when `Options::reuse_memtable_memory` asks (off by default): a
+//! kept chunk and the memtable writing over it are both resident in full, whatever they hold.
 //!
 //! Addresses are `(chunk index + 1) << 32 | word offset`, so 0 is never a node and serves as
 //! "none".
