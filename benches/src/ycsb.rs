@@ -138,6 +138,9 @@ impl Strata {
         if args.strata_memtable_reuse {
             opts.reuse_memtable_memory = true;
         }
+        if let Some(n) = args.strata_max_subcompactions {
+            opts.max_subcompactions = n;
+        }
         if let Some(mib) = args.strata_block_cache_mib {
             opts.block_cache_bytes = mib << 20;
         }
@@ -633,6 +636,9 @@ struct Args {
     /// strata: `Options::target_file_bytes` in MiB.
     #[arg(long)]
     strata_file_mib: Option<u64>,
+    /// strata: `Options::max_subcompactions`.
+    #[arg(long)]
+    strata_max_subcompactions: Option<usize>,
     /// strata: `Options::block_cache_bytes` in MiB.
     #[arg(long)]
     strata_block_cache_mib: Option<usize>,

@@ -385,10 +385,52 @@ pub fn partition_key_hash(pk0: &[u8]) -> u64 {
     key_hash(&b)
 }
 
+/// After this many data blocks in a row that LZ4 did not shrink by an eighth, a file's builder
+/// offers only one block in [`COMPRESSION_RETRY_EVERY`] to LZ4.
+const COMPRESSION_SKIP_AFTER: u32 = 8;
+
+/// While skipping, every this many-th block is still offered, so data that turns compressible
+/// is compressed again from the next block on.
+const COMPRESSION_RETRY_EVERY: u32 = 16;
+
+/// Which data blocks of one file are offered to LZ4. Incompressible data (random or already
+/// compressed values) made the attempt a sixth of all CPU time while YCSB loads its records
+/// (flush and compaction compressing blocks only to keep them as they were); after a run of
+/// refusals the builder samples instead. At most [`COMPRESSION_RETRY_EVERY`] − 1 blocks are
+/// stored uncompressed after data turns compressible again, and readers accept either.
+#[derive(Debug, Default)]
+struct CompressionProbe {
+    /// Blocks in a row LZ4 was offered and did not take.
+    refused: u32,
+    /// Blocks passed over since the last offer.
+    skipped: u32,
+}
+
+impl CompressionProbe {
+    /// Whether to offer the next block to LZ4.
+    fn offer(&mut self) -> bool {
+        if self.refused < COMPRESSION_SKIP_AFTER || self.skipped + 1 >= COMPRESSION_RETRY_EVERY {
+            self.skipped = 0;
+            return true;
+        }
+        self.skipped += 1;
+        false
+    }
+
+    /// What an offered block came out as.
+    fn record(&mut self, compression: Compression) {
+        self.refused = match compression {
+            Compression::None => self.refused.saturating_add(1),
+            Compression::Lz4 => 0,
+        };
+    }
+}
+
 /// Writes an SSTable to `W` entry by entry. Keys must be strictly increasing internal keys.
 pub struct SstBuilder<W: Write> {
     out: W,
     opts: SstBuildOptions,
+    probe: CompressionProbe,
     offset: u64,
     block: BlockBuilder,
     index: BlockBuilder,
@@ -407,6 +449,7 @@ impl<W: Write> SstBuilder<W> {
         SstBuilder {
             out,
             opts,
+            probe: CompressionProbe::default(),
             offset: 0,
             block: BlockBuilder::new(),
             index: BlockBuilder::new(),
@@ -489,7 +532,11 @@ impl<W: Write> SstBuilder<W> {
         let entries = self.block.len() as u64;
         let last_key = self.block.last_key().to_vec();
         let contents = self.block.finish();
-        let (framed, _) = frame_block(&contents, self.opts.compress);
+        let offer = self.opts.compress && self.probe.offer();
+        let (framed, compression) = frame_block(&contents, offer);
+        if offer {
+            self.probe.record(compression);
+        }
         let handle = self.write_framed(&framed)?;
         self.props.block_count += 1;
         self.props.data_bytes += contents.len() as u64;
@@ -760,8 +807,8 @@ pub fn check_file(file: &[u8]) -> Vec<Problem> {
 
 /// Compression of a physical block, from its trailer byte (for `raw` listings).
 pub fn block_compression(file: &[u8], h: BlockHandle) -> Option<Compression> {
-    let at = usize::try_from(h.end()).ok()?.checked_sub(crate::block::BLOCK_TRAILER_LEN)?;
-    file.get(at).and_then(|b| Compression::from_u8(*b))
+    let (start, end) = (usize::try_from(h.offset).ok()?, usize::try_from(h.end()).ok()?);
+    crate::block::stored_compression(file.get(start..end)?)
 }
 
 #[cfg(test)]
@@ -811,6 +858,68 @@ mod tests {
         let mut it = block.iter();
         it.seek(&internal_key(&pk, u64::MAX));
         assert_eq!(it.key(), internal_key(&pk, 52).as_slice());
+    }
+
+    /// A file of `kinds.len()` rows of 300 bytes, one per 256-byte block: varied bytes (LZ4
+    /// refuses them) where `kinds` says false, one repeated byte where true. Returns the file
+    /// and each data block's compression.
+    fn file_of(kinds: &[bool]) -> (Vec<u8>, Vec<Compression>) {
+        let mut b = SstBuilder::new(
+            Vec::new(),
+            SstBuildOptions { block_size: 256, ..Default::default() },
+            SstProperties::default(),
+        );
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for (i, &compressible) in kinds.iter().enumerate() {
+            let value: Vec<u8> = (0..300)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if compressible { b'z' } else { x as u8 }
+                })
+                .collect();
+            let rec = RowRecord::Put {
+                marker: None,
+                columns: vec![ColumnCells {
+                    name: "v".into(),
+                    cells: vec![Cell { version: 1, value: Value::Binary(value) }],
+                }],
+            };
+            b.add(&internal_key(&encode_pk(&[PkValue::Integer(i as i64)]), 1), &rec.to_bytes()).unwrap();
+        }
+        let file = b.finish().unwrap().0;
+        let meta = SstMeta::from_bytes(&file).unwrap();
+        assert_eq!(meta.index.len(), kinds.len(), "one row per block");
+        assert_eq!(check_file(&file), vec![]);
+        for i in 0..meta.index.len() {
+            read_data_block(&file, &meta, i).unwrap();
+        }
+        let kinds = meta.index.iter().map(|e| block_compression(&file, e.handle).unwrap()).collect();
+        (file, kinds)
+    }
+
+    #[test]
+    fn after_a_run_of_refusals_only_every_sixteenth_block_is_offered_to_lz4() {
+        use Compression::{Lz4, None as Raw};
+        // 40 incompressible blocks, then compressible ones.
+        let kinds: Vec<bool> = (0..80).map(|i| i >= 40).collect();
+        let (_, got) = file_of(&kinds);
+        assert!(got[..40].iter().all(|c| *c == Raw));
+        // Blocks 0-7 are refused; then one in 16 is offered (23, 39, 55): block 55 is the
+        // first compressible one offered, and every block after it is offered again.
+        let first = got.iter().position(|c| *c == Lz4).unwrap();
+        assert_eq!(first, 55, "{got:?}");
+        assert!(got[first..].iter().all(|c| *c == Lz4), "{got:?}");
+        // Compressible data throughout: every block compressed.
+        let (_, all) = file_of(&[true; 30]);
+        assert!(all.iter().all(|c| *c == Lz4));
+        // Refusals that stop short of the run: every block still offered.
+        let mixed: Vec<bool> = (0..60).map(|i| i % 8 == 7).collect();
+        let (_, got) = file_of(&mixed);
+        for (i, c) in got.iter().enumerate() {
+            assert_eq!(*c == Lz4, mixed[i], "block {i}: {got:?}");
+        }
     }
 
     #[test]
