@@ -48,14 +48,20 @@ static HEAP_PEAK: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsiz
 #[allow(unsafe_code)]
 unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        count(layout.size() as isize);
         // SAFETY: the caller's contract is mimalloc's.
-        unsafe { mimalloc::MiMalloc.alloc(layout) }
+        let p = unsafe { mimalloc::MiMalloc.alloc(layout) };
+        if !p.is_null() {
+            count(layout.size() as isize);
+        }
+        p
     }
     unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        count(layout.size() as isize);
         // SAFETY: as above.
-        unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+        let p = unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) };
+        if !p.is_null() {
+            count(layout.size() as isize);
+        }
+        p
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
         count(-(layout.size() as isize));
@@ -63,9 +69,13 @@ unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
         unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
         // SAFETY: as above.
-        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+        let p = unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) };
+        // A failed realloc leaves the old block as it was.
+        if !p.is_null() {
+            count(new_size as isize - layout.size() as isize);
+        }
+        p
     }
 }
 
@@ -643,8 +653,10 @@ struct Args {
     #[arg(long)]
     strata_block_cache_mib: Option<usize>,
     /// Counts the heap bytes allocated and not freed (from before the engine opens), reported
-    /// per phase as `heap_live_mib`: what the engine holds, beside what the allocator keeps
-    /// resident for it. One atomic add per allocation; a diagnostic.
+    /// per phase as `heap_live_and_peak_mib` (now, and the most since the phase before; JSON
+    /// only): what the engine's heap holds, beside what the allocator keeps resident for it.
+    /// Memtable chunks and WAL windows are mappings of their own, not heap: `engine_memory`
+    /// reports the memtables. One atomic add per allocation, which slows the run; a diagnostic.
     #[arg(long)]
     count_heap: bool,
 }

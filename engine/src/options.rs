@@ -55,7 +55,7 @@ pub struct Options {
     /// kernel's zeroing of fresh pages (db_bench's fills 4–6 % faster at 100-byte values), but
     /// the database holds two write buffers resident at all times, written or not: the kept
     /// chunk and the memtable writing over it (YCSB's peak anonymous memory 229–283 MiB
-    /// against 179–224 off; docs/PERFORMANCE.md, "Memory").
+    /// against 179–224 off; docs/PERFORMANCE.md, "YCSB").
     pub reuse_memtable_memory: bool,
     /// A memtable of at least a quarter of `write_buffer_bytes` that no write group has
     /// reached for this many milliseconds (counted from the end of the last one) is flushed by

@@ -248,7 +248,8 @@ impl Ctx<'_> {
                 ("raw value bytes", p.raw_value_bytes.to_string()),
                 ("data bytes (uncompressed)", p.data_bytes.to_string()),
                 ("data bytes (on disk)", p.data_bytes_on_disk.to_string()),
-                ("compression", format!("{} (ratio {ratio:.3})", if p.compression { "lz4" } else { "none" })),
+                // The property says what the writer offered; each block says what it holds (`raw`).
+                ("compression", format!("{} (ratio {ratio:.3})", if p.compression { "lz4 offered" } else { "none" })),
                 ("blocks", p.block_count.to_string()),
                 ("created", format!("{} ({})", p.created_ms, utc(p.created_ms))),
             ];

@@ -186,10 +186,10 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<Recovered> {
         fs.list(&wal_dir).map_err(io("list", &wal_dir))?.iter().filter_map(|n| paths::parse_wal_name(n)).collect();
     wal_numbers.sort_unstable();
     let mut first_wal = None;
-    // Memtables share one pool of chunks: a flushed memtable's memory is written over by the
-    // next instead of being returned to the system and faulted in again.
-    // A chunk holds a whole memtable with room for the group that overfills it; the pool
-    // keeps one, unless told to give memory back.
+    // Memtables share one pool of chunks: with `reuse_memtable_memory` on, a flushed
+    // memtable's memory is written over by the next instead of being returned to the system
+    // and faulted in again; off (the default), the pool keeps nothing.
+    // A chunk holds a whole memtable with room for the group that overfills it.
     let chunk_bytes = opts.write_buffer_bytes.saturating_add(opts.write_buffer_bytes / 8);
     let mem_pool = ChunkPool::new(chunk_bytes, if opts.reuse_memtable_memory { chunk_bytes } else { 0 });
     let mem = Memtable::for_buffer(0, opts.write_buffer_bytes, &mem_pool);
