@@ -215,6 +215,14 @@ pub fn unframe_block_shared(framed: &[u8], base: u64) -> Result<Arc<[u8]>, Decod
     }
 }
 
+/// The payload of a framed block stored uncompressed, checked against its checksum, in place
+/// (no copy); `None` for a block stored compressed, which must be decompressed
+/// ([`unframe_block_shared`]).
+pub fn checked_stored_payload(framed: &[u8], base: u64) -> Result<Option<&[u8]>, DecodeError> {
+    let (compression, payload) = checked_payload(framed, base)?;
+    Ok((compression == Compression::None).then_some(payload))
+}
+
 /// How a framed block says it is stored, read from its trailer without checking the checksum:
 /// a hint (for what to cache), never a reason to trust the bytes; `None` when the trailer is
 /// missing or names no known compression.
@@ -260,10 +268,12 @@ fn decompress_lz4(compressed: &[u8], out: &mut [u8], base: u64) -> Result<(), De
 /// A decoded key/value pair.
 pub type Entry = (Vec<u8>, Vec<u8>);
 
-/// A parsed block: contents plus the location of its restart array. Cheap to clone.
+/// A parsed block: contents plus the location of its restart array. Cheap to clone. The
+/// contents are shared (`Arc<[u8]>`, what the block cache holds) or borrowed (`&[u8]`: a
+/// point read decoding a block in place in a file's memory mapping, [`checked_stored_payload`]).
 #[derive(Debug, Clone)]
-pub struct Block {
-    data: Arc<[u8]>,
+pub struct Block<D = Arc<[u8]>> {
+    data: D,
     restarts_at: usize,
     num_restarts: usize,
     base: u64,
@@ -272,12 +282,24 @@ pub struct Block {
 impl Block {
     /// Parses uncompressed block contents; `base` is the block's file offset for errors.
     pub fn new(contents: impl Into<Arc<[u8]>>, base: u64) -> Result<Block, DecodeError> {
-        let contents: Arc<[u8]> = contents.into();
-        let len = contents.len();
+        Block::parse(contents.into(), base)
+    }
+}
+
+impl<'a> Block<&'a [u8]> {
+    /// Parses uncompressed block contents in place.
+    pub fn borrowed(contents: &'a [u8], base: u64) -> Result<Block<&'a [u8]>, DecodeError> {
+        Block::parse(contents, base)
+    }
+}
+
+impl<D: AsRef<[u8]> + Clone> Block<D> {
+    fn parse(contents: D, base: u64) -> Result<Block<D>, DecodeError> {
+        let len = contents.as_ref().len();
         if len < 4 {
             return Err(DecodeError::new("block", base, DecodeErrorKind::Truncated));
         }
-        let mut c = Cursor::new(contents.get(len - 4..).unwrap_or(&[]), "block", base + len as u64 - 4);
+        let mut c = Cursor::new(contents.as_ref().get(len - 4..).unwrap_or(&[]), "block", base + len as u64 - 4);
         let num_restarts = c.u32()? as usize;
         let max = (len - 4) / 4;
         if num_restarts == 0 || num_restarts > max {
@@ -306,7 +328,8 @@ impl Block {
 
     fn restart(&self, i: usize) -> Result<usize, DecodeError> {
         let at = self.restarts_at + 4 * i;
-        let mut c = Cursor::new(self.data.get(at..at + 4).unwrap_or(&[]), "block restart", self.base + at as u64);
+        let mut c =
+            Cursor::new(self.data.as_ref().get(at..at + 4).unwrap_or(&[]), "block restart", self.base + at as u64);
         Ok(c.u32()? as usize)
     }
 
@@ -317,11 +340,11 @@ impl Block {
 
     /// Size of the contents in bytes (used for cache accounting).
     pub fn size(&self) -> usize {
-        self.data.len()
+        self.data.as_ref().len()
     }
 
     /// A cursor over this block (initially unpositioned).
-    pub fn iter(&self) -> BlockIter {
+    pub fn iter(&self) -> BlockIter<D> {
         BlockIter {
             block: self.clone(),
             pos: self.restarts_at,
@@ -351,8 +374,8 @@ impl Block {
 /// A positioned cursor over a [`Block`]: seek, next, prev. Decoding errors make the cursor
 /// invalid and are reported by [`BlockIter::status`].
 #[derive(Debug, Clone)]
-pub struct BlockIter {
-    block: Block,
+pub struct BlockIter<D = Arc<[u8]>> {
+    block: Block<D>,
     /// Offset of the current entry (== restarts_at when invalid).
     pos: usize,
     /// Offset of the entry after the current one.
@@ -378,7 +401,7 @@ struct BehindEntry {
     key_start: usize,
 }
 
-impl BlockIter {
+impl<D: AsRef<[u8]> + Clone> BlockIter<D> {
     /// True when positioned on an entry.
     pub fn valid(&self) -> bool {
         self.pos < self.block.restarts_at && self.err.is_none()
@@ -391,7 +414,7 @@ impl BlockIter {
 
     /// The current value (empty when invalid).
     pub fn value(&self) -> &[u8] {
-        self.block.data.get(self.val.0..self.val.1).unwrap_or(&[])
+        self.block.data.as_ref().get(self.val.0..self.val.1).unwrap_or(&[])
     }
 
     /// The first decoding error met, if any.
@@ -444,7 +467,7 @@ impl BlockIter {
             self.invalidate();
             return false;
         }
-        let data = self.block.data.get(..self.block.restarts_at).unwrap_or(&[]);
+        let data = self.block.data.as_ref().get(..self.block.restarts_at).unwrap_or(&[]);
         let mut c = Cursor::new(data.get(at..).unwrap_or(&[]), "block entry", self.block.base + at as u64);
         let parsed = (|| {
             let shared = c.varint()? as usize;

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use strata_format::block::{Block, BlockIter, Compression, stored_compression, unframe_block_shared};
+use strata_format::block::{
+    Block, BlockIter, Compression, checked_stored_payload, stored_compression, unframe_block_shared,
+};
 #[cfg(feature = "internals")]
 use strata_format::bloom::key_hash;
 use strata_format::key::{internal_key, split_internal_key};
@@ -117,12 +119,7 @@ impl SstReader {
         if let Some(b) = self.cache.get(self.id, i as u32) {
             return Ok(b);
         }
-        let e = self.meta.index.get(i).ok_or_else(|| Error::Corruption {
-            path: self.path.clone(),
-            offset: 0,
-            detail: format!("block {i} is not in the index"),
-        })?;
-        let (offset, size) = (e.handle.offset, e.handle.size as usize);
+        let (offset, size) = self.handle(i)?;
         let read_err = |err| Error::io("read sst block", &self.path, err);
         // A mapped file's block is checked and decompressed in place; otherwise read it first.
         // A mapped block stored uncompressed is not cached: reading it again costs a checksum
@@ -141,11 +138,43 @@ impl SstReader {
             }
         };
         let contents = unframed.map_err(|err| Error::corruption(&self.path, err))?;
-        let b = Block::new(contents, e.handle.offset).map_err(|err| Error::corruption(&self.path, err))?;
+        let b = Block::new(contents, offset).map_err(|err| Error::corruption(&self.path, err))?;
         if cache {
             self.cache.insert(self.id, i as u32, b.clone());
         }
         Ok(b)
+    }
+
+    /// Where data block `i` lies in the file: offset and framed size.
+    fn handle(&self, i: usize) -> Result<(u64, usize)> {
+        let e = self.meta.index.get(i).ok_or_else(|| Error::Corruption {
+            path: self.path.clone(),
+            offset: 0,
+            detail: format!("block {i} is not in the index"),
+        })?;
+        Ok((e.handle.offset, e.handle.size as usize))
+    }
+
+    /// Data block `i` decoded in place in the file's mapping, checked, when the file is mapped
+    /// and the block stored uncompressed (the blocks [`SstReader::block`] does not cache);
+    /// `None` otherwise. A point read then copies out only the records it returns, not the
+    /// block.
+    fn mapped_stored_block(&self, i: usize) -> Result<Option<Block<&[u8]>>> {
+        let (offset, size) = self.handle(i)?;
+        let Some(framed) = self.file.mapped_at(offset, size) else {
+            return Ok(None);
+        };
+        let framed = framed.map_err(|err| Error::io("read sst block", &self.path, err))?;
+        // The unchecked byte only picks the path: a compressed block goes through the cache
+        // without paying for a checksum here; a stored one is checked before it is parsed.
+        if stored_compression(framed) != Some(Compression::None) {
+            return Ok(None);
+        }
+        let corrupt = |err| Error::corruption(&self.path, err);
+        match checked_stored_payload(framed, offset).map_err(corrupt)? {
+            Some(payload) => Ok(Some(Block::borrowed(payload, offset).map_err(corrupt)?)),
+            None => Ok(None),
+        }
     }
 
     /// Appends the records of `pk` visible at `snapshot`, newest first, stopping after a base
@@ -173,31 +202,49 @@ impl SstReader {
         };
         let mut first = true;
         loop {
-            let block = self.block(bi)?;
-            let mut it = block.iter();
-            if first {
-                it.seek(&target);
-                first = false;
-            } else {
-                it.seek_to_first();
+            let done = match self.mapped_stored_block(bi)? {
+                Some(block) => self.collect_row(&block, first.then_some(&target), pk, out)?,
+                None => self.collect_row(&self.block(bi)?, first.then_some(&target), pk, out)?,
+            };
+            if let Some(base) = done {
+                return Ok(base);
             }
-            while it.valid() {
-                let (kpk, _) = split_internal_key(it.key()).map_err(|e| Error::corruption(&self.path, e))?;
-                if kpk != pk {
-                    return Ok(false);
-                }
-                out.push(it.value().to_vec());
-                if is_base_record(it.value()) {
-                    return Ok(true);
-                }
-                it.next();
-            }
-            it.status().map_err(|e| Error::corruption(&self.path, e))?;
+            first = false;
             bi += 1;
             if bi >= self.block_count() {
                 return Ok(false);
             }
         }
+    }
+
+    /// Appends `pk`'s records from `block` (from `seek` on, else from its first entry) to
+    /// `out`; `Some(base found)` once the row ended in this block, `None` when it may go on in
+    /// the next.
+    fn collect_row<D: AsRef<[u8]> + Clone>(
+        &self,
+        block: &Block<D>,
+        seek: Option<&Vec<u8>>,
+        pk: &[u8],
+        out: &mut Vec<Vec<u8>>,
+    ) -> Result<Option<bool>> {
+        let mut it = block.iter();
+        match seek {
+            Some(target) => it.seek(target),
+            None => it.seek_to_first(),
+        }
+        while it.valid() {
+            let (kpk, _) = split_internal_key(it.key()).map_err(|e| Error::corruption(&self.path, e))?;
+            if kpk != pk {
+                return Ok(Some(false));
+            }
+            out.push(it.value().to_vec());
+            if is_base_record(it.value()) {
+                return Ok(Some(true));
+            }
+            it.next();
+        }
+        it.status().map_err(|e| Error::corruption(&self.path, e))?;
+        Ok(None)
     }
 }
 
@@ -432,6 +479,108 @@ mod tests {
             assert_eq!(cached, all, "pread, compressible {compressible}");
         }
         Ok(())
+    }
+
+    /// Varied bytes (nothing for LZ4 to match) or one repeated byte.
+    fn bytes(seed: u64, n: usize, compressible: bool) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if compressible { 7 } else { x as u8 }
+            })
+            .collect()
+    }
+
+    /// A file of 60 rows, row `k` with `k % 7` updates above its put (sequence numbers 100
+    /// down), in 256-byte blocks so rows run across blocks. Returns each row's records, newest
+    /// first, as written.
+    fn write_rows(fs: &Arc<dyn FileSystem>, path: &Path, compressible: bool) -> Result<Vec<Vec<Vec<u8>>>> {
+        use strata_format::record::{CellOp, RowRecord};
+        let opts = SstBuildOptions { block_size: 256, compress: true, bloom_bits_per_key: 10 };
+        let mut w = SstFileWriter::create(fs.clone(), path, opts, SstProperties::default())?;
+        let mut rows = Vec::new();
+        for k in 0..60u64 {
+            let key = strata_format::key::encode_pk(&[strata_format::key::PkValue::Integer(k as i64)]);
+            let mut recs = Vec::new();
+            let updates = k % 7;
+            for u in 0..=updates {
+                let value = strata_format::value::Value::Binary(bytes(k * 100 + u, 90, compressible));
+                let rec = if u == updates {
+                    let mut r = Vec::new();
+                    strata_format::record::encode_put(
+                        Some(1),
+                        &[("v", 1, strata_format::value::ValueRef::Binary(&bytes(k, 150, compressible)))],
+                        &mut r,
+                    );
+                    r
+                } else {
+                    RowRecord::Update {
+                        max_versions: 1,
+                        ops: vec![CellOp::Put { column: "v".into(), version: 2 + u, value }],
+                    }
+                    .to_bytes()
+                };
+                w.add(&strata_format::key::internal_key(&key, 100 - u), &rec)?;
+                recs.push(rec);
+            }
+            rows.push(recs);
+        }
+        w.finish()?;
+        Ok(rows)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn point_reads_in_place_and_through_the_cache_find_every_record_of_a_row() -> Result<()> {
+        use strata_format::bloom::key_hash;
+        for compressible in [false, true] {
+            let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", Path::new("."), e))?;
+            let path = dir.path().join("t.sst");
+            let rows = write_rows(&(Arc::new(OsFs::new()) as Arc<dyn FileSystem>), &path, compressible)?;
+            for fs in [OsFs::new(), OsFs::with_positioned_reads()] {
+                let r = SstReader::open(Arc::new(fs), &path, 1, Arc::new(BlockCache::new(4 << 20)))?;
+                assert!(r.block_count() > 60, "rows span blocks");
+                for (k, want) in rows.iter().enumerate() {
+                    let key = strata_format::key::encode_pk(&[strata_format::key::PkValue::Integer(k as i64)]);
+                    // At every snapshot from above all records down to the oldest.
+                    for (skip, snapshot) in (0..want.len()).map(|s| (s, 100 - s as u64)) {
+                        let mut out = Vec::new();
+                        assert!(r.get_hashed(&key, key_hash(&key), snapshot, &mut out)?, "row {k} ends in a put");
+                        assert_eq!(out, want[skip..], "row {k} at {snapshot}, {fs:?}, compressible {compressible}");
+                    }
+                    let mut out = Vec::new();
+                    assert!(!r.get_hashed(&key, key_hash(&key), 99 - want.len() as u64, &mut out)?);
+                    assert!(out.is_empty(), "row {k} before its put");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_stored_block_damaged_after_a_point_read_is_reported_by_the_next() -> Result<()> {
+        use strata_format::bloom::key_hash;
+        let fs: Arc<dyn FileSystem> = Arc::new(OsFs::new());
+        let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", Path::new("."), e))?;
+        let path = dir.path().join("t.sst");
+        write_rows(&fs, &path, false)?;
+        let r = SstReader::open(fs, &path, 1, Arc::new(BlockCache::new(4 << 20)))?;
+        let key = strata_format::key::encode_pk(&[strata_format::key::PkValue::Integer(0)]);
+        let mut out = Vec::new();
+        assert!(r.get_hashed(&key, key_hash(&key), 100, &mut out)?);
+        // A byte of the first block flipped under the mapping (as in the test above).
+        let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+        let flipped = bytes.get(10).map_or(0, |b| b ^ 0x40);
+        let f = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
+        std::os::unix::fs::FileExt::write_at(&f, &[flipped], 10).map_err(|e| Error::io("write", &path, e))?;
+        match r.get_hashed(&key, key_hash(&key), 100, &mut Vec::new()) {
+            Err(Error::Corruption { .. }) => Ok(()),
+            other => panic!("a point read of a damaged block gave {other:?}"),
+        }
     }
 
     #[cfg(target_os = "linux")]
