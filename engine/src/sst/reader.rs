@@ -1,16 +1,17 @@
 //! Reading one SSTable: metadata (footer, index, filter, properties) held in memory, data blocks
 //! checked and copied out of the file's memory mapping (or read with positioned reads) and
-//! shared through the block cache when a hit saves a decompression or a read ([`SstReader::block`]).
-//! A reader marked obsolete
-//! deletes its file when the last reference (a version or an open iterator) goes away, so files
-//! are never deleted under a reader.
+//! shared through the block cache when a hit saves a decompression or a read
+//! ([`SstReader::block`]); a point read searches a mapped block stored uncompressed in place
+//! ([`SstReader::get_hashed`]). A reader marked obsolete deletes its file when the last
+//! reference (a version or an open iterator) goes away, so files are never deleted under a
+//! reader.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use strata_format::block::{
-    Block, BlockIter, Compression, checked_stored_payload, stored_compression, unframe_block_shared,
+    BLOCK_TRAILER_LEN, Block, BlockIter, Compression, checked_stored_payload, stored_compression, unframe_block_shared,
 };
 #[cfg(feature = "internals")]
 use strata_format::bloom::key_hash;
@@ -38,6 +39,9 @@ pub struct SstReader {
     obsolete: AtomicBool,
     /// Bytes of `meta` charged to the block cache budget, released on drop.
     charged: u64,
+    /// Blocks a point read searched in place in the mapping (tests see the path taken).
+    #[cfg(test)]
+    in_place: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for SstReader {
@@ -82,6 +86,8 @@ impl SstReader {
             fs,
             obsolete: AtomicBool::new(false),
             charged,
+            #[cfg(test)]
+            in_place: std::sync::atomic::AtomicU64::new(0),
         }))
     }
 
@@ -147,12 +153,16 @@ impl SstReader {
 
     /// Where data block `i` lies in the file: offset and framed size.
     fn handle(&self, i: usize) -> Result<(u64, usize)> {
-        let e = self.meta.index.get(i).ok_or_else(|| Error::Corruption {
+        let e = self.index_entry(i)?;
+        Ok((e.handle.offset, e.handle.size as usize))
+    }
+
+    fn index_entry(&self, i: usize) -> Result<&strata_format::sst::IndexEntry> {
+        self.meta.index.get(i).ok_or_else(|| Error::Corruption {
             path: self.path.clone(),
             offset: 0,
             detail: format!("block {i} is not in the index"),
-        })?;
-        Ok((e.handle.offset, e.handle.size as usize))
+        })
     }
 
     /// Data block `i` decoded in place in the file's mapping, checked, when the file is mapped
@@ -160,19 +170,26 @@ impl SstReader {
     /// `None` otherwise. A point read then copies out only the records it returns, not the
     /// block.
     fn mapped_stored_block(&self, i: usize) -> Result<Option<Block<&[u8]>>> {
-        let (offset, size) = self.handle(i)?;
+        let e = self.index_entry(i)?;
+        let (offset, size) = (e.handle.offset, e.handle.size as usize);
+        // The index only picks the path: a block stored as it is frames its contents plus the
+        // trailer (LZ4 is kept only when it saves an eighth, so a compressed block is
+        // shorter), and a compressed block goes to the cache without touching the file. The
+        // block's own checksum and compression byte decide, below.
+        if e.raw_size.checked_add(BLOCK_TRAILER_LEN as u64) != Some(e.handle.size) {
+            return Ok(None);
+        }
         let Some(framed) = self.file.mapped_at(offset, size) else {
             return Ok(None);
         };
         let framed = framed.map_err(|err| Error::io("read sst block", &self.path, err))?;
-        // The unchecked byte only picks the path: a compressed block goes through the cache
-        // without paying for a checksum here; a stored one is checked before it is parsed.
-        if stored_compression(framed) != Some(Compression::None) {
-            return Ok(None);
-        }
         let corrupt = |err| Error::corruption(&self.path, err);
         match checked_stored_payload(framed, offset).map_err(corrupt)? {
-            Some(payload) => Ok(Some(Block::borrowed(payload, offset).map_err(corrupt)?)),
+            Some(payload) => {
+                #[cfg(test)]
+                self.in_place.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(Block::borrowed(payload, offset).map_err(corrupt)?))
+            }
             None => Ok(None),
         }
     }
@@ -495,9 +512,13 @@ mod tests {
     }
 
     /// A file of 60 rows, row `k` with `k % 7` updates above its put (sequence numbers 100
-    /// down), in 256-byte blocks so rows run across blocks. Returns each row's records, newest
-    /// first, as written.
-    fn write_rows(fs: &Arc<dyn FileSystem>, path: &Path, compressible: bool) -> Result<Vec<Vec<Vec<u8>>>> {
+    /// down), in 256-byte blocks so rows run across blocks; row `k`'s values compress when
+    /// `compressible(k)`. Returns each row's records, newest first, as written.
+    fn write_rows(
+        fs: &Arc<dyn FileSystem>,
+        path: &Path,
+        compressible: impl Fn(u64) -> bool,
+    ) -> Result<Vec<Vec<Vec<u8>>>> {
         use strata_format::record::{CellOp, RowRecord};
         let opts = SstBuildOptions { block_size: 256, compress: true, bloom_bits_per_key: 10 };
         let mut w = SstFileWriter::create(fs.clone(), path, opts, SstProperties::default())?;
@@ -506,6 +527,7 @@ mod tests {
             let key = strata_format::key::encode_pk(&[strata_format::key::PkValue::Integer(k as i64)]);
             let mut recs = Vec::new();
             let updates = k % 7;
+            let compressible = compressible(k);
             for u in 0..=updates {
                 let value = strata_format::value::Value::Binary(bytes(k * 100 + u, 90, compressible));
                 let rec = if u == updates {
@@ -536,25 +558,46 @@ mod tests {
     #[test]
     fn point_reads_in_place_and_through_the_cache_find_every_record_of_a_row() -> Result<()> {
         use strata_format::bloom::key_hash;
-        for compressible in [false, true] {
+        // Rows stored as they are, compressed, and alternating (a row across a stored and a
+        // compressed block).
+        let modes: [(&str, fn(u64) -> bool); 3] =
+            [("stored", |_| false), ("compressed", |_| true), ("mixed", |k| k % 2 == 0)];
+        for (mode, compressible) in modes {
             let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", Path::new("."), e))?;
             let path = dir.path().join("t.sst");
             let rows = write_rows(&(Arc::new(OsFs::new()) as Arc<dyn FileSystem>), &path, compressible)?;
             for fs in [OsFs::new(), OsFs::with_positioned_reads()] {
                 let r = SstReader::open(Arc::new(fs), &path, 1, Arc::new(BlockCache::new(4 << 20)))?;
                 assert!(r.block_count() > 60, "rows span blocks");
+                let stored = (0..r.block_count())
+                    .filter(|&i| {
+                        let (offset, size) = r.handle(i).unwrap_or_default();
+                        let framed = r.file.mapped_at(offset, size).and_then(|f| f.ok());
+                        framed.is_some_and(|f| stored_compression(f) == Some(Compression::None))
+                    })
+                    .count();
                 for (k, want) in rows.iter().enumerate() {
                     let key = strata_format::key::encode_pk(&[strata_format::key::PkValue::Integer(k as i64)]);
                     // At every snapshot from above all records down to the oldest.
                     for (skip, snapshot) in (0..want.len()).map(|s| (s, 100 - s as u64)) {
                         let mut out = Vec::new();
                         assert!(r.get_hashed(&key, key_hash(&key), snapshot, &mut out)?, "row {k} ends in a put");
-                        assert_eq!(out, want[skip..], "row {k} at {snapshot}, {fs:?}, compressible {compressible}");
+                        assert_eq!(out, want[skip..], "row {k} at {snapshot}, {fs:?}, {mode}");
                     }
                     let mut out = Vec::new();
-                    assert!(!r.get_hashed(&key, key_hash(&key), 99 - want.len() as u64, &mut out)?);
+                    assert!(!r.get_hashed(&key, key_hash(&key), 100 - want.len() as u64, &mut out)?);
                     assert!(out.is_empty(), "row {k} before its put");
                 }
+                // The path taken: in place exactly where a mapped block is stored as it is.
+                let in_place = r.in_place.load(Ordering::Relaxed);
+                if r.file.mapped_at(0, 1).is_some() {
+                    match mode {
+                        "stored" => assert_eq!(stored, r.block_count()),
+                        "compressed" => assert_eq!(stored, 0),
+                        _ => assert!(stored > 0 && stored < r.block_count(), "mixed: {stored} stored"),
+                    }
+                }
+                assert_eq!(in_place > 0, stored > 0, "{mode} {fs:?}: {in_place} blocks read in place");
             }
         }
         Ok(())
@@ -567,12 +610,13 @@ mod tests {
         let fs: Arc<dyn FileSystem> = Arc::new(OsFs::new());
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", Path::new("."), e))?;
         let path = dir.path().join("t.sst");
-        write_rows(&fs, &path, false)?;
+        write_rows(&fs, &path, |_| false)?;
         let r = SstReader::open(fs, &path, 1, Arc::new(BlockCache::new(4 << 20)))?;
         let key = strata_format::key::encode_pk(&[strata_format::key::PkValue::Integer(0)]);
         let mut out = Vec::new();
         assert!(r.get_hashed(&key, key_hash(&key), 100, &mut out)?);
-        // A byte of the first block flipped under the mapping (as in the test above).
+        assert_eq!(r.in_place.load(Ordering::Relaxed), 1, "read in place");
+        // A byte of the first block flipped under the mapping (as in the test below).
         let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
         let flipped = bytes.get(10).map_or(0, |b| b ^ 0x40);
         let f = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
