@@ -560,7 +560,8 @@ mod tests {
         use strata_format::bloom::key_hash;
         // Rows stored as they are, compressed, and alternating (a row across a stored and a
         // compressed block).
-        let modes: [(&str, fn(u64) -> bool); 3] =
+        type Compressible = fn(u64) -> bool;
+        let modes: [(&str, Compressible); 3] =
             [("stored", |_| false), ("compressed", |_| true), ("mixed", |k| k % 2 == 0)];
         for (mode, compressible) in modes {
             let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", Path::new("."), e))?;
