@@ -529,22 +529,9 @@ impl Node {
         }
         let pend = pend.cloned();
         let (db, table, end, limit) = (self.db.clone(), req.table.clone(), req.end.clone(), req.limit.clamp(1, 10_000));
-        tokio::task::spawn_blocking(move || -> Result<ScanReply, ApiError> {
-            let opts = RangeOptions { direction: Direction::Forward, ..RangeOptions::default() };
-            let iter = db.range(&table, &bound_key(&start), &bound_key(&end), &opts).map_err(store)?;
-            let mut rows = Vec::new();
-            for row in iter {
-                let row = row.map_err(store)?;
-                let Some(w) = wire_row(&row) else { continue };
-                if pend.as_ref().is_some_and(|e| compare_keys(&w.key[0], e) != std::cmp::Ordering::Less) {
-                    return Ok(ScanReply { rows, next: None });
-                }
-                if rows.len() == limit {
-                    return Ok(ScanReply { rows, next: Some(w.key) });
-                }
-                rows.push(w);
-            }
-            Ok(ScanReply { rows, next: None })
+        tokio::task::spawn_blocking(move || {
+            let (rows, next) = read_partition(&db, &table, &start, &end, pend.as_ref(), Some(limit))?;
+            Ok(ScanReply { rows, next })
         })
         .await
         .map_err(store)?
@@ -582,27 +569,10 @@ impl Node {
         let i = spec.partitions.iter().position(|p| p.group == group).ok_or(ApiError::NoGroup(group))?;
         let n = spec.key.len();
         let (pstart, pend) = spec.bounds(i);
-        let start: Vec<Bound> = match pstart {
-            Some(ps) => {
-                std::iter::once(Bound::Value(ps.clone())).chain(std::iter::repeat_n(Bound::Min, n - 1)).collect()
-            }
-            None => vec![Bound::Min; n],
-        };
+        let start = pstart.map_or_else(|| vec![Bound::Min; n], |ps| lowest_with(ps, n));
         let (db, pend) = (self.db.clone(), pend.cloned());
-        let rows = tokio::task::spawn_blocking(move || -> Result<Vec<_>, ApiError> {
-            let end = vec![Bound::Max; n];
-            let iter =
-                db.range(&table, &bound_key(&start), &bound_key(&end), &RangeOptions::default()).map_err(store)?;
-            let mut out = Vec::new();
-            for row in iter {
-                let row = row.map_err(store)?;
-                let Some(w) = wire_row(&row) else { continue };
-                if pend.as_ref().is_some_and(|e| compare_keys(&w.key[0], e) != std::cmp::Ordering::Less) {
-                    break;
-                }
-                out.push(w);
-            }
-            Ok(out)
+        let (rows, _) = tokio::task::spawn_blocking(move || {
+            read_partition(&db, &table, &start, &vec![Bound::Max; n], pend.as_ref(), None)
         })
         .await
         .map_err(store)??;
@@ -717,4 +687,31 @@ fn rand_u64() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
     h.finish()
+}
+
+/// One partition's rows from `start` to `end` in key order, up to the partition's end `pend`
+/// (its successor's first partition-key value), at most `limit` of them: the rows and, when
+/// the limit cut them short, the key to continue from. Blocking (the engine's iterator).
+fn read_partition(
+    db: &Db,
+    table: &str,
+    start: &[Bound],
+    end: &[Bound],
+    pend: Option<&Key>,
+    limit: Option<usize>,
+) -> Result<(Vec<crate::wire::WireRow>, Option<Vec<Key>>), ApiError> {
+    let opts = RangeOptions { direction: Direction::Forward, ..RangeOptions::default() };
+    let mut rows = Vec::new();
+    for row in db.range(table, &bound_key(start), &bound_key(end), &opts).map_err(store)? {
+        let row = row.map_err(store)?;
+        let Some(w) = wire_row(&row) else { continue };
+        if pend.is_some_and(|e| w.key.first().is_some_and(|k| compare_keys(k, e) != std::cmp::Ordering::Less)) {
+            break;
+        }
+        if limit == Some(rows.len()) {
+            return Ok((rows, Some(w.key)));
+        }
+        rows.push(w);
+    }
+    Ok((rows, None))
 }

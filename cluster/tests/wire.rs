@@ -206,3 +206,37 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     assert_eq!(client.tables().await.unwrap().len(), 1);
     drop(node);
 }
+
+/// A page of a partition's rows ends at the page's limit (with the key to continue from) and
+/// at the partition's end (with none); the replica dump reads the same partition whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_page_stops_at_its_limit_and_at_its_partition_end() {
+    use strata_cluster::wire::{Bound, ScanRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let (node, addr) = one_node(dir.path()).await;
+    let timing = ClientTiming { deadline: Duration::from_secs(30), ..ClientTiming::default() };
+    let client = Client::new(vec![addr], timing).unwrap();
+    let spec = TableSpec {
+        name: "t".into(),
+        key: vec![("k".into(), KeyKind::Integer)],
+        max_versions: None,
+        ttl_secs: None,
+        partitions: vec![],
+    };
+    client.create_table(spec, vec![Key::Integer(10)]).await.unwrap();
+    let puts = (1..=20).map(|k| Op::Put { key: vec![Key::Integer(k)], columns: vec![("v".into(), Cell::Integer(k))] });
+    for op in puts {
+        client.write("t", vec![op]).await.unwrap();
+    }
+    let first = client.table("t").await.unwrap().partitions[0].group;
+    let keys = |rows: &[strata_cluster::wire::WireRow]| rows.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+    let ints = |ks: std::ops::RangeInclusive<i64>| ks.map(|k| vec![Key::Integer(k)]).collect::<Vec<_>>();
+    let page =
+        |start: Vec<Bound>, limit| ScanRequest { table: "t".into(), group: first, start, end: vec![Bound::Max], limit };
+    let one = node.scan(page(vec![Bound::Min], 3)).await.unwrap();
+    assert_eq!((keys(&one.rows), one.next.clone()), (ints(1..=3), Some(vec![Key::Integer(4)])));
+    let rest = node.scan(page(vec![Bound::Value(Key::Integer(4))], 100)).await.unwrap();
+    assert_eq!((keys(&rest.rows), rest.next), (ints(4..=9), None), "the page ends where the partition does");
+    let (_, whole) = node.dump(first).await.unwrap();
+    assert_eq!(keys(&whole), ints(1..=9));
+}
