@@ -427,16 +427,7 @@ mod tests {
         let opts = SstBuildOptions { block_size: 512, compress: true, bloom_bits_per_key: 10 };
         let mut w = SstFileWriter::create(fs.clone(), path, opts, SstProperties::default())?;
         for k in 0..200u32 {
-            // xorshift bytes: nothing for LZ4 to match.
-            let mut x = u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let value: Vec<u8> = (0..100)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    if compressible { 7 } else { x as u8 }
-                })
-                .collect();
+            let value = bytes(k.into(), 100, compressible);
             let mut record = Vec::new();
             strata_format::record::encode_put(
                 Some(1),
@@ -448,18 +439,6 @@ mod tests {
         }
         w.finish()?;
         Ok(())
-    }
-
-    /// A block's entries.
-    fn entries(b: &Block) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut it = b.iter();
-        it.seek_to_first();
-        let mut out = Vec::new();
-        while it.valid() {
-            out.push((it.key().to_vec(), it.value().to_vec()));
-            it.next();
-        }
-        out
     }
 
     /// Reads every block of a fresh file twice; returns what the cache holds and the weight
@@ -475,7 +454,8 @@ mod tests {
         for i in 0..r.block_count() {
             let first = r.block(i)?;
             let again = r.block(i)?;
-            assert_eq!(entries(&first), entries(&again), "block {i} read twice");
+            let entries = |b: &Block| b.entries().map_err(|e| Error::corruption(&path, e));
+            assert_eq!(entries(&first)?, entries(&again)?, "block {i} read twice");
             all += first.size() as u64 + 64;
         }
         Ok((cache.used_bytes(), all))
@@ -495,6 +475,17 @@ mod tests {
             let (cached, all) = cached_after_reading(Arc::new(OsFs::with_positioned_reads()), compressible)?;
             assert_eq!(cached, all, "pread, compressible {compressible}");
         }
+        Ok(())
+    }
+
+    /// Flips a byte of the first block's payload in the file under a reader's mapping: the
+    /// mapping's promise that files do not change is broken on purpose, as damage would (no
+    /// slice of the mapping is held across the write).
+    fn flip_first_block_byte(path: &Path) -> Result<()> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+        let flipped = bytes.get(10).map_or(0, |b| b ^ 0x40);
+        let f = std::fs::OpenOptions::new().write(true).open(path).map_err(|e| Error::io("open", path, e))?;
+        std::os::unix::fs::FileExt::write_at(&f, &[flipped], 10).map_err(|e| Error::io("write", path, e))?;
         Ok(())
     }
 
@@ -617,11 +608,7 @@ mod tests {
         let mut out = Vec::new();
         assert!(r.get_hashed(&key, key_hash(&key), 100, &mut out)?);
         assert_eq!(r.in_place.load(Ordering::Relaxed), 1, "read in place");
-        // A byte of the first block flipped under the mapping (as in the test below).
-        let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
-        let flipped = bytes.get(10).map_or(0, |b| b ^ 0x40);
-        let f = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
-        std::os::unix::fs::FileExt::write_at(&f, &[flipped], 10).map_err(|e| Error::io("write", &path, e))?;
+        flip_first_block_byte(&path)?;
         match r.get_hashed(&key, key_hash(&key), 100, &mut Vec::new()) {
             Err(Error::Corruption { .. }) => Ok(()),
             other => panic!("a point read of a damaged block gave {other:?}"),
@@ -637,13 +624,7 @@ mod tests {
         write(&fs, &path, false)?;
         let r = SstReader::open(fs, &path, 1, Arc::new(BlockCache::new(4 << 20)))?;
         r.block(0)?;
-        // One byte of the first block's payload flipped in the file under the mapping (the
-        // mapping's promise that files do not change is broken on purpose, as damage would;
-        // no slice of it is held across the write).
-        let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
-        let flipped = bytes.get(10).map_or(0, |b| b ^ 0x40);
-        let f = std::fs::OpenOptions::new().write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
-        std::os::unix::fs::FileExt::write_at(&f, &[flipped], 10).map_err(|e| Error::io("write", &path, e))?;
+        flip_first_block_byte(&path)?;
         match r.block(0) {
             Err(Error::Corruption { .. }) => Ok(()),
             other => panic!("a damaged block read as {:?}", other.map(|b| b.size())),
