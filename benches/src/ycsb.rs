@@ -92,7 +92,7 @@ fn count(bytes: isize) {
 
 /// Bytes allocated and not freed since counting began, now and at most since the last call,
 /// MiB (`--count-heap`; else none).
-fn heap_live_mib() -> Option<[f64; 2]> {
+fn heap_live_and_peak_mib() -> Option<[f64; 2]> {
     use std::sync::atomic::Ordering::Relaxed;
     let mib = |b: isize| (b as f64 / (1 << 20) as f64).round();
     let live = HEAP_LIVE.load(Relaxed);
@@ -689,7 +689,7 @@ fn main() -> R<()> {
         if json {
             println!(
                 "{}",
-                serde_json::json!({"engine": args.engine, "phase": phase, "ops": ops, "ops_per_sec": rate.round(), "latency": lat.summary(), "peak_rss_mib": peak_rss_mib().round(), "anon_mib": anon_mib().round(), "peak_anon_mib": peak_anon.round(), "heap_live_and_peak_mib": heap_live_mib(), "engine_memory": store.memory(), "engine_work": store.work()})
+                serde_json::json!({"engine": args.engine, "phase": phase, "ops": ops, "ops_per_sec": rate.round(), "latency": lat.summary(), "peak_rss_mib": peak_rss_mib().round(), "anon_mib": anon_mib().round(), "peak_anon_mib": peak_anon.round(), "heap_live_and_peak_mib": heap_live_and_peak_mib(), "engine_memory": store.memory(), "engine_work": store.work()})
             );
         } else {
             println!(

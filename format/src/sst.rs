@@ -117,6 +117,16 @@ pub struct IndexEntry {
     pub raw_size: u64,
 }
 
+impl IndexEntry {
+    /// Whether the index says the block is stored uncompressed: its frame is its contents
+    /// plus the trailer (LZ4 is kept only when it saves an eighth, so a compressed block is
+    /// shorter). A hint for choosing a read path without touching the file; the block's own
+    /// compression byte and checksum decide what it holds.
+    pub fn stored_as_is(&self) -> bool {
+        self.raw_size.checked_add(crate::block::BLOCK_TRAILER_LEN as u64) == Some(self.handle.size)
+    }
+}
+
 fn encode_index_value(e: &IndexEntry) -> Vec<u8> {
     let mut v = Vec::with_capacity(16);
     put_varint(&mut v, e.handle.offset);
@@ -861,9 +871,9 @@ mod tests {
     }
 
     /// A file of `kinds.len()` rows of 300 bytes, one per 256-byte block: varied bytes (LZ4
-    /// refuses them) where `kinds` says false, one repeated byte where true. Returns the file
-    /// and each data block's compression.
-    fn file_of(kinds: &[bool]) -> (Vec<u8>, Vec<Compression>) {
+    /// refuses them) where `kinds` says false, one repeated byte where true. Returns
+    /// each data block's compression.
+    fn file_of(kinds: &[bool]) -> Vec<Compression> {
         let mut b = SstBuilder::new(
             Vec::new(),
             SstBuildOptions { block_size: 256, ..Default::default() },
@@ -895,8 +905,7 @@ mod tests {
         for i in 0..meta.index.len() {
             read_data_block(&file, &meta, i).unwrap();
         }
-        let kinds = meta.index.iter().map(|e| block_compression(&file, e.handle).unwrap()).collect();
-        (file, kinds)
+        meta.index.iter().map(|e| block_compression(&file, e.handle).unwrap()).collect()
     }
 
     #[test]
@@ -904,7 +913,7 @@ mod tests {
         use Compression::{Lz4, None as Raw};
         // 40 incompressible blocks, then compressible ones.
         let kinds: Vec<bool> = (0..80).map(|i| i >= 40).collect();
-        let (_, got) = file_of(&kinds);
+        let got = file_of(&kinds);
         assert!(got[..40].iter().all(|c| *c == Raw));
         // Blocks 0-7 are refused; then one in 16 is offered (23, 39, 55): block 55 is the
         // first compressible one offered, and every block after it is offered again.
@@ -912,11 +921,11 @@ mod tests {
         assert_eq!(first, 55, "{got:?}");
         assert!(got[first..].iter().all(|c| *c == Lz4), "{got:?}");
         // Compressible data throughout: every block compressed.
-        let (_, all) = file_of(&[true; 30]);
+        let all = file_of(&[true; 30]);
         assert!(all.iter().all(|c| *c == Lz4));
         // Refusals that stop short of the run: every block still offered.
         let mixed: Vec<bool> = (0..60).map(|i| i % 8 == 7).collect();
-        let (_, got) = file_of(&mixed);
+        let got = file_of(&mixed);
         for (i, c) in got.iter().enumerate() {
             assert_eq!(*c == Lz4, mixed[i], "block {i}: {got:?}");
         }

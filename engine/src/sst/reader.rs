@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use strata_format::block::{
-    BLOCK_TRAILER_LEN, Block, BlockIter, Compression, checked_stored_payload, stored_compression, unframe_block_shared,
-};
+use strata_format::block::{Block, BlockIter, checked_stored_payload, unframe_block_shared};
 #[cfg(feature = "internals")]
 use strata_format::bloom::key_hash;
 use strata_format::key::{internal_key, split_internal_key};
@@ -125,7 +123,8 @@ impl SstReader {
         if let Some(b) = self.cache.get(self.id, i as u32) {
             return Ok(b);
         }
-        let (offset, size) = self.handle(i)?;
+        let e = self.index_entry(i)?;
+        let (offset, size) = (e.handle.offset, e.handle.size as usize);
         let read_err = |err| Error::io("read sst block", &self.path, err);
         // A mapped file's block is checked and decompressed in place; otherwise read it first.
         // A mapped block stored uncompressed is not cached: reading it again costs a checksum
@@ -135,7 +134,7 @@ impl SstReader {
         let (unframed, cache) = match self.file.mapped_at(offset, size) {
             Some(framed) => {
                 let framed = framed.map_err(read_err)?;
-                (unframe_block_shared(framed, offset), stored_compression(framed) != Some(Compression::None))
+                (unframe_block_shared(framed, offset), !e.stored_as_is())
             }
             None => {
                 let mut framed = vec![0u8; size];
@@ -151,12 +150,7 @@ impl SstReader {
         Ok(b)
     }
 
-    /// Where data block `i` lies in the file: offset and framed size.
-    fn handle(&self, i: usize) -> Result<(u64, usize)> {
-        let e = self.index_entry(i)?;
-        Ok((e.handle.offset, e.handle.size as usize))
-    }
-
+    /// Data block `i`'s index entry.
     fn index_entry(&self, i: usize) -> Result<&strata_format::sst::IndexEntry> {
         self.meta.index.get(i).ok_or_else(|| Error::Corruption {
             path: self.path.clone(),
@@ -172,11 +166,9 @@ impl SstReader {
     fn mapped_stored_block(&self, i: usize) -> Result<Option<Block<&[u8]>>> {
         let e = self.index_entry(i)?;
         let (offset, size) = (e.handle.offset, e.handle.size as usize);
-        // The index only picks the path: a block stored as it is frames its contents plus the
-        // trailer (LZ4 is kept only when it saves an eighth, so a compressed block is
-        // shorter), and a compressed block goes to the cache without touching the file. The
-        // block's own checksum and compression byte decide, below.
-        if e.raw_size.checked_add(BLOCK_TRAILER_LEN as u64) != Some(e.handle.size) {
+        // The index only picks the path, so a compressed block goes to the cache without
+        // touching the file; the block's own checksum and compression byte decide, below.
+        if !e.stored_as_is() {
             return Ok(None);
         }
         let Some(framed) = self.file.mapped_at(offset, size) else {
@@ -220,8 +212,8 @@ impl SstReader {
         let mut first = true;
         loop {
             let done = match self.mapped_stored_block(bi)? {
-                Some(block) => self.collect_row(&block, first.then_some(&target), pk, out)?,
-                None => self.collect_row(&self.block(bi)?, first.then_some(&target), pk, out)?,
+                Some(block) => self.collect_row(&block, first.then_some(target.as_slice()), pk, out)?,
+                None => self.collect_row(&self.block(bi)?, first.then_some(target.as_slice()), pk, out)?,
             };
             if let Some(base) = done {
                 return Ok(base);
@@ -240,7 +232,7 @@ impl SstReader {
     fn collect_row<D: AsRef<[u8]> + Clone>(
         &self,
         block: &Block<D>,
-        seek: Option<&Vec<u8>>,
+        seek: Option<&[u8]>,
         pk: &[u8],
         out: &mut Vec<Vec<u8>>,
     ) -> Result<Option<bool>> {
@@ -417,6 +409,7 @@ impl EntrySource for SstIter {
 mod tests {
     use super::*;
     use crate::fs::{FileSystem, OsFs};
+    use strata_format::block::{Compression, stored_compression};
     use strata_format::sst::{SstBuildOptions, SstProperties};
 
     use crate::sst::SstFileWriter;
@@ -563,7 +556,8 @@ mod tests {
                 assert!(r.block_count() > 60, "rows span blocks");
                 let stored = (0..r.block_count())
                     .filter(|&i| {
-                        let (offset, size) = r.handle(i).unwrap_or_default();
+                        let (offset, size) =
+                            r.meta.index.get(i).map(|e| (e.handle.offset, e.handle.size as usize)).unwrap_or_default();
                         let framed = r.file.mapped_at(offset, size).and_then(|f| f.ok());
                         framed.is_some_and(|f| stored_compression(f) == Some(Compression::None))
                     })
