@@ -321,6 +321,7 @@ async fn snapshot(mb: u64) {
 }
 
 fn main() {
+    strata_tools::allocator::return_freed_memory_promptly();
     let a = Args::parse();
     let scratch = tempfile::tempdir().unwrap();
     if let Ok(p) = probes::Probes::run(scratch.path()) {

@@ -82,6 +82,7 @@ fn parse_size(s: &str) -> u64 {
 }
 
 fn main() {
+    strata_tools::allocator::return_freed_memory_promptly();
     let a = Args::parse();
     let tmp = tempfile::tempdir().expect("temp dir");
     match a.cmd {

@@ -93,6 +93,7 @@ fn run_isolated(engine: &dyn EngineFactory, workloads: &[String]) -> Result<Vec<
 }
 
 fn main() {
+    strata_tools::allocator::return_freed_memory_promptly();
     let a = Args::parse();
     let mut factories: Vec<Box<dyn EngineFactory>> = vec![Box::new(StrataFactory {
         max_sealed_memtables: a.strata_max_sealed,

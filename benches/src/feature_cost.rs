@@ -75,6 +75,7 @@ fn fresh(dir: &std::path::Path, persist_stats: bool) -> Db {
 }
 
 fn main() {
+    strata_tools::allocator::return_freed_memory_promptly();
     let a = Args::parse();
     let value = vec![b'x'; a.value_size];
     println!("feature_cost: {} rows of {} B values", a.rows, a.value_size);

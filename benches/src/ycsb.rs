@@ -662,6 +662,7 @@ struct Args {
 }
 
 fn main() -> R<()> {
+    strata_tools::allocator::return_freed_memory_promptly();
     let args = Args::parse();
     COUNT_HEAP.store(args.count_heap, std::sync::atomic::Ordering::Relaxed);
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;

@@ -4,6 +4,7 @@
 //! `sst_dump` and `wal_dump` depend on `strata-format` only: they read a lone file (or a
 //! database folder through its manifest) without opening the database.
 
+pub mod allocator;
 pub mod bench;
 pub mod cli;
 pub mod display;

@@ -48,6 +48,7 @@ struct Args {
 }
 
 fn main() {
+    strata_tools::allocator::return_freed_memory_promptly();
     let a: Args = strata_tools::parse_args_or_exit();
     let command = match a.command {
         Cmd::Scan => SstCommand::Scan,

@@ -5,6 +5,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    strata_tools::allocator::return_freed_memory_promptly();
     let args: Vec<String> = std::env::args().collect();
     // stderr is not locked for the whole run: progress bars draw to it from their own ticker
     // thread, which would wait forever for a lock this thread holds.

@@ -35,6 +35,7 @@ struct Args {
 }
 
 fn main() {
+    strata_tools::allocator::return_freed_memory_promptly();
     let a: Args = strata_tools::parse_args_or_exit();
     let command = match a.command {
         Cmd::Dump => WalCommand::Dump,
