@@ -120,6 +120,35 @@ pub struct Node {
     allow_faults: bool,
 }
 
+/// True when `cmd` encodes as a log entry (JSON, as the log store writes it) in at most
+/// `limit` bytes. The encoding is counted, not kept, and stops at the first byte past the
+/// limit: an oversized write costs no buffer of its size.
+fn encodes_within(cmd: &Command, limit: usize) -> serde_json::Result<bool> {
+    /// A sink that counts what is written to it and refuses past its limit.
+    struct Counter {
+        written: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.written += bytes.len();
+            if self.written > self.limit {
+                return Err(std::io::Error::other("past the entry limit"));
+            }
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter { written: 0, limit };
+    match serde_json::to_writer(&mut counter, cmd) {
+        Ok(()) => Ok(true),
+        Err(_) if counter.written > limit => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 fn store(e: impl std::fmt::Display) -> ApiError {
     ApiError::Storage(e.to_string())
 }
@@ -421,10 +450,9 @@ impl Node {
     /// five may still hold it on a node that commits it later), so it is `OutcomeUnknown`.
     async fn propose(&self, group: u64, cmd: Command) -> Result<WriteReply, ApiError> {
         let raft = self.group_raft(group)?;
-        let encoded = serde_json::to_vec(&cmd).map_err(store)?.len();
-        if encoded > MAX_ENTRY_BYTES {
+        if !encodes_within(&cmd, MAX_ENTRY_BYTES).map_err(store)? {
             return Err(ApiError::BadRequest(format!(
-                "a write of {encoded} bytes as a log entry; an entry holds at most {MAX_ENTRY_BYTES}: write fewer or smaller rows at a time"
+                "a write of more than {MAX_ENTRY_BYTES} bytes as a log entry; an entry holds at most {MAX_ENTRY_BYTES}: write fewer or smaller rows at a time"
             )));
         }
         {
@@ -714,4 +742,22 @@ fn read_partition(
         rows.push(w);
     }
     Ok((rows, None))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The count is the encoding's exact length: a command fits a limit of its length and
+    /// not one byte less.
+    #[test]
+    fn a_command_fits_a_limit_of_exactly_its_encoded_length() {
+        let put = Op::Put { key: vec![Key::Integer(3)], columns: vec![("v".into(), Cell::Binary(vec![9; 5000]))] };
+        let cmd = Command { table: "t".into(), now_ms: 1, ops: vec![put] };
+        let len = serde_json::to_vec(&cmd).unwrap().len();
+        assert!(encodes_within(&cmd, len).unwrap());
+        assert!(!encodes_within(&cmd, len - 1).unwrap());
+        assert!(!encodes_within(&cmd, 0).unwrap());
+    }
 }
