@@ -109,15 +109,16 @@ const FIELD_NAMES: [&str; FIELDS] =
 const TABLE: &str = "usertable";
 
 /// The operations a YCSB binding offers.
-trait Store {
+trait Store: Send + Sync {
     fn insert(&self, key: &[u8], fields: &[Vec<u8>]) -> R<()>;
     /// Reads every field; false when the record is missing.
     fn read(&self, key: &[u8]) -> R<bool>;
     fn update(&self, key: &[u8], field: usize, value: &[u8]) -> R<()>;
     /// Reads `n` records from `start` on, every field; returns how many.
     fn scan(&self, start: &[u8], n: usize) -> R<usize>;
-    /// What the engine says its memory holds now (strata: memtables, their pool, the block
-    /// cache and the pinned indexes and filters, MiB); none for the peers.
+    /// What the engine says its memory holds now, MiB (strata: memtables, their pool, the
+    /// block cache and the pinned indexes and filters; RocksDB: memtables, block cache, table
+    /// readers); none for fjall.
     fn memory(&self) -> Option<serde_json::Value> {
         None
     }
@@ -205,6 +206,8 @@ impl Store for Strata {
             "compactions": st.compactions,
             "read_apart_compactions": st.read_apart_compactions,
             "row_folds": st.row_folds,
+            "stall_ms": st.stall_micros / 1000,
+            "slowdowns": st.slowdowns,
             "compaction_write_mib": (st.compaction_write_bytes as f64 / 1048576.0).round(),
             "files_per_level": levels,
         }))
@@ -350,6 +353,18 @@ impl Rocks {
 
 #[cfg(feature = "rocksdb")]
 impl Store for Rocks {
+    fn memory(&self) -> Option<serde_json::Value> {
+        // RocksDB's own accounting, to set beside strata's: its memtables (active and
+        // immutable), its block cache, and the index and filter blocks its table readers hold
+        // outside the cache (its default).
+        let mib = |p: &str| self.db.property_int_value(p).ok().flatten().map(|b| (b as f64 / 1048576.0).round());
+        Some(serde_json::json!({
+            "memtables": mib("rocksdb.cur-size-all-mem-tables"),
+            "immutable_memtables": self.db.property_int_value("rocksdb.num-immutable-mem-table").ok().flatten(),
+            "block_cache": mib("rocksdb.block-cache-usage"),
+            "table_readers": mib("rocksdb.estimate-table-readers-mem"),
+        }))
+    }
     fn insert(&self, key: &[u8], fields: &[Vec<u8>]) -> R<()> {
         let refs: Vec<&[u8]> = fields.iter().map(|f| f.as_slice()).collect();
         self.db.put(key, encode_record(&refs)).map_err(|e| e.to_string())
@@ -558,32 +573,41 @@ fn anon_mib() -> f64 {
 
 /// The highest anonymous resident memory seen since the last [`AnonPeak::take`], sampled every
 /// 10 ms by a thread of its own (the kernel keeps a peak only for all resident pages, mapped
-/// files included).
+/// files included), with what the engine said its memory held at that sample.
 struct AnonPeak {
-    peak_kib: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    peak: std::sync::Arc<parking_lot::Mutex<(u64, Option<serde_json::Value>)>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl AnonPeak {
-    fn start() -> AnonPeak {
+    fn start(store: std::sync::Arc<dyn Store>) -> AnonPeak {
         use std::sync::atomic::Ordering;
-        let peak_kib = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let peak = std::sync::Arc::new(parking_lot::Mutex::new((0, None)));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (p, s) = (peak_kib.clone(), stop.clone());
+        let (p, s) = (peak.clone(), stop.clone());
         std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
-                p.fetch_max((anon_mib() * 1024.0) as u64, Ordering::Relaxed);
+                let kib = (anon_mib() * 1024.0) as u64;
+                if kib > p.lock().0 {
+                    // Read outside the lock: the engine's figures take locks of their own.
+                    let memory = store.memory();
+                    let mut p = p.lock();
+                    if kib > p.0 {
+                        *p = (kib, memory);
+                    }
+                }
                 std::thread::sleep(Duration::from_millis(10));
             }
         });
-        AnonPeak { peak_kib, stop }
+        AnonPeak { peak, stop }
     }
 
-    /// The peak since the last call, MiB; the next period starts from what is resident now.
-    fn take(&self) -> f64 {
+    /// The peak since the last call, MiB, and the engine's memory at it; the next period
+    /// starts from what is resident now.
+    fn take(&self) -> (f64, Option<serde_json::Value>) {
         let now = (anon_mib() * 1024.0) as u64;
-        let peak = self.peak_kib.swap(now, std::sync::atomic::Ordering::Relaxed).max(now);
-        peak as f64 / 1024.0
+        let (kib, memory) = std::mem::replace(&mut *self.peak.lock(), (now, None));
+        (kib.max(now) as f64 / 1024.0, memory)
     }
 }
 
@@ -667,12 +691,12 @@ fn main() -> R<()> {
     COUNT_HEAP.store(args.count_heap, std::sync::atomic::Ordering::Relaxed);
     let tmp = tempfile::tempdir().map_err(|e| e.to_string())?;
     let dir = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
-    let store: Box<dyn Store> = match args.engine.as_str() {
-        "strata" => Box::new(Strata::open(&dir, &args)?),
+    let store: std::sync::Arc<dyn Store> = match args.engine.as_str() {
+        "strata" => std::sync::Arc::new(Strata::open(&dir, &args)?),
         #[cfg(feature = "fjall")]
-        "fjall" => Box::new(Fjall::open(&dir)?),
+        "fjall" => std::sync::Arc::new(Fjall::open(&dir)?),
         #[cfg(feature = "rocksdb")]
-        "rocksdb" => Box::new(Rocks::open(&dir)?),
+        "rocksdb" => std::sync::Arc::new(Rocks::open(&dir)?),
         other => return Err(format!("unknown or not compiled in engine {other:?}")),
     };
     // What the machine costs now, beside the results (`probes.rs`).
@@ -683,14 +707,14 @@ fn main() -> R<()> {
         println!("{:<7} {}", args.engine, machine.line());
     }
     let mut rng = StdRng::seed_from_u64(0x5EED);
-    let anon_peak = AnonPeak::start();
+    let anon_peak = AnonPeak::start(store.clone());
     let report = |phase: &str, ops: u64, secs: f64, lat: &mut Latencies, json: bool| {
         let rate = ops as f64 / secs;
-        let peak_anon = anon_peak.take();
+        let (peak_anon, memory_at_peak) = anon_peak.take();
         if json {
             println!(
                 "{}",
-                serde_json::json!({"engine": args.engine, "phase": phase, "ops": ops, "ops_per_sec": rate.round(), "latency": lat.summary(), "peak_rss_mib": peak_rss_mib().round(), "anon_mib": anon_mib().round(), "peak_anon_mib": peak_anon.round(), "heap_live_and_peak_mib": heap_live_and_peak_mib(), "engine_memory": store.memory(), "engine_work": store.work()})
+                serde_json::json!({"engine": args.engine, "phase": phase, "ops": ops, "ops_per_sec": rate.round(), "latency": lat.summary(), "peak_rss_mib": peak_rss_mib().round(), "anon_mib": anon_mib().round(), "peak_anon_mib": peak_anon.round(), "heap_live_and_peak_mib": heap_live_and_peak_mib(), "engine_memory": store.memory(), "engine_memory_at_peak": memory_at_peak, "engine_work": store.work()})
             );
         } else {
             println!(
