@@ -450,3 +450,69 @@ fn close_does_not_hang_when_it_signals_a_flush_thread_between_wake_up_and_drain(
         Err(_) => panic!("close hung: the flush thread swallowed the stop wake-ups"),
     }
 }
+
+/// A sealed memtable borrows its size from the block cache's budget while its flush runs:
+/// with the flush held before its install, the loan is the memtable's size and the cached
+/// blocks have given way to it (cached + pinned + lent within the budget); once the flush is
+/// done and the memtable freed, the loan is back. With the option off nothing is lent.
+#[test]
+fn a_sealed_memtable_borrows_from_the_cache_until_its_flush_frees_it() {
+    for borrow in [true, false] {
+        let gate = Gate::new();
+        let hook_gate = gate.clone();
+        let hook = PauseHook::new(move |p| {
+            if p == PausePoint::FlushBeforeInstall && hook_gate.advance(Stage::Armed, Stage::FlushWaiting) {
+                hook_gate.wait_for(Stage::Installed);
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let budget: u64 = 1 << 20;
+        let opts = Options {
+            write_buffer_bytes: 1 << 20,
+            block_cache_bytes: budget as usize,
+            block_size_bytes: 4096,
+            sealed_memtables_borrow_cache: borrow,
+            pause_hook: hook,
+            ..Options::default()
+        };
+        let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+        db.create_table(TableSchema::new("t").pk("id", KeyType::Integer)).unwrap();
+        // Rows that compress, so their blocks are cached when read (a cache hit then saves a
+        // decompression), and enough of them to fill the cache.
+        let note = "a".repeat(300);
+        for i in 0..6000 {
+            db.put_row(PutRow::new("t", pk![i]).column("note", note.as_str())).unwrap();
+        }
+        db.flush().unwrap();
+        for i in 0..6000 {
+            assert!(db.get_row("t", &pk![i], &ReadOptions::default()).unwrap().is_some());
+        }
+        let before = db.stats();
+        assert!(before.block_cache_bytes > budget / 2, "the reads filled the cache: {before:?}");
+        // A memtable of some 600 KB, sealed by a flush that is then held before its install.
+        for i in 6000..8000 {
+            db.put_row(PutRow::new("t", pk![i]).column("note", note.as_str())).unwrap();
+        }
+        gate.set(Stage::Armed);
+        let flusher = {
+            let db = db.clone();
+            std::thread::spawn(move || db.flush())
+        };
+        assert!(gate.wait_for(Stage::FlushWaiting), "the flush never reached its install");
+        let held = db.stats();
+        if borrow {
+            assert!(held.block_cache_lent_bytes > 500_000, "the sealed memtable's size is lent: {held:?}");
+            assert!(held.block_cache_lent_bytes <= held.memtable_bytes, "{held:?}");
+            // quick_cache rounds each shard's share up: a few KiB of slack.
+            let within = held.block_cache_bytes + held.block_cache_pinned_bytes + held.block_cache_lent_bytes;
+            assert!(within <= budget + (16 << 10), "the cached blocks gave way to the loan: {held:?}");
+        } else {
+            assert_eq!(held.block_cache_lent_bytes, 0);
+            assert!(held.block_cache_bytes >= before.block_cache_bytes / 2, "nothing gave way: {held:?}");
+        }
+        gate.set(Stage::Installed);
+        flusher.join().unwrap().unwrap();
+        assert!(db.wait_idle(Duration::from_secs(30)).unwrap());
+        assert_eq!(db.stats().block_cache_lent_bytes, 0, "the loan went with the memtable");
+    }
+}

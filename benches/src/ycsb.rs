@@ -117,8 +117,8 @@ trait Store: Send + Sync {
     /// Reads `n` records from `start` on, every field; returns how many.
     fn scan(&self, start: &[u8], n: usize) -> R<usize>;
     /// What the engine says its memory holds now, MiB (strata: memtables, their pool, the
-    /// block cache and the pinned indexes and filters; RocksDB: memtables, block cache, table
-    /// readers); none for fjall.
+    /// block cache, the pinned indexes and filters and the share lent to sealed memtables;
+    /// RocksDB: memtables, block cache, table readers); none for fjall.
     fn memory(&self) -> Option<serde_json::Value> {
         None
     }
@@ -151,6 +151,9 @@ impl Strata {
         }
         if let Some(n) = args.strata_max_subcompactions {
             opts.max_subcompactions = n;
+        }
+        if args.strata_no_sealed_borrow {
+            opts.sealed_memtables_borrow_cache = false;
         }
         if let Some(mib) = args.strata_block_cache_mib {
             opts.block_cache_bytes = mib << 20;
@@ -221,6 +224,7 @@ impl Store for Strata {
             "pool": mib(st.memtable_pool_bytes),
             "block_cache": mib(st.block_cache_bytes),
             "pinned": mib(st.block_cache_pinned_bytes),
+            "lent_to_sealed": mib(st.block_cache_lent_bytes),
         }))
     }
     fn insert(&self, key: &[u8], fields: &[Vec<u8>]) -> R<()> {
@@ -573,47 +577,67 @@ fn anon_mib() -> f64 {
 
 /// The highest anonymous resident memory seen since the last [`AnonPeak::take`], sampled every
 /// 10 ms by a thread of its own (the kernel keeps a peak only for all resident pages, mapped
-/// files included), with what the engine said its memory held at that sample.
+/// files included), with what the engine said its memory held at that sample (when a store
+/// is given: its figures cost the engine some locks, so only `--json` asks).
 struct AnonPeak {
-    peak: std::sync::Arc<parking_lot::Mutex<(u64, Option<serde_json::Value>)>>,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    shared: std::sync::Arc<PeakShared>,
+    store: Option<std::sync::Arc<dyn Store>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct PeakShared {
+    /// The period's peak (KiB), the engine's memory at it, and the period's number: a sample
+    /// taken in one period is not recorded in the next.
+    peak: parking_lot::Mutex<(u64, Option<serde_json::Value>, u64)>,
+    stop: std::sync::atomic::AtomicBool,
 }
 
 impl AnonPeak {
-    fn start(store: std::sync::Arc<dyn Store>) -> AnonPeak {
+    fn start(store: Option<std::sync::Arc<dyn Store>>) -> AnonPeak {
         use std::sync::atomic::Ordering;
-        let peak = std::sync::Arc::new(parking_lot::Mutex::new((0, None)));
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (p, s) = (peak.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
+        let shared = std::sync::Arc::new(PeakShared {
+            peak: parking_lot::Mutex::new((0, None, 0)),
+            stop: std::sync::atomic::AtomicBool::new(false),
+        });
+        let (sh, st) = (shared.clone(), store.clone());
+        let thread = std::thread::spawn(move || {
+            while !sh.stop.load(Ordering::Relaxed) {
+                let period = sh.peak.lock().2;
                 let kib = (anon_mib() * 1024.0) as u64;
-                if kib > p.lock().0 {
+                if kib > sh.peak.lock().0 {
                     // Read outside the lock: the engine's figures take locks of their own.
-                    let memory = store.memory();
-                    let mut p = p.lock();
-                    if kib > p.0 {
-                        *p = (kib, memory);
+                    let memory = st.as_ref().and_then(|s| s.memory());
+                    let mut p = sh.peak.lock();
+                    if kib > p.0 && p.2 == period {
+                        *p = (kib, memory, period);
                     }
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
         });
-        AnonPeak { peak, stop }
+        AnonPeak { shared, store, thread: Some(thread) }
     }
 
     /// The peak since the last call, MiB, and the engine's memory at it; the next period
-    /// starts from what is resident now.
+    /// starts from what is resident now (and the engine's memory now).
     fn take(&self) -> (f64, Option<serde_json::Value>) {
         let now = (anon_mib() * 1024.0) as u64;
-        let (kib, memory) = std::mem::replace(&mut *self.peak.lock(), (now, None));
-        (kib.max(now) as f64 / 1024.0, memory)
+        let memory_now = self.store.as_ref().and_then(|s| s.memory());
+        let mut p = self.shared.peak.lock();
+        let (kib, memory, period) = std::mem::replace(&mut *p, (now, memory_now.clone(), 0));
+        p.2 = period + 1;
+        if now >= kib { (now as f64 / 1024.0, memory_now) } else { (kib as f64 / 1024.0, memory) }
     }
 }
 
 impl Drop for AnonPeak {
+    /// Stops and joins the sampler, so the store it holds is released before the engine's
+    /// folder is removed.
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.shared.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -673,6 +697,10 @@ struct Args {
     /// strata: `Options::max_subcompactions`.
     #[arg(long)]
     strata_max_subcompactions: Option<usize>,
+    /// strata: `Options::sealed_memtables_borrow_cache` off (sealed memtables do not borrow
+    /// from the block cache's budget).
+    #[arg(long)]
+    strata_no_sealed_borrow: bool,
     /// strata: `Options::block_cache_bytes` in MiB.
     #[arg(long)]
     strata_block_cache_mib: Option<usize>,
@@ -707,7 +735,7 @@ fn main() -> R<()> {
         println!("{:<7} {}", args.engine, machine.line());
     }
     let mut rng = StdRng::seed_from_u64(0x5EED);
-    let anon_peak = AnonPeak::start(store.clone());
+    let anon_peak = AnonPeak::start(args.json.then(|| store.clone()));
     let report = |phase: &str, ops: u64, secs: f64, lat: &mut Latencies, json: bool| {
         let rate = ops as f64 / secs;
         let (peak_anon, memory_at_peak) = anon_peak.take();

@@ -6,22 +6,37 @@
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Milliseconds a freed page stays resident before mimalloc gives it back to the kernel.
-/// mimalloc v3 waits 1,000 ms by default; a storage engine's flushes and compactions free
-/// tens of MiB of transient buffers a second, so the process held 10–25 MiB more than it
-/// used through every YCSB phase (docs/PERFORMANCE.md, "Memory"). 10 ms is mimalloc v2's
-/// default: the throughput measured level.
+/// mimalloc v3 waits 1,000 ms by default (for pages and arenas alike); a storage engine's
+/// flushes and compactions free tens of MiB of buffers a second, so the processes held up to
+/// tens of MiB more than they used at their peaks (docs/PERFORMANCE.md, "Memory"). 10 ms is
+/// the page delay mimalloc v2 used (v2 waited ten times longer for arenas); the throughput
+/// measured level.
 const PURGE_DELAY_MS: std::ffi::c_long = 10;
 
+/// True when the environment sets the purge delay for mimalloc itself (its option names are
+/// case-insensitive; `reset_delay` is the option's former name).
+fn purge_delay_set_by_environment() -> bool {
+    std::env::vars_os().any(|(name, _)| {
+        name.to_str().is_some_and(|n| {
+            n.eq_ignore_ascii_case("MIMALLOC_PURGE_DELAY") || n.eq_ignore_ascii_case("MIMALLOC_RESET_DELAY")
+        })
+    })
+}
+
 /// Makes mimalloc give freed pages back after `PURGE_DELAY_MS` rather than a second, unless
-/// the environment sets `MIMALLOC_PURGE_DELAY` (which then wins, for measuring the choice).
-/// Call first thing in `main`.
+/// the environment sets the delay (which then wins, for measuring the choice). Call first
+/// thing in `main`, before any other thread starts: mimalloc stores the option with a plain
+/// write that its other threads read. (`mi_option_set_default` would not do: mimalloc reads
+/// every option from the environment when the process loads, after which a default is
+/// ignored.)
 pub fn return_freed_memory_promptly() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+    if purge_delay_set_by_environment() {
         return;
     }
-    // SAFETY: `mi_option_set` takes a valid option index and a value and only stores the
-    // value; mimalloc reads the option on each purge decision, so setting it while running is
-    // supported (it is how `mi_option_set` is documented to be used).
+    // SAFETY: a valid option index and a value, called before the binary starts threads (the
+    // caller's contract above), so no other thread reads the option while it is written.
+    // mimalloc reads the option at each purge decision, so a value set after its start takes
+    // effect from then on (purges already scheduled keep their time).
     #[allow(unsafe_code)]
     unsafe {
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS)
@@ -44,7 +59,7 @@ mod tests {
     /// default), and the call sets it.
     #[test]
     fn the_purge_delay_is_the_option_set() {
-        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        if purge_delay_set_by_environment() {
             return;
         }
         assert_eq!(purge_delay(), 1000, "index {MI_OPTION_PURGE_DELAY} is not mimalloc's purge_delay");
