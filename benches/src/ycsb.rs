@@ -117,8 +117,8 @@ trait Store: Send + Sync {
     /// Reads `n` records from `start` on, every field; returns how many.
     fn scan(&self, start: &[u8], n: usize) -> R<usize>;
     /// What the engine says its memory holds now, MiB (strata: memtables, their pool, the
-    /// block cache, the pinned indexes and filters and the share lent to sealed memtables;
-    /// RocksDB: memtables, block cache, table readers); none for fjall.
+    /// block cache and the pinned indexes and filters; RocksDB: memtables, block cache, table
+    /// readers); none for fjall.
     fn memory(&self) -> Option<serde_json::Value> {
         None
     }
@@ -151,9 +151,6 @@ impl Strata {
         }
         if let Some(n) = args.strata_max_subcompactions {
             opts.max_subcompactions = n;
-        }
-        if args.strata_no_sealed_borrow {
-            opts.sealed_memtables_borrow_cache = false;
         }
         if let Some(mib) = args.strata_block_cache_mib {
             opts.block_cache_bytes = mib << 20;
@@ -224,7 +221,6 @@ impl Store for Strata {
             "pool": mib(st.memtable_pool_bytes),
             "block_cache": mib(st.block_cache_bytes),
             "pinned": mib(st.block_cache_pinned_bytes),
-            "lent_to_sealed": mib(st.block_cache_lent_bytes),
         }))
     }
     fn insert(&self, key: &[u8], fields: &[Vec<u8>]) -> R<()> {
@@ -697,10 +693,6 @@ struct Args {
     /// strata: `Options::max_subcompactions`.
     #[arg(long)]
     strata_max_subcompactions: Option<usize>,
-    /// strata: `Options::sealed_memtables_borrow_cache` off (sealed memtables do not borrow
-    /// from the block cache's budget).
-    #[arg(long)]
-    strata_no_sealed_borrow: bool,
     /// strata: `Options::block_cache_bytes` in MiB.
     #[arg(long)]
     strata_block_cache_mib: Option<usize>,

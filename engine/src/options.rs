@@ -73,13 +73,6 @@ pub struct Options {
     pub idle_memtable_flush_ms: u64,
     /// Sealed memtables waiting for flush before writes stall.
     pub max_sealed_memtables: usize,
-    /// A sealed memtable borrows its size from the block cache's budget until its memory is
-    /// freed after the flush (default on): while a flush runs the process holds two write
-    /// buffers, and the cache's data blocks give way to the second, so `block_cache_bytes`
-    /// bounds the cache, the pinned SSTable metadata and the memtables waiting for a flush
-    /// together. Blocks evicted meanwhile are read again after the flush: YCSB's F, D and E
-    /// peaked 35–50 MiB lower with it, B ran 1–2 % slower (docs/PERFORMANCE.md, "YCSB").
-    pub sealed_memtables_borrow_cache: bool,
     /// Target uncompressed data block size.
     pub block_size_bytes: usize,
     /// Block cache budget: decoded data blocks plus the index and filter of every open
@@ -190,7 +183,6 @@ impl Default for Options {
             reuse_memtable_memory: false,
             idle_memtable_flush_ms: 0,
             max_sealed_memtables: 2,
-            sealed_memtables_borrow_cache: true,
             block_size_bytes: 4096,
             block_cache_bytes: 64 << 20,
             compression: true,

@@ -137,9 +137,6 @@ pub struct DbStats {
     pub block_cache_bytes: u64,
     /// Bytes of SSTable index and filter held in memory, charged to the block cache budget.
     pub block_cache_pinned_bytes: u64,
-    /// Bytes of the block cache budget lent to sealed memtables
-    /// (`Options::sealed_memtables_borrow_cache`).
-    pub block_cache_lent_bytes: u64,
     /// Writes delayed in the slowdown zone.
     pub slowdowns: u64,
     /// Update records written as the whole row instead, so reads of rows updated field by
@@ -317,7 +314,6 @@ impl Db {
             memtable_pool_bytes: self.ctx.mem_pool.pooled_bytes() as u64,
             block_cache_bytes: self.ctx.cache.used_bytes(),
             block_cache_pinned_bytes: self.ctx.cache.pinned_bytes(),
-            block_cache_lent_bytes: self.ctx.cache.lent_bytes(),
             slowdowns: s.slowdowns.load(Ordering::Relaxed),
             row_folds: s.row_folds.load(Ordering::Relaxed),
             stall_micros: s.stall_micros.load(Ordering::Relaxed),

@@ -33,7 +33,6 @@ use crate::ids::{SeqNo, TableId};
 use crate::memtable::membloom::{MemBloom, row_hash};
 use crate::memtable::rowindex::RowIndex;
 use crate::source::is_base_record;
-use crate::sst::{BlockCache, CacheLoan};
 
 /// The flush threshold a memtable's row filter is sized for when none is given
 /// (`Options::default().write_buffer_bytes`).
@@ -67,9 +66,6 @@ pub struct Memtable {
     max_seqno: AtomicU64,
     /// Number of the WAL file holding this memtable's first entry.
     pub first_wal: u64,
-    /// The share of the block cache's budget this memtable holds once sealed, returned when
-    /// it is dropped ([`Memtable::borrow_cache`]).
-    cache_loan: OnceLock<CacheLoan>,
 }
 
 /// A position of a forward walk over one memtable ([`Memtable::walk_forward`]); meaningful
@@ -112,17 +108,6 @@ impl Memtable {
             buffer_bytes,
             max_seqno: AtomicU64::new(0),
             first_wal,
-            cache_loan: OnceLock::new(),
-        }
-    }
-
-    /// Charges the memtable's size to `cache`'s budget until the memtable is dropped (after
-    /// its flush, when the last reader lets go): called once it is sealed and takes no more
-    /// writes, so the size it charges is final. A second call charges nothing more.
-    pub fn borrow_cache(&self, cache: &Arc<BlockCache>) {
-        if self.cache_loan.get().is_none() {
-            // A loan that loses a race to be set is dropped here, returning its share.
-            let _ = self.cache_loan.set(cache.lend(self.size() as u64));
         }
     }
 

@@ -5,11 +5,6 @@
 //! The index and filter of every open SSTable stay in memory for the reader's lifetime; they are
 //! charged to the same budget (like RocksDB's cache reservations), so the data-block share
 //! shrinks as metadata grows and `block_cache_bytes` bounds both together.
-//!
-//! A sealed memtable borrows from the same budget until its memory is freed
-//! ([`BlockCache::lend`], `Options::sealed_memtables_borrow_cache`): while a flush runs, the
-//! process holds two write buffers, and the data blocks give way to the second (RocksDB's
-//! write buffer manager can charge memtables to its block cache alike).
 
 use crate::sync::Mutex;
 use quick_cache::Weighter;
@@ -33,38 +28,8 @@ impl Weighter<(u64, u32), Block> for BlockWeighter {
 pub struct BlockCache {
     cache: Cache<(u64, u32), Block, BlockWeighter>,
     budget: u64,
-    /// What is charged besides data blocks; the mutex orders capacity updates.
-    charges: Mutex<Charges>,
-}
-
-/// The budget's shares that are not data blocks.
-#[derive(Debug, Default)]
-struct Charges {
-    /// Bytes of index and filter held by open readers.
-    pinned: u64,
-    /// Bytes lent to sealed memtables.
-    lent: u64,
-}
-
-/// A share of a cache's budget lent to a sealed memtable, returned when dropped (with the
-/// memtable that holds it).
-pub struct CacheLoan {
-    cache: std::sync::Arc<BlockCache>,
-    bytes: u64,
-}
-
-impl std::fmt::Debug for CacheLoan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CacheLoan({} bytes)", self.bytes)
-    }
-}
-
-impl Drop for CacheLoan {
-    fn drop(&mut self) {
-        let mut c = self.cache.charges.lock();
-        c.lent = c.lent.saturating_sub(self.bytes);
-        self.cache.cache.set_capacity(self.cache.data_share(&c));
-    }
+    /// Bytes of index and filter held by open readers; the mutex orders capacity updates.
+    pinned: Mutex<u64>,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -86,7 +51,7 @@ impl BlockCache {
         BlockCache {
             cache: Cache::with_weighter((budget / 4096) as usize + 16, budget, BlockWeighter),
             budget,
-            charges: Mutex::new(Charges::default()),
+            pinned: Mutex::new(0),
         }
     }
 
@@ -107,21 +72,7 @@ impl BlockCache {
 
     /// Bytes of reader metadata (index and filter) charged to the budget.
     pub fn pinned_bytes(&self) -> u64 {
-        self.charges.lock().pinned
-    }
-
-    /// Bytes of the budget lent to sealed memtables.
-    pub fn lent_bytes(&self) -> u64 {
-        self.charges.lock().lent
-    }
-
-    /// Lends `bytes` of the budget (a sealed memtable's size) until the loan is dropped: the
-    /// data-block share shrinks by as much, evicting blocks now if it must.
-    pub fn lend(self: &std::sync::Arc<Self>, bytes: u64) -> CacheLoan {
-        let mut c = self.charges.lock();
-        c.lent += bytes;
-        self.cache.set_capacity(self.data_share(&c));
-        CacheLoan { cache: self.clone(), bytes }
+        *self.pinned.lock()
     }
 
     /// The share of the budget left for data blocks.
@@ -132,20 +83,20 @@ impl BlockCache {
 
     /// Charges `bytes` of metadata held by a newly opened reader.
     pub fn charge_pinned(&self, bytes: u64) {
-        let mut c = self.charges.lock();
-        c.pinned += bytes;
-        self.cache.set_capacity(self.data_share(&c));
+        let mut pinned = self.pinned.lock();
+        *pinned += bytes;
+        self.cache.set_capacity(self.data_share(*pinned));
     }
 
     /// Releases the charge of a reader that went away.
     pub fn release_pinned(&self, bytes: u64) {
-        let mut c = self.charges.lock();
-        c.pinned = c.pinned.saturating_sub(bytes);
-        self.cache.set_capacity(self.data_share(&c));
+        let mut pinned = self.pinned.lock();
+        *pinned = pinned.saturating_sub(bytes);
+        self.cache.set_capacity(self.data_share(*pinned));
     }
 
-    fn data_share(&self, c: &Charges) -> u64 {
-        self.budget.saturating_sub(c.pinned.saturating_add(c.lent)).max(MIN_DATA_BYTES)
+    fn data_share(&self, pinned: u64) -> u64 {
+        self.budget.saturating_sub(pinned).max(MIN_DATA_BYTES)
     }
 }
 
@@ -173,23 +124,5 @@ mod tests {
         cache.release_pinned(500 << 10);
         assert_eq!(cache.pinned_bytes(), 0);
         assert_capacity(&cache, 1 << 20);
-    }
-
-    /// A loan shrinks the data share beside the metadata's charge, and dropping it gives the
-    /// share back; loans beyond the budget leave the smallest share, not an overflow.
-    #[test]
-    fn loans_shrink_the_data_share_until_they_are_dropped() {
-        let cache = std::sync::Arc::new(BlockCache::new(1 << 20));
-        cache.charge_pinned(100 << 10);
-        let a = cache.lend(300 << 10);
-        assert_eq!(cache.lent_bytes(), 300 << 10);
-        assert_capacity(&cache, (1 << 20) - (400 << 10));
-        let b = cache.lend(4 << 20);
-        assert_capacity(&cache, MIN_DATA_BYTES);
-        drop(b);
-        assert_capacity(&cache, (1 << 20) - (400 << 10));
-        drop(a);
-        assert_eq!(cache.lent_bytes(), 0);
-        assert_capacity(&cache, (1 << 20) - (100 << 10));
     }
 }

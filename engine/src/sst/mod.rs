@@ -5,6 +5,6 @@ mod cache;
 mod reader;
 mod writer;
 
-pub use cache::{BlockCache, CacheLoan};
+pub use cache::BlockCache;
 pub use reader::{SstIter, SstReader};
 pub use writer::{SstFileWriter, WrittenSst};

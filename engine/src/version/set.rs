@@ -259,17 +259,10 @@ impl VersionSet {
     /// Seals the active memtable, putting `fresh` in its place (the writer, after it started
     /// the log `fresh` belongs to).
     pub fn seal_active(&self, fresh: Memtable) {
-        let old = {
-            let mut st = self.state.write();
-            let old = std::mem::replace(&mut st.active, Arc::new(fresh));
-            st.sealed.push(old.clone());
-            st.refresh_view();
-            old
-        };
-        // Outside the state lock: shrinking the cache evicts blocks.
-        if self.ctx.opts.sealed_memtables_borrow_cache {
-            old.borrow_cache(&self.ctx.cache);
-        }
+        let mut st = self.state.write();
+        let old = std::mem::replace(&mut st.active, Arc::new(fresh));
+        st.sealed.push(old);
+        st.refresh_view();
     }
 
     /// Deletes WAL files below the manifest's `min_wal_number`.

@@ -87,7 +87,7 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
             out,
             "{}",
             json!({"database": a.dir, "tables": tables, "last_seqno": s.last_seqno.get(), "memtable_bytes": s.memtable_bytes, "sealed_memtables": s.sealed_memtables,
-                "block_cache_bytes": s.block_cache_bytes, "block_cache_pinned_bytes": s.block_cache_pinned_bytes, "block_cache_lent_bytes": s.block_cache_lent_bytes,
+                "block_cache_bytes": s.block_cache_bytes, "block_cache_pinned_bytes": s.block_cache_pinned_bytes,
                 "since_open": {"user_bytes": s.user_bytes, "wal_bytes": s.wal_bytes, "flush_bytes": s.flush_bytes,
                     "compaction_write_bytes": s.compaction_write_bytes, "compaction_read_bytes": s.compaction_read_bytes,
                     "write_amplification": s.write_amplification, "flushes": s.flushes, "compactions": s.compactions, "read_apart_compactions": s.read_apart_compactions,
@@ -98,13 +98,12 @@ pub fn stats(a: &DirJson, out: &mut dyn Write) -> CliResult {
         writeln!(out, "database {}", a.dir.display())?;
         writeln!(
             out,
-            "  last seqno {}, memtables {} ({} sealed), block cache {} blocks + {} index/filter + {} lent to sealed memtables",
+            "  last seqno {}, memtables {} ({} sealed), block cache {} blocks + {} index/filter",
             s.last_seqno,
             human_bytes(s.memtable_bytes),
             s.sealed_memtables,
             human_bytes(s.block_cache_bytes),
-            human_bytes(s.block_cache_pinned_bytes),
-            human_bytes(s.block_cache_lent_bytes)
+            human_bytes(s.block_cache_pinned_bytes)
         )?;
         writeln!(
             out,
