@@ -143,8 +143,8 @@ fn encodes_within(cmd: &Command, limit: usize) -> serde_json::Result<bool> {
     }
     let mut counter = Counter { written: 0, limit };
     match serde_json::to_writer(&mut counter, cmd) {
-        Ok(()) => Ok(true),
-        Err(_) if counter.written > limit => Ok(false),
+        Ok(()) => Ok(counter.written <= limit),
+        Err(e) if e.is_io() && counter.written > limit => Ok(false),
         Err(e) => Err(e),
     }
 }

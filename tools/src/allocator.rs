@@ -56,7 +56,9 @@ mod tests {
     }
 
     /// The index names the option whose v3 default is 1,000 ms (no other option has that
-    /// default), and the call sets it.
+    /// default), and the call sets it. (The call's precondition holds here although the test
+    /// harness runs threads: this test binary allocates through the system allocator, so no
+    /// thread of it reads mimalloc's options.)
     #[test]
     fn the_purge_delay_is_the_option_set() {
         if purge_delay_set_by_environment() {

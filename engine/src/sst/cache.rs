@@ -15,6 +15,15 @@ use strata_format::block::Block;
 /// still go through the cache.
 const MIN_DATA_BYTES: u64 = 4096;
 
+/// The data-block share changes in steps of this fraction of the budget.
+///
+/// Why steps: quick_cache scales its count of remembered evicted keys (the "ghost" entries its
+/// CLOCK-Pro eviction learns from) by each capacity change and rounds it down, so a change at
+/// every reader's open and close wore that count down by about one entry a time, towards none
+/// over a long-running database. In steps, only a metadata change of a step or more resizes
+/// the cache; the share is then less than three steps below its exact value, never above it.
+const SHARE_STEPS: u64 = 64;
+
 #[derive(Clone)]
 struct BlockWeighter;
 
@@ -28,8 +37,18 @@ impl Weighter<(u64, u32), Block> for BlockWeighter {
 pub struct BlockCache {
     cache: Cache<(u64, u32), Block, BlockWeighter>,
     budget: u64,
-    /// Bytes of index and filter held by open readers; the mutex orders capacity updates.
-    pinned: Mutex<u64>,
+    /// Bytes of index and filter held by open readers, and the data-block share last given to
+    /// the cache; the mutex orders capacity updates.
+    charges: Mutex<Charges>,
+    /// Capacity changes made (tests count them).
+    #[cfg(test)]
+    resizes: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug)]
+struct Charges {
+    pinned: u64,
+    share: u64,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -51,7 +70,9 @@ impl BlockCache {
         BlockCache {
             cache: Cache::with_weighter((budget / 4096) as usize + 16, budget, BlockWeighter),
             budget,
-            pinned: Mutex::new(0),
+            charges: Mutex::new(Charges { pinned: 0, share: budget }),
+            #[cfg(test)]
+            resizes: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -72,7 +93,7 @@ impl BlockCache {
 
     /// Bytes of reader metadata (index and filter) charged to the budget.
     pub fn pinned_bytes(&self) -> u64 {
-        *self.pinned.lock()
+        self.charges.lock().pinned
     }
 
     /// The share of the budget left for data blocks.
@@ -83,20 +104,32 @@ impl BlockCache {
 
     /// Charges `bytes` of metadata held by a newly opened reader.
     pub fn charge_pinned(&self, bytes: u64) {
-        let mut pinned = self.pinned.lock();
-        *pinned += bytes;
-        self.cache.set_capacity(self.data_share(*pinned));
+        let mut c = self.charges.lock();
+        c.pinned += bytes;
+        self.resize(&mut c);
     }
 
     /// Releases the charge of a reader that went away.
     pub fn release_pinned(&self, bytes: u64) {
-        let mut pinned = self.pinned.lock();
-        *pinned = pinned.saturating_sub(bytes);
-        self.cache.set_capacity(self.data_share(*pinned));
+        let mut c = self.charges.lock();
+        c.pinned = c.pinned.saturating_sub(bytes);
+        self.resize(&mut c);
     }
 
-    fn data_share(&self, pinned: u64) -> u64 {
-        self.budget.saturating_sub(pinned).max(MIN_DATA_BYTES)
+    /// Gives the cache the data-block share the charges leave, in steps ([`SHARE_STEPS`]):
+    /// shrinks as soon as the share falls below the current step, grows only once it has
+    /// room for two steps more (so charges coming and going around one step's edge do not
+    /// resize it back and forth).
+    fn resize(&self, c: &mut Charges) {
+        let step = (self.budget / SHARE_STEPS).max(1);
+        let exact = self.budget.saturating_sub(c.pinned);
+        let stepped = (exact / step * step).max(MIN_DATA_BYTES);
+        if stepped < c.share || stepped >= c.share.saturating_add(2 * step) {
+            c.share = stepped;
+            self.cache.set_capacity(stepped);
+            #[cfg(test)]
+            self.resizes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -117,12 +150,41 @@ mod tests {
         cache.charge_pinned(300 << 10);
         cache.charge_pinned(200 << 10);
         assert_eq!(cache.pinned_bytes(), 500 << 10);
-        assert_capacity(&cache, (1 << 20) - (500 << 10));
+        // 524 KiB left, a whole number of 16 KiB steps.
+        assert_capacity(&cache, (1 << 20) - (512 << 10));
         cache.charge_pinned(2 << 20);
         assert_capacity(&cache, MIN_DATA_BYTES);
         cache.release_pinned(2 << 20);
         cache.release_pinned(500 << 10);
         assert_eq!(cache.pinned_bytes(), 0);
         assert_capacity(&cache, 1 << 20);
+    }
+
+    /// Charges that come and go by less than a step do not resize the cache each time, and
+    /// the share never exceeds what the charges leave.
+    #[test]
+    fn small_charges_resize_the_cache_only_when_a_step_is_crossed() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let budget: u64 = 64 << 20;
+        let step = budget / SHARE_STEPS;
+        let cache = BlockCache::new(budget as usize);
+        // A thousand readers of 20 KiB of metadata each opening and closing in turn: every
+        // charge moves the exact share, but only crossings of a 1 MiB step resize.
+        let mut pinned = 0u64;
+        for i in 0..1000u64 {
+            let bytes = 20 << 10;
+            if i % 3 == 2 {
+                cache.release_pinned(bytes);
+                pinned -= bytes;
+            } else {
+                cache.charge_pinned(bytes);
+                pinned += bytes;
+            }
+            let share = cache.charges.lock().share;
+            assert!(share <= budget - pinned, "share {share} above what {pinned} pinned bytes leave");
+            assert!(share + 3 * step > budget - pinned, "share {share} far below the exact one");
+        }
+        let resizes = cache.resizes.load(Relaxed);
+        assert!(resizes <= pinned / step + 2, "{resizes} resizes for {pinned} bytes pinned");
     }
 }
