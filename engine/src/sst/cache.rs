@@ -17,11 +17,13 @@ const MIN_DATA_BYTES: u64 = 4096;
 
 /// The data-block share changes in steps of this fraction of the budget.
 ///
-/// Why steps: quick_cache scales its count of remembered evicted keys (the "ghost" entries its
-/// CLOCK-Pro eviction learns from) by each capacity change and rounds it down, so a change at
-/// every reader's open and close wore that count down by about one entry a time, towards none
-/// over a long-running database. In steps, only a metadata change of a step or more resizes
-/// the cache; the share is then less than three steps below its exact value, never above it.
+/// Why steps: quick_cache rescales its count of remembered evicted keys (the "ghost" entries
+/// its CLOCK-Pro eviction learns from) at each capacity change by a floating-point ratio and
+/// rounds down, so a resize can lose up to one of them per shard, for good. Resizing at every
+/// reader's open and close would wear the count away over a long-running database; in steps,
+/// only a metadata change of a step or more resizes the cache, so the count lasts far longer
+/// (it is not immune: a share at the 4 KiB floor loses it entirely). The share is less than
+/// three steps below its exact value and never above it (but for the floor).
 const SHARE_STEPS: u64 = 64;
 
 #[derive(Clone)]
@@ -183,8 +185,20 @@ mod tests {
             let share = cache.charges.lock().share;
             assert!(share <= budget - pinned, "share {share} above what {pinned} pinned bytes leave");
             assert!(share + 3 * step > budget - pinned, "share {share} far below the exact one");
+            let got = cache.data_capacity();
+            assert!(got >= share && got < share + 1024, "the cache holds {got}, the share is {share}");
         }
         let resizes = cache.resizes.load(Relaxed);
         assert!(resizes <= pinned / step + 2, "{resizes} resizes for {pinned} bytes pinned");
+        // Releases grow the share back once it has room for two steps more, not before.
+        let before = cache.resizes.load(Relaxed);
+        let share = cache.charges.lock().share;
+        cache.release_pinned(step);
+        assert_eq!(cache.resizes.load(Relaxed), before, "one step of room: no resize");
+        cache.release_pinned(step + step / 2);
+        pinned -= 2 * step + step / 2;
+        assert_eq!(cache.resizes.load(Relaxed), before + 1, "two steps and more of room: a resize");
+        let grown = cache.charges.lock().share;
+        assert!(grown > share && grown <= budget - pinned && grown + 3 * step > budget - pinned);
     }
 }
