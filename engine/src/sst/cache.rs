@@ -47,9 +47,12 @@ pub struct BlockCache {
     resizes: std::sync::atomic::AtomicU64,
 }
 
+/// What the budget holds besides data blocks, and the share left to them.
 #[derive(Debug)]
 struct Charges {
+    /// Bytes of index and filter held by open readers.
     pinned: u64,
+    /// The data-block share last given to the cache (in steps).
     share: u64,
 }
 
