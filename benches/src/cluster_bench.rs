@@ -14,7 +14,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod probes;
 
 use std::collections::BTreeMap;
-use std::io::Cursor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -266,7 +265,8 @@ async fn cluster(a: &Args, nodes: u64) {
 }
 
 /// A partition of `mb` MB applied through its state machine, its snapshot built, and installed
-/// on another node's machine.
+/// on another node's machine from a file in that machine's folder, as a node's receiver leaves
+/// one (`strata_cluster::receiver`: the install renames it into place).
 async fn snapshot(mb: u64) {
     let dir = tempfile::tempdir().unwrap();
     let open = |name: &str| {
@@ -300,24 +300,79 @@ async fn snapshot(mb: u64) {
         };
         ma.apply([entry]).await.unwrap();
     }
+    let peak = AnonPeak::start();
     let t = Instant::now();
     let snap = ma.get_snapshot_builder().await.build_snapshot().await.unwrap();
     let build = t.elapsed();
-    let bytes = snap.snapshot.get_ref().len();
+    let build_peak = peak.take();
+    drop(snap.snapshot);
+    // What the receiver would have written: the kept file's layout (description, then pack).
+    let received = dir.path().join("b-snap/receive-bench");
+    std::fs::copy(dir.path().join("a-snap/current"), &received).unwrap();
+    let mut file = std::fs::File::open(&received).unwrap();
+    let base = strata_cluster::state_machine::write_description(&mut std::io::sink(), &snap.meta).unwrap();
+    let bytes = file.metadata().unwrap().len() - base;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(base)).unwrap();
+    let data = Box::new(strata_cluster::snapshot_file::SnapshotFile::new(file, received, base));
+    peak.take();
     let t = Instant::now();
-    let data = Box::new(Cursor::new(snap.snapshot.into_inner()));
     mb_machine.install_snapshot(&snap.meta, data).await.unwrap();
     let install = t.elapsed();
+    let install_peak = peak.take();
     let rows =
         b.range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1), &RangeOptions::default()).unwrap().count();
     assert_eq!(rows as i64, next);
     println!(
-        "snapshot {mb:>5} MB ({} rows, packed {:.0} MB): build {:.2} s, install {:.2} s",
+        "snapshot {mb:>5} MB ({} rows, packed {:.0} MB): build {:.2} s (anonymous peak {:.0} MiB), install {:.2} s \
+         ({:.0} MiB)",
         next,
         bytes as f64 / 1e6,
         build.as_secs_f64(),
-        install.as_secs_f64()
+        build_peak,
+        install.as_secs_f64(),
+        install_peak
     );
+}
+
+/// The highest anonymous resident memory (RssAnon: no file pages) of the process between two
+/// [`AnonPeak::take`]s, sampled every 5 ms by a thread of its own.
+struct AnonPeak {
+    peak_kib: Arc<std::sync::atomic::AtomicU64>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl AnonPeak {
+    fn start() -> AnonPeak {
+        use std::sync::atomic::Ordering;
+        let peak = AnonPeak { peak_kib: Arc::default(), stop: Arc::default() };
+        let (p, stop) = (peak.peak_kib.clone(), peak.stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                p.fetch_max(anon_kib(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        peak
+    }
+
+    /// The peak since the last call (or the start), MiB; the next period starts now.
+    fn take(&self) -> f64 {
+        let kib = self.peak_kib.swap(anon_kib(), std::sync::atomic::Ordering::Relaxed);
+        kib as f64 / 1024.0
+    }
+}
+
+impl Drop for AnonPeak {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn anon_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("RssAnon:")?.split_whitespace().next()?.parse().ok()))
+        .unwrap_or(0)
 }
 
 fn main() {

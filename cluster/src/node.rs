@@ -273,10 +273,11 @@ impl Node {
     ) -> crate::receiver::Answer {
         let raft = self.group_raft(group)?;
         let table = self.groups.read().get(&group).map(|g| g.table.clone()).ok_or(ApiError::NoGroup(group))?;
-        let check = move |meta: &crate::raft::SnapshotMeta, packed: &[u8]| {
+        let check = move |meta: &crate::raft::SnapshotMeta, packed: &mut std::fs::File| {
             check_snapshot(&table, partition_id(group), 1, meta, packed).map_err(|e| e.to_string())
         };
-        self.receiver.chunk(group, &raft, rpc, check).await
+        let dir = self.snapshots.join(group.to_string());
+        self.receiver.chunk(group, &raft, rpc, &dir, check).await
     }
 
     /// The Raft of group `group`, if this node has it.

@@ -2,9 +2,8 @@
 //! groups and aliases of openraft's generic types for it. Nothing else in the crate names an
 //! openraft type directly, so moving to another openraft release changes this file.
 
-use std::io::Cursor;
-
 use crate::command::{Command, CommandResult};
+use crate::snapshot_file::SnapshotFile;
 
 pub use openraft::SnapshotSegmentId;
 pub use openraft::error::{
@@ -28,14 +27,14 @@ pub type NodeId = u64;
 
 openraft::declare_raft_types!(
     /// The type configuration of strata's Raft groups: entries carry [`Command`]s, applied to
-    /// one partition; snapshots are packed partition images (`strata_format::image::pack`).
+    /// one partition; snapshots are packed partition images in files (`snapshot_file`).
     pub TypeConfig:
         D = Command,
         R = CommandResult,
         NodeId = NodeId,
         Node = BasicNode,
         Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
+        SnapshotData = SnapshotFile,
         AsyncRuntime = openraft::TokioRuntime,
 );
 

@@ -4,20 +4,21 @@
 //! group's membership as of it, so after any crash the machine's applied state is exactly what
 //! its rows reflect. Blank and membership entries move the mark alone.
 //!
-//! Snapshots are partition images: built with `Db::export_partition` and packed into one byte
-//! string; installed by unpacking into a folder and `Db::install_partition_image`, which
-//! replaces the partition's rows and mark at once. The last snapshot built or installed is
-//! kept in `<dir>/current` (written through a temporary file, synced, renamed) for openraft to
-//! send to followers.
+//! Snapshots are partition images: built with `Db::export_partition` and packed into one file;
+//! installed by unpacking into a folder and `Db::install_partition_image`, which replaces the
+//! partition's rows and mark at once. Neither holds the snapshot in memory: its files are
+//! streamed a buffer at a time (`snapshot_file`). The last snapshot built or installed is kept
+//! in `<dir>/current` for openraft to send to followers: its description, then its pack; it is
+//! written under another name in `<dir>`, synced and renamed (a received snapshot's file, laid
+//! out alike by the receiver, is renamed as it is: never copied).
 
-use std::io::Cursor;
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use strata::{AppliedMark, ApplyBatch, Db, PartitionId};
-use strata_format::image::{is_image_file_name, pack, unpack};
 
 use crate::command::CommandResult;
 use crate::error::{StoreError, blocking, io, retrying};
@@ -25,6 +26,7 @@ use crate::raft::{
     Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, Membership, RaftSnapshotBuilder, RaftStateMachine, Snapshot,
     SnapshotMeta, StorageResult, TypeConfig,
 };
+use crate::snapshot_file::{SnapshotFile, read_pack, write_pack};
 
 /// What a partition's applied mark holds besides the index: the entry's log id and the
 /// group's membership as of it.
@@ -79,8 +81,12 @@ impl PartitionMachine {
             let e = e?;
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with("build-") || name.starts_with("receive-") {
-                // Its SSTables may be hard links of the database's: unlinked, never written.
-                std::fs::remove_dir_all(e.path())?;
+                if e.file_type()?.is_dir() {
+                    // Its SSTables may be hard links of the database's: unlinked, never written.
+                    std::fs::remove_dir_all(e.path())?;
+                } else {
+                    std::fs::remove_file(e.path())?;
+                }
             } else if name == "current.tmp" {
                 std::fs::remove_file(e.path())?;
             }
@@ -98,47 +104,67 @@ impl PartitionMachine {
         Ok(m)
     }
 
-    /// A new folder name under `dir` for a snapshot being built or received: never one a
-    /// crash left behind (those are removed at `new`) nor another's.
+    /// A new name under `dir` for a snapshot (a folder or a file) being built or received:
+    /// never one a crash left behind (those are removed at `new`) nor another's.
     fn scratch(&self, what: &str) -> PathBuf {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        self.dir.join(format!("{what}-{}-{nanos}-{n}", std::process::id()))
+        scratch_name(&self.dir, what, &self.next)
     }
 
-    /// Installs the packed image `packed`, the snapshot `meta` describes, in a folder of its own:
-    /// checks that it is this machine's partition and holds exactly the entries and membership
-    /// of `meta` before anything changes; with `name_current`, names it the current snapshot
-    /// first (synced), so a crash before the install ends leaves it to be installed again when
-    /// the machine is made.
-    fn install_packed(
+    /// Installs the snapshot `meta` describes, whose pack is `file` from offset `base`: unpacks
+    /// it into a folder of its own and checks that it is this machine's partition and holds
+    /// exactly the entries and membership of `meta` before anything changes; with `keep`, names
+    /// it the current snapshot first (synced), so a crash before the install ends leaves it to
+    /// be installed again when the machine is made.
+    fn install_file(
         &self,
         db: &Db,
         meta: &SnapshotMeta,
-        packed: &[u8],
-        name_current: bool,
+        file: &mut std::fs::File,
+        base: u64,
+        keep: Keep,
     ) -> Result<(), StoreError> {
-        let files = unpack(packed).map_err(|e| StoreError::Decode(format!("snapshot: {e}")))?;
         let folder = self.scratch("receive");
         std::fs::create_dir(&folder)?;
         let installed = (|| {
-            for (name, content) in &files {
-                use std::io::Write;
-                let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(folder.join(name))?;
-                f.write_all(content)?;
-            }
+            file.seek(SeekFrom::Start(base))?;
+            read_pack(&mut *file, Some(&folder))?;
             // Checked before anything changes: this machine's partition, the meta's entries.
             let info = strata::ImageInfo::read(&folder)?;
             let image = (info.table.as_str(), info.partition, info.epoch);
             check_image(&self.table, self.partition, self.epoch, image, info.mark.as_ref(), meta)?;
-            if name_current {
-                self.save_current(meta, packed)?;
+            match keep {
+                Keep::Rename(path) => self.save_current(meta, &path)?,
+                Keep::Copy => {
+                    let copy = self.scratch("receive");
+                    let written = copy_snapshot(&copy, meta, file, base);
+                    match written {
+                        Ok(()) => self.save_current(meta, &copy)?,
+                        Err(e) => {
+                            let _ = std::fs::remove_file(&copy);
+                            return Err(e);
+                        }
+                    }
+                }
+                Keep::Already => {}
             }
             db.install_partition_image(&folder)?;
             Ok(())
         })();
         let _ = std::fs::remove_dir_all(&folder);
         installed
+    }
+
+    /// How an install keeps the snapshot in `path` (the file it came in): renamed when it is
+    /// a received snapshot's file in this machine's folder, laid out as `current` is with
+    /// `meta` as its description; copied otherwise.
+    fn keep_for(&self, path: &Path, file: &mut std::fs::File, base: u64, meta: &SnapshotMeta) -> Keep {
+        let received = path.parent() == Some(self.dir.as_path())
+            && path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("receive-"));
+        if received && read_description(file).ok().flatten().is_some_and(|(m, b)| m == *meta && b == base) {
+            Keep::Rename(path.to_path_buf())
+        } else {
+            Keep::Copy
+        }
     }
 
     /// Installs the current snapshot again if the partition is behind it (a crash cut an
@@ -148,24 +174,48 @@ impl PartitionMachine {
         if current_meta(&self.dir).is_none_or(|cur| cur.last_log_id <= applied) {
             return Ok(());
         }
-        if let Some((meta, packed)) = load_current(&self.dir)? {
-            self.install_packed(&self.db, &meta, &packed, false)?;
+        if let Some((meta, mut file, base)) = open_current(&self.dir)? {
+            self.install_file(&self.db, &meta, &mut file, base, Keep::Already)?;
         }
         Ok(())
     }
 
-    /// Writes `meta` and `packed` as the current snapshot unless the current one is newer (a
-    /// build that started before an install finishes after it).
-    fn save_current(&self, meta: &SnapshotMeta, packed: &[u8]) -> Result<(), StoreError> {
+    /// Names the snapshot in `candidate` (a file of `dir` laid out as `current` is, describing
+    /// `meta`) the current one, unless the current one is newer (a build that started before
+    /// an install finishes after it): then `candidate` is removed.
+    fn save_current(&self, meta: &SnapshotMeta, candidate: &Path) -> Result<(), StoreError> {
         let _one = self.saving.lock();
-        // The description alone first: reading the whole pack is for the rare newer one.
+        // The description alone first: checking the whole pack is for the rare newer one.
         if current_meta(&self.dir).is_some_and(|cur| cur.last_log_id > meta.last_log_id)
-            && matches!(load_current(&self.dir), Ok(Some(_)))
+            && matches!(open_current(&self.dir), Ok(Some(_)))
         {
+            let _ = std::fs::remove_file(candidate);
             return Ok(());
         }
-        write_current(&self.dir, meta, packed)
+        std::fs::File::open(candidate)?.sync_all()?;
+        std::fs::rename(candidate, self.dir.join("current"))?;
+        std::fs::File::open(&self.dir)?.sync_all()?;
+        Ok(())
     }
+}
+
+/// How an install keeps the snapshot it installs as the current one.
+enum Keep {
+    /// Renames the file it came in (a received snapshot's).
+    Rename(PathBuf),
+    /// Writes a copy (a pack given any other way).
+    Copy,
+    /// It is the current one already.
+    Already,
+}
+
+/// A new name under `dir` for a snapshot being built or received (`what`: `build`,
+/// `receive`), unique by the process, the time and `next`: never one a crash left behind
+/// (`PartitionMachine::new` removes those) nor another's.
+pub fn scratch_name(dir: &Path, what: &str, next: &AtomicU64) -> PathBuf {
+    let n = next.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    dir.join(format!("{what}-{}-{nanos}-{n}", std::process::id()))
 }
 
 /// The partition's mark as the machine records it.
@@ -186,10 +236,10 @@ pub fn applied_index(db: &Db, table: &str, partition: PartitionId) -> Result<Opt
 }
 
 /// Checks a snapshot received for `table`'s partition `partition` at `epoch` before openraft
-/// installs it: the pack reads whole (magic, version, length, CRC-32, file names), its image
-/// is of that partition and epoch, and it holds exactly the entries and membership `meta`
-/// names. openraft stops a group whose install fails; a snapshot refused here is refused to
-/// its sender instead.
+/// installs it: the pack `packed` reads whole (magic, version, length, CRC-32, file names),
+/// its image is of that partition and epoch, and it holds exactly the entries and membership
+/// `meta` names. openraft stops a group whose install fails; a snapshot refused here is
+/// refused to its sender instead.
 ///
 /// # Errors
 /// The first thing that does not check out.
@@ -198,14 +248,10 @@ pub fn check_snapshot(
     partition: PartitionId,
     epoch: u64,
     meta: &SnapshotMeta,
-    packed: &[u8],
+    packed: impl Read,
 ) -> Result<(), StoreError> {
-    let files = unpack(packed).map_err(|e| StoreError::Decode(format!("snapshot: {e}")))?;
-    let image = files
-        .iter()
-        .find(|(name, _)| name == "IMAGE")
-        .ok_or_else(|| StoreError::Decode("a snapshot without its IMAGE".into()))?;
-    let info = strata_format::image::ImageMeta::decode(&image.1)
+    let image = read_pack(packed, None)?;
+    let info = strata_format::image::ImageMeta::decode(&image)
         .map_err(|e| StoreError::Decode(format!("snapshot IMAGE: {e}")))?;
     let mark = info.mark.map(|m| AppliedMark { index: m.index, data: m.data });
     check_image(table, partition, epoch, (&info.table, PartitionId(info.partition), info.epoch), mark.as_ref(), meta)
@@ -256,102 +302,119 @@ fn result_of(applied: strata::Applied) -> CommandResult {
     CommandResult { rows: Some(rows) }
 }
 
-/// Writes `meta` and `packed` as the machine's current snapshot: `<dir>/current` holds the
-/// meta's length (u32 LE), the meta as JSON and the packed image.
-fn write_current(dir: &Path, meta: &SnapshotMeta, packed: &[u8]) -> Result<(), StoreError> {
+/// Writes a snapshot's description at the start of `out`, as a kept snapshot's file begins
+/// (FORMAT.md, "Partition images"): its length (u32 LE), then `meta` as JSON. Returns where the
+/// pack starts.
+///
+/// # Errors
+/// `out` cannot be written.
+pub fn write_description(out: &mut impl Write, meta: &SnapshotMeta) -> Result<u64, StoreError> {
     let m = serde_json::to_vec(meta).map_err(|e| StoreError::Decode(format!("snapshot meta: {e}")))?;
     let len = u32::try_from(m.len()).map_err(|_| StoreError::Decode("snapshot meta too large".into()))?;
-    let mut bytes = Vec::with_capacity(4 + m.len() + packed.len());
-    bytes.extend_from_slice(&len.to_le_bytes());
-    bytes.extend_from_slice(&m);
-    bytes.extend_from_slice(packed);
-    let tmp = dir.join("current.tmp");
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(&m)?;
+    Ok(4 + m.len() as u64)
+}
+
+/// A kept snapshot file's description and where its pack starts; `None` if it does not read.
+fn read_description(file: &mut std::fs::File) -> std::io::Result<Option<(SnapshotMeta, u64)>> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut len = [0u8; 4];
+    if file.read_exact(&mut len).is_err() {
+        return Ok(None);
     }
-    std::fs::rename(&tmp, dir.join("current"))?;
-    std::fs::File::open(dir)?.sync_all()?;
+    // A damaged length must not size the buffer: a description is a few hundred bytes.
+    let len = u32::from_le_bytes(len) as usize;
+    if len > 1 << 20 {
+        return Ok(None);
+    }
+    let mut meta = vec![0u8; len];
+    if file.read_exact(&mut meta).is_err() {
+        return Ok(None);
+    }
+    Ok(serde_json::from_slice(&meta).ok().map(|m| (m, 4 + len as u64)))
+}
+
+/// Writes the snapshot `meta` describes, whose pack is `from` at offset `base`, to a new file
+/// `path` laid out as `current` is; synced.
+fn copy_snapshot(path: &Path, meta: &SnapshotMeta, from: &mut std::fs::File, base: u64) -> Result<(), StoreError> {
+    let mut out = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, &mut out);
+    write_description(&mut w, meta)?;
+    from.seek(SeekFrom::Start(base))?;
+    std::io::copy(&mut BufReader::with_capacity(1 << 20, &mut *from), &mut w)?;
+    w.flush()?;
+    drop(w);
+    out.sync_all()?;
     Ok(())
 }
 
-/// The machine's current snapshot, if one was built or installed.
-fn load_current(dir: &Path) -> Result<Option<(SnapshotMeta, Vec<u8>)>, StoreError> {
-    let bytes = match std::fs::read(dir.join("current")) {
-        Ok(b) => b,
+/// The machine's current snapshot, if one was built or installed and its pack checks out
+/// whole: its description, the file, positioned at the pack's start, and that offset.
+fn open_current(dir: &Path) -> Result<Option<(SnapshotMeta, std::fs::File, u64)>, StoreError> {
+    let mut file = match std::fs::File::open(dir.join("current")) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     // A damaged file is no snapshot: openraft builds a new one (the partition is intact).
-    let Some(len) = bytes.get(..4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes) else { return Ok(None) };
-    let len = len as usize;
-    let (Some(meta_bytes), Some(packed)) = (bytes.get(4..4 + len), bytes.get(4 + len..)) else { return Ok(None) };
-    let Ok(meta) = serde_json::from_slice(meta_bytes) else { return Ok(None) };
+    let Some((meta, base)) = read_description(&mut file)? else { return Ok(None) };
     // The pack carries its own checksum: damage shows here, not at a follower.
-    if unpack(packed).is_err() {
+    if read_pack(&mut file, None).is_err() {
         return Ok(None);
     }
-    Ok(Some((meta, packed.to_vec())))
+    file.seek(SeekFrom::Start(base))?;
+    Ok(Some((meta, file, base)))
 }
 
 /// The description of the current snapshot, read without its pack; `None` if there is none or
 /// it does not read.
 fn current_meta(dir: &Path) -> Option<SnapshotMeta> {
-    use std::io::Read;
     let mut f = std::fs::File::open(dir.join("current")).ok()?;
-    let mut len = [0u8; 4];
-    f.read_exact(&mut len).ok()?;
-    // A damaged length must not size the buffer: a description is a few hundred bytes.
-    let len = u32::from_le_bytes(len) as usize;
-    if len > 1 << 20 {
-        return None;
-    }
-    let mut meta = vec![0u8; len];
-    f.read_exact(&mut meta).ok()?;
-    serde_json::from_slice(&meta).ok()
-}
-
-/// Reads an image folder's files into one packed byte string.
-fn pack_folder(folder: &Path) -> Result<Vec<u8>, StoreError> {
-    let mut files = Vec::new();
-    for e in std::fs::read_dir(folder)? {
-        let name = e?.file_name().to_string_lossy().into_owned();
-        if is_image_file_name(&name) {
-            let content = std::fs::read(folder.join(&name))?;
-            files.push((name, content));
-        }
-    }
-    files.sort();
-    pack(&files).map_err(StoreError::Decode)
+    read_description(&mut f).ok().flatten().map(|(m, _)| m)
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for PartitionMachine {
     async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
         let m = self.clone();
         let folder = self.scratch("build");
+        let path = self.scratch("build");
         let built = blocking(&self.db, move |db| {
-            let exported = db.export_partition(&m.table, m.partition, &folder).map_err(StoreError::from);
-            let packed = exported.and_then(|info| Ok((info, pack_folder(&folder)?)));
+            let written = (|| {
+                let info = db.export_partition(&m.table, m.partition, &folder)?;
+                let mark = info.mark.as_ref().map(decode_mark).transpose()?.unwrap_or_default();
+                let id = match mark.last_applied {
+                    Some(l) => format!("{}-{}-{}", l.leader_id, l.index, info.seqno),
+                    None => format!("--{}", info.seqno),
+                };
+                let meta =
+                    SnapshotMeta { last_log_id: mark.last_applied, last_membership: mark.membership, snapshot_id: id };
+                let mut file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+                let base = write_description(&mut file, &meta)?;
+                write_pack(&folder, &mut file)?;
+                file.sync_all()?;
+                Ok::<_, StoreError>((meta, file, base))
+            })();
             // Always: the folder's files are hard links of the database's.
             let _ = std::fs::remove_dir_all(&folder);
-            let (info, packed) = packed?;
-            let mark = info.mark.as_ref().map(decode_mark).transpose()?.unwrap_or_default();
-            let id = match mark.last_applied {
-                Some(l) => format!("{}-{}-{}", l.leader_id, l.index, info.seqno),
-                None => format!("--{}", info.seqno),
+            let (meta, mut file, base) = match written {
+                Ok(w) => w,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&path);
+                    return Err(e);
+                }
             };
-            let meta =
-                SnapshotMeta { last_log_id: mark.last_applied, last_membership: mark.membership, snapshot_id: id };
             // The rows the snapshot holds are durable before it is named current.
             db.sync()?;
-            m.save_current(&meta, &packed)?;
-            Ok((meta, packed))
+            // Renamed to `current` (or removed, if a newer one is): the open file reads on.
+            m.save_current(&meta, &path)?;
+            file.seek(SeekFrom::Start(base))?;
+            Ok((meta, file, base))
         })
         .await
         .map_err(|e| io(ErrorSubject::StateMachine, ErrorVerb::Read, e))?;
-        Ok(Snapshot { meta: built.0, snapshot: Box::new(Cursor::new(built.1)) })
+        let (meta, file, base) = built;
+        Ok(Snapshot { meta, snapshot: Box::new(SnapshotFile::new(file, self.dir.join("current"), base)) })
     }
 }
 
@@ -431,17 +494,25 @@ impl RaftStateMachine<TypeConfig> for PartitionMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    /// A file without a name in the machine's folder (gone when dropped), for openraft's own
+    /// chunked reception; the node's receiver writes a named file of its own instead, which
+    /// an install renames into place (`receiver`).
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<SnapshotFile>> {
+        let dir = self.dir.clone();
+        let file = blocking(&self.db, move |_| Ok(tempfile::tempfile_in(&dir)?))
+            .await
+            .map_err(|e| io(ErrorSubject::Snapshot(None), ErrorVerb::Write, e))?;
+        Ok(Box::new(SnapshotFile::new(file, self.dir.clone(), 0)))
     }
 
-    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<Cursor<Vec<u8>>>) -> StorageResult<()> {
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<SnapshotFile>) -> StorageResult<()> {
         let m = self.clone();
         let meta = meta.clone();
         let subject = ErrorSubject::Snapshot(Some(meta.signature()));
+        let (mut file, path, base) = snapshot.into_std().await;
         blocking(&self.db, move |db| {
-            let packed = snapshot.into_inner();
-            m.install_packed(db, &meta, &packed, true)
+            let keep = m.keep_for(&path, &mut file, base, &meta);
+            m.install_file(db, &meta, &mut file, base, keep)
         })
         .await
         .map_err(|e| io(subject, ErrorVerb::Write, e))
@@ -449,9 +520,10 @@ impl RaftStateMachine<TypeConfig> for PartitionMachine {
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
         let dir = self.dir.clone();
-        let current = blocking(&self.db, move |_| load_current(&dir))
+        let current = blocking(&self.db, move |_| open_current(&dir))
             .await
             .map_err(|e| io(ErrorSubject::Snapshot(None), ErrorVerb::Read, e))?;
-        Ok(current.map(|(meta, packed)| Snapshot { meta, snapshot: Box::new(Cursor::new(packed)) }))
+        let path = self.dir.join("current");
+        Ok(current.map(|(meta, file, base)| Snapshot { meta, snapshot: Box::new(SnapshotFile::new(file, path, base)) }))
     }
 }

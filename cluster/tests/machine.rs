@@ -12,7 +12,8 @@ use openraft::{CommittedLeaderId, EntryPayload};
 use strata::{Db, KeyType, Options, PartitionId, PartitionSpec, ReadOptions, TableSchema, Value, pk};
 use strata_cluster::command::{Cell, Command, Key, Op};
 use strata_cluster::raft::{Entry, LogId, RaftSnapshotBuilder, RaftStateMachine};
-use strata_cluster::state_machine::PartitionMachine;
+use strata_cluster::snapshot_file::SnapshotFile;
+use strata_cluster::state_machine::{PartitionMachine, write_description};
 
 mod common;
 use common::partition;
@@ -21,6 +22,21 @@ fn open(dir: &Path) -> (Arc<Db>, PartitionMachine) {
     let db = common::open_db(&dir.join("db"), Options::small_for_tests());
     let m = common::machine(&db, &dir.join("snapshots"));
     (db, m)
+}
+
+/// A snapshot file at a fresh path in `dir` holding `pack`.
+fn pack_file(dir: &Path, pack: &[u8]) -> Box<SnapshotFile> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Box::new(SnapshotFile::from_pack(&dir.join(format!("pack-{n}")), pack).unwrap())
+}
+
+/// The names in a machine's snapshot folder.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
 }
 
 fn entry(index: u64, ops: Vec<Op>, table: &str) -> Entry {
@@ -77,19 +93,22 @@ fn a_snapshot_built_on_one_node_installs_on_another() {
     a.flush().unwrap();
     apply_counting(&mut ma, &rt, 301, 340);
     apply_counting(&mut mb, &rt, 1, 3);
-    let snap = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
+    let mut snap = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
     assert_eq!(snap.meta.last_log_id.map(|l| l.index), Some(340));
-    let bytes = snap.snapshot.get_ref().clone();
+    let bytes = rt.block_on(snap.snapshot.read_pack()).unwrap();
+    let packs = tempfile::tempdir().unwrap();
 
-    // Damaged bytes: refused, nothing changed.
+    // Damaged bytes: refused, nothing changed, nothing left behind.
     let mut bad = bytes.clone();
     let at = bad.len() / 2;
     bad[at] ^= 0x40;
-    let r = rt.block_on(mb.install_snapshot(&snap.meta, Box::new(std::io::Cursor::new(bad))));
+    let r = rt.block_on(mb.install_snapshot(&snap.meta, pack_file(packs.path(), &bad)));
     assert!(r.is_err());
     assert_eq!(counter(&b, 0), Some(Value::Integer(3)));
+    assert_eq!(names(&db_dir.path().join("snapshots")), Vec::<String>::new());
 
-    rt.block_on(mb.install_snapshot(&snap.meta, Box::new(std::io::Cursor::new(bytes)))).unwrap();
+    rt.block_on(mb.install_snapshot(&snap.meta, pack_file(packs.path(), &bytes))).unwrap();
+    assert_eq!(names(&db_dir.path().join("snapshots")), vec!["current"]);
     assert_eq!(counter(&b, 0), Some(Value::Integer(340)));
     assert_eq!(rt.block_on(mb.applied_state()).unwrap(), rt.block_on(ma.applied_state()).unwrap());
     let current = rt.block_on(mb.get_current_snapshot()).unwrap().unwrap();
@@ -164,8 +183,9 @@ fn a_mismatched_snapshot_changes_nothing_and_leftovers_are_cleaned() {
     let (da, dbd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let (_a, mut ma) = open(da.path());
     apply_counting(&mut ma, &rt, 1, 30);
-    let snap = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
-    let bytes = snap.snapshot.get_ref().clone();
+    let mut snap = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
+    let bytes = rt.block_on(snap.snapshot.read_pack()).unwrap();
+    let packs = tempfile::tempdir().unwrap();
     // A crash left a half-received snapshot and a temporary current file behind.
     let leftover = dbd.path().join("snapshots/receive-1-2-0");
     std::fs::create_dir_all(&leftover).unwrap();
@@ -176,9 +196,9 @@ fn a_mismatched_snapshot_changes_nothing_and_leftovers_are_cleaned() {
     apply_counting(&mut mb, &rt, 1, 3);
     let mut wrong = snap.meta.clone();
     wrong.last_log_id = Some(LogId::new(CommittedLeaderId::new(1, 0), 31));
-    assert!(rt.block_on(mb.install_snapshot(&wrong, Box::new(std::io::Cursor::new(bytes.clone())))).is_err());
+    assert!(rt.block_on(mb.install_snapshot(&wrong, pack_file(packs.path(), &bytes))).is_err());
     assert_eq!(counter(&b, 0), Some(Value::Integer(3)), "a refused snapshot changed the rows");
-    rt.block_on(mb.install_snapshot(&snap.meta, Box::new(std::io::Cursor::new(bytes)))).unwrap();
+    rt.block_on(mb.install_snapshot(&snap.meta, pack_file(packs.path(), &bytes))).unwrap();
     assert_eq!(counter(&b, 0), Some(Value::Integer(30)));
     // A table with an index: its rows could not go in a snapshot.
     let dc = tempfile::tempdir().unwrap();
@@ -210,4 +230,50 @@ fn a_current_snapshot_ahead_of_the_partition_is_installed_when_the_machine_start
     assert_eq!(applied, snap.meta.last_log_id);
     apply_counting(&mut mb, &rt, 41, 42);
     assert_eq!(counter(&b, 0), Some(Value::Integer(42)));
+}
+
+/// A snapshot received into the machine's folder, laid out as a kept one is (what the node's
+/// receiver writes), is renamed into place as the current snapshot, never copied; one built is
+/// kept as `current` alone. A received file whose description is not the snapshot's is copied,
+/// and the received file is left to its writer.
+#[test]
+fn a_received_snapshot_file_becomes_the_current_one_without_a_copy() {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (da, dbd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_a, mut ma) = open(da.path());
+    apply_counting(&mut ma, &rt, 1, 50);
+    let mut snap = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
+    assert_eq!(names(&da.path().join("snapshots")), vec!["current"]);
+    let bytes = rt.block_on(snap.snapshot.read_pack()).unwrap();
+    let (b, mut mb) = open(dbd.path());
+    let dir = dbd.path().join("snapshots");
+    let receive = |name: &str, meta: &strata_cluster::raft::SnapshotMeta| {
+        let path = dir.join(name);
+        let mut f = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
+        let base = write_description(&mut f, meta).unwrap();
+        f.write_all(&bytes).unwrap();
+        (Box::new(SnapshotFile::new(f, path.clone(), base)), path)
+    };
+
+    let mut other = snap.meta.clone();
+    other.snapshot_id = "another".into();
+    let (file, path) = receive("receive-1", &other);
+    rt.block_on(mb.install_snapshot(&snap.meta, file)).unwrap();
+    assert!(path.exists(), "a file whose description differs was taken");
+    let copied = std::fs::metadata(dir.join("current")).unwrap().ino();
+    assert_ne!(copied, std::fs::metadata(&path).unwrap().ino());
+    std::fs::remove_file(&path).unwrap();
+
+    let (file, path) = receive("receive-2", &snap.meta);
+    let ino = std::fs::metadata(&path).unwrap().ino();
+    rt.block_on(mb.install_snapshot(&snap.meta, file)).unwrap();
+    assert_eq!(names(&dir), vec!["current"]);
+    assert_eq!(std::fs::metadata(dir.join("current")).unwrap().ino(), ino, "the received file was copied");
+    assert_eq!(counter(&b, 0), Some(Value::Integer(50)));
+    let current = rt.block_on(mb.get_current_snapshot()).unwrap().unwrap();
+    assert_eq!(current.meta, snap.meta);
+    let mut current = current;
+    assert_eq!(rt.block_on(current.snapshot.read_pack()).unwrap(), bytes);
 }

@@ -140,7 +140,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     // Snapshot chunks. One that does not start where the others ended is answered with
     // openraft's mismatch (the sender starts over). A chunk sent again (its reply was lost) is
     // taken. A whole snapshot whose pack does not check out is refused before openraft could
-    // install it (a failed install would stop the group). A chunk from a sender whose vote is
+    // install it (a failed install would stop the group), and its file removed. A chunk from a sender whose vote is
     // below the node's is answered with the node's vote.
     let meta = strata_cluster::raft::SnapshotMeta {
         last_log_id: Some(LogId::new(CommittedLeaderId::new(9, 2), 1000)),
@@ -178,6 +178,14 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
         "{}",
         String::from_utf8_lossy(&reply)
     );
+    // The refused snapshot's file is gone from the group's snapshot folder.
+    let folder = dir.path().join("snapshots").join(group.to_string());
+    let left: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("receive-"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 
     // A write whose log entry would pass the entry limit is refused before it is proposed
     // (the log could not store it: the group would stop); a start of another type than the

@@ -134,58 +134,6 @@ impl ImageMeta {
     }
 }
 
-/// Magic number at the start of a packed image: ASCII `STRATPAK` as a LE u64.
-pub const PACK_MAGIC: u64 = u64::from_le_bytes(*b"STRATPAK");
-/// Format version of a packed image.
-pub const PACK_FORMAT_VERSION: u32 = 1;
-
-/// True for a name an image folder holds: `IMAGE` or `<8 digits>.sst` (so an unpacked image
-/// can never write outside its folder).
-pub fn is_image_file_name(name: &str) -> bool {
-    name == "IMAGE" || name.strip_suffix(".sst").is_some_and(|n| n.len() == 8 && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// An image folder's files as one byte string, to ship over a network or keep as one file:
-/// the header (magic `STRATPAK`, version, length, CRC-32 of the body), then
-/// `nfiles:varint  nfiles × (name:string  content:bytes)`.
-///
-/// # Errors
-/// A body of 4 GiB or more, which the header's length cannot hold (the text says so).
-pub fn pack(files: &[(String, Vec<u8>)]) -> Result<Vec<u8>, String> {
-    let mut b = Vec::new();
-    put_varint(&mut b, files.len() as u64);
-    for (name, content) in files {
-        put_bytes(&mut b, name.as_bytes());
-        put_bytes(&mut b, content);
-    }
-    if u32::try_from(b.len()).is_err() {
-        return Err(format!("a packed image of {} bytes; a pack holds less than 4 GiB", b.len()));
-    }
-    Ok(frame_versioned(PACK_MAGIC, PACK_FORMAT_VERSION, &b))
-}
-
-/// The files of a packed image ([`pack`]).
-///
-/// # Errors
-/// Any damage (magic, version, length, checksum), a name that is not an image file's
-/// ([`is_image_file_name`]) or that appears twice.
-pub fn unpack(packed: &[u8]) -> Result<Vec<(String, Vec<u8>)>, DecodeError> {
-    let body =
-        unframe_versioned(packed, PACK_MAGIC, PACK_FORMAT_VERSION..=PACK_FORMAT_VERSION, "pack header", "pack body")?;
-    let mut c = Cursor::new(body, "pack body", crate::codec::FRAME_HEADER_LEN as u64);
-    let n = c.count(2, "pack file count")?;
-    let mut files: Vec<(String, Vec<u8>)> = Vec::with_capacity(n);
-    for _ in 0..n {
-        let name = c.string()?.to_owned();
-        if !is_image_file_name(&name) || files.iter().any(|(f, _)| *f == name) {
-            return Err(c.invalid(format!("file name {name:?} is not an image's, or is there twice")));
-        }
-        files.push((name, c.bytes()?.to_vec()));
-    }
-    c.finish()?;
-    Ok(files)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -233,16 +181,5 @@ mod tests {
     #[test]
     fn every_flipped_bit_and_every_cut_is_refused() {
         crate::codec::assert_damage_refused(&sample().encode(), ImageMeta::decode);
-    }
-
-    #[test]
-    fn packs_round_trip_and_refuse_names_outside_the_folder() {
-        let files = vec![("IMAGE".to_owned(), vec![1, 2, 3]), ("00000001.sst".to_owned(), vec![9; 40])];
-        assert_eq!(unpack(&pack(&files).unwrap()).unwrap(), files);
-        crate::codec::assert_damage_refused(&pack(&files).unwrap(), unpack);
-        for bad in ["../MANIFEST", "IMAGE2", "1.sst", "0000000a.sst", "/etc/passwd"] {
-            assert!(unpack(&pack(&[(bad.to_owned(), vec![])]).unwrap()).is_err(), "{bad}");
-        }
-        assert!(unpack(&pack(&[("IMAGE".to_owned(), vec![]), ("IMAGE".to_owned(), vec![])]).unwrap()).is_err());
     }
 }

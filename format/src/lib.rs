@@ -15,6 +15,7 @@ pub mod image;
 pub mod key;
 pub mod keysearch;
 pub mod manifest;
+pub mod pack;
 pub mod record;
 pub mod sst;
 pub mod stats;
