@@ -320,6 +320,28 @@ fn a_damaged_or_mismatched_image_changes_nothing() {
     apply_range(&ahead, 1, 1, 221);
     assert_eq!(rule(ahead.install_partition_image(Path::new("/img")).unwrap_err()), "image-stale");
 
+    // The caller's step between verification and the swap: not reached for a damaged image;
+    // its error cancels a good one's install, and nothing changes.
+    let called = std::cell::Cell::new(0);
+    let good = fs.read(&sst(1)).unwrap();
+    let mut bad = good.clone();
+    bad[good.len() / 3] ^= 0x10;
+    overwrite(&fs, &sst(1), &bad);
+    let e = b.install_partition_image_then(Path::new("/img"), || {
+        called.set(called.get() + 1);
+        Ok(())
+    });
+    assert!(matches!(e, Err(Error::Corruption { .. })), "{e:?}");
+    assert_eq!(called.get(), 0, "called for an image that did not verify");
+    overwrite(&fs, &sst(1), &good);
+    let e = b.install_partition_image_then(Path::new("/img"), || {
+        called.set(called.get() + 1);
+        Err(std::io::Error::other("refused by the caller"))
+    });
+    assert!(e.unwrap_err().to_string().contains("refused by the caller"));
+    assert_eq!(called.get(), 1);
+    unchanged(&b, "the caller refused");
+
     // The image, whole again, installs; twice is harmless (same mark).
     b.install_partition_image(Path::new("/img")).unwrap();
     assert_eq!(contents(&b, 1), contents(&a, 1));

@@ -115,7 +115,7 @@ pub struct Node {
     /// Set when the node stops: no group starts after it.
     stopping: AtomicBool,
     /// Snapshots being received, per group (`receiver`).
-    receiver: Receiver,
+    receiver: Arc<Receiver>,
     /// Whether `/admin/faults` may change the fault layer (tests only).
     allow_faults: bool,
 }
@@ -216,7 +216,7 @@ impl Node {
             tables: RwLock::new(BTreeMap::new()),
             reconciling: tokio::sync::Mutex::new(()),
             stopping: AtomicBool::new(false),
-            receiver: Receiver::default(),
+            receiver: Arc::default(),
             allow_faults: cfg.allow_faults,
         });
         let catalog = node.start_group(CATALOG_TABLE, CATALOG_GROUP).await?;
@@ -225,6 +225,15 @@ impl Node {
             node.initialize(&catalog).await;
         }
         node.reconcile().await?;
+        // Abandoned snapshot transfers are dropped even when no other chunk arrives.
+        let receiver = Arc::downgrade(&node.receiver);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(crate::receiver::SWEEP_EVERY).await;
+                let Some(r) = receiver.upgrade() else { break };
+                r.sweep(std::time::Instant::now()).await;
+            }
+        });
         let watcher = node.clone();
         let mut applied = catalog.metrics();
         tokio::spawn(async move {

@@ -12,20 +12,24 @@
 //!   the sender start over from offset 0.
 //! - A chunk from a sender whose vote is below this node's (a deposed leader) is answered with
 //!   this node's vote and leaves the transfer under way alone.
-//! - A transfer holds at most what a pack can (4 GiB), all transfers of the node together at
-//!   most [`NODE_BUDGET`] of disk; one without a chunk for [`ABANDONED`] is dropped. A dropped
-//!   or refused transfer's file is removed, and so is one openraft did not install (older
-//!   than what the group holds); a crash's leftovers are removed when the machine is made.
-//! - Writes and the last chunk's check run on blocking threads, the install on a task of its
-//!   own, so a sender that hangs up does not cancel an install under way.
+//! - A transfer holds at most what a pack can (4 GiB); the files of all transfers of the node
+//!   together, from their first chunk until they are installed, refused or dropped, at most
+//!   [`NODE_BUDGET`] (an install's unpacking needs as much again, for a moment). A transfer
+//!   without a chunk for [`ABANDONED`] is dropped by [`Receiver::sweep`], which the node runs
+//!   every [`SWEEP_EVERY`]. A dropped or refused transfer's file is removed, and so is one
+//!   openraft did not install (older than what the group holds); a crash's leftovers are
+//!   removed when the machine is made.
+//! - Writes, removals and the last chunk's check run on blocking threads, the install on a
+//!   task of its own, so a sender that hangs up does not cancel an install under way.
 //!
 //! Lock: `transfers` is held to take a transfer out or put it back, never while bytes are
-//! written or across an await.
+//! written, a file is removed, or across an await.
 
 use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -38,19 +42,39 @@ use crate::snapshot_file::SnapshotFile;
 use crate::state_machine::{scratch_name, write_description};
 use crate::wire::ApiError;
 
-/// The most bytes all snapshots being received by one node hold together (on disk).
+/// The most bytes the files of all snapshots being received by one node hold together.
 pub const NODE_BUDGET: u64 = 8 << 30;
 /// A transfer without a chunk for this long is dropped.
 pub const ABANDONED: Duration = Duration::from_secs(300);
+/// How often the node drops abandoned transfers.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// The most bytes one snapshot can hold (a pack's body is under 4 GiB, plus its header).
 const MAX_SNAPSHOT: u64 = u32::MAX as u64 + 64;
 
-/// A file removed when this is dropped.
-struct Removed(PathBuf);
+/// A received file, counted in the node's budget: removed, and its bytes given back, when
+/// this is dropped (after an install renamed it, there is nothing left to remove).
+struct Removed {
+    path: PathBuf,
+    held: Arc<AtomicU64>,
+    bytes: u64,
+}
+
+impl Removed {
+    /// Counts the file at `bytes` from now on.
+    fn resize(&mut self, bytes: u64) {
+        if bytes >= self.bytes {
+            self.held.fetch_add(bytes - self.bytes, Ordering::Relaxed);
+        } else {
+            self.held.fetch_sub(self.bytes - bytes, Ordering::Relaxed);
+        }
+        self.bytes = bytes;
+    }
+}
 
 impl Drop for Removed {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(&self.path);
+        self.held.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -72,6 +96,8 @@ pub struct Receiver {
     transfers: Mutex<BTreeMap<u64, Transfer>>,
     /// Numbers the files of transfers.
     next: AtomicU64,
+    /// The bytes of every received file not yet removed or installed.
+    held: Arc<AtomicU64>,
 }
 
 /// What a snapshot message gets back: openraft's answer (or refusal), or the node's.
@@ -79,6 +105,15 @@ pub type Answer = Result<Result<InstallSnapshotResponse<NodeId>, RaftError<NodeI
 
 fn storage(e: impl std::fmt::Display) -> ApiError {
     ApiError::Storage(e.to_string())
+}
+
+/// Drops `t` (transfers: their files are removed) on a blocking thread.
+async fn remove_later<T: Send + 'static>(t: T) -> Result<(), ApiError> {
+    blocking(move || {
+        drop(t);
+        Ok(())
+    })
+    .await
 }
 
 /// Runs `f` on a blocking thread.
@@ -109,15 +144,12 @@ impl Receiver {
         }
         let id = rpc.meta.snapshot_id.clone();
         let now = Instant::now();
-        let found = {
+        self.sweep(now).await;
+        let (found, replaced) = {
             let mut transfers = self.transfers.lock();
-            transfers.retain(|_, t| now.duration_since(t.touched) < ABANDONED);
             match transfers.remove(&group) {
-                Some(t) if t.id == id && rpc.offset <= t.len => Some(t),
-                other if rpc.offset == 0 => {
-                    drop(other);
-                    None
-                }
+                Some(t) if t.id == id && rpc.offset <= t.len => (Some(t), None),
+                other if rpc.offset == 0 => (None, other),
                 other => {
                     let expect = other.as_ref().filter(|t| t.id == id).map_or(0, |t| t.len);
                     if let Some(t) = other {
@@ -131,24 +163,29 @@ impl Receiver {
                 }
             }
         };
+        if let Some(old) = replaced {
+            remove_later(old).await?;
+        }
         // A chunk sent again replaces what it covers.
         let end = rpc.offset.saturating_add(rpc.data.len() as u64);
         if end > MAX_SNAPSHOT {
             return Err(ApiError::BadRequest("a snapshot larger than a pack can be".into()));
         }
-        if !rpc.done {
-            let others: u64 = self.transfers.lock().values().map(|t| t.len).sum();
-            if others.saturating_add(end) > NODE_BUDGET {
-                return Err(ApiError::Unavailable("the node is receiving as many snapshots as it can hold".into()));
+        let grows = end.saturating_sub(found.as_ref().map_or(0, |t| t.len));
+        if self.held.load(Ordering::Relaxed).saturating_add(grows) > NODE_BUDGET {
+            if let Some(t) = found {
+                remove_later(t).await?;
             }
+            return Err(ApiError::Unavailable("the node is receiving as many snapshots as it can hold".into()));
         }
         let t = match found {
             Some(t) => t,
             None => {
                 let (path, meta) = (scratch_name(dir, "receive", &self.next), rpc.meta.clone());
+                let held = self.held.clone();
                 blocking(move || {
                     let mut file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-                    let path = Removed(path);
+                    let path = Removed { path, held, bytes: 0 };
                     let base = write_description(&mut file, &meta).map_err(std::io::Error::other)?;
                     Ok(Transfer { id, file, base, len: 0, touched: now, path })
                 })
@@ -158,10 +195,11 @@ impl Receiver {
         let (offset, data) = (rpc.offset, rpc.data);
         let mut t = blocking(move || {
             let mut t = t;
+            t.path.resize(t.base + end);
             t.file.set_len(t.base + offset)?;
             t.file.seek(SeekFrom::Start(t.base + offset))?;
             t.file.write_all(&data)?;
-            t.len = offset + data.len() as u64;
+            t.len = end;
             Ok(t)
         })
         .await?;
@@ -181,7 +219,7 @@ impl Receiver {
         })
         .await?
         .map_err(|why| ApiError::BadRequest(format!("a snapshot refused before its install: {why}")))?;
-        let snapshot = SnapshotFile::new(file, path.0.clone(), base);
+        let snapshot = SnapshotFile::new(file, path.path.clone(), base);
         let raft = raft.clone();
         let vote = rpc.vote;
         let installed = tokio::spawn(async move {
@@ -197,5 +235,25 @@ impl Receiver {
             Ok(resp) => Ok(InstallSnapshotResponse { vote: resp.vote }),
             Err(fatal) => Err(RaftError::Fatal(fatal)),
         })
+    }
+
+    /// Drops the transfers without a chunk since [`ABANDONED`] before `now`, removing their
+    /// files on a blocking thread.
+    pub async fn sweep(&self, now: Instant) {
+        let abandoned: Vec<Transfer> = {
+            let mut transfers = self.transfers.lock();
+            let groups: Vec<u64> =
+                transfers.iter().filter(|(_, t)| now.duration_since(t.touched) >= ABANDONED).map(|(g, _)| *g).collect();
+            groups.iter().filter_map(|g| transfers.remove(g)).collect()
+        };
+        if !abandoned.is_empty() {
+            let _ = remove_later(abandoned).await;
+        }
+    }
+
+    /// The bytes of the received files not yet removed or installed (what [`NODE_BUDGET`]
+    /// bounds).
+    pub fn held_bytes(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
     }
 }

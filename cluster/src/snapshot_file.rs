@@ -264,4 +264,31 @@ mod tests {
         let no_image = strata_format::pack::pack(&[("00000001.sst".into(), vec![1])]).unwrap();
         assert!(read_pack(&no_image[..], None).is_err());
     }
+
+    /// openraft sees the pack alone: offsets count from its start, its end is the file's, and
+    /// a seek before its start is refused.
+    #[test]
+    fn a_snapshot_file_shows_its_pack_from_zero() {
+        use tokio::io::{AsyncReadExt, AsyncSeekExt};
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("snap");
+        std::fs::write(&path, b"descriptionPACKBYTES").unwrap();
+        let mut f = std::fs::File::open(&path).unwrap();
+        f.seek(SeekFrom::Start(11)).unwrap();
+        let mut s = SnapshotFile::new(f, path, 11);
+        rt.block_on(async {
+            let mut first = [0u8; 4];
+            s.read_exact(&mut first).await.unwrap();
+            assert_eq!(&first, b"PACK");
+            assert_eq!(s.seek(SeekFrom::End(0)).await.unwrap(), 9);
+            assert_eq!(s.seek(SeekFrom::Start(4)).await.unwrap(), 4);
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).await.unwrap();
+            assert_eq!(rest, b"BYTES");
+            assert_eq!(s.seek(SeekFrom::Current(-3)).await.unwrap(), 6);
+            assert!(s.seek(SeekFrom::Current(-7)).await.is_err(), "a seek into the description");
+            assert_eq!(s.read_pack().await.unwrap(), b"PACKBYTES");
+        });
+    }
 }

@@ -8,9 +8,10 @@
 //! installed by unpacking into a folder and `Db::install_partition_image`, which replaces the
 //! partition's rows and mark at once. Neither holds the snapshot in memory: its files are
 //! streamed a buffer at a time (`snapshot_file`). The last snapshot built or installed is kept
-//! in `<dir>/current` for openraft to send to followers: its description, then its pack; it is
-//! written under another name in `<dir>`, synced and renamed (a received snapshot's file, laid
-//! out alike by the receiver, is renamed as it is: never copied).
+//! in `<dir>/current` for openraft to send to followers (what `get_current_snapshot` opens):
+//! its description, then its pack; it is written under another name in `<dir>`, synced and
+//! renamed. A snapshot the node's receiver wrote (laid out alike, in `<dir>`) is renamed as it
+//! is; one that came any other way (openraft's own chunked reception) is copied.
 
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -27,6 +28,20 @@ use crate::raft::{
     SnapshotMeta, StorageResult, TypeConfig,
 };
 use crate::snapshot_file::{SnapshotFile, read_pack, write_pack};
+
+/// The prefixes of what a crash can leave in a machine's folder: snapshots being built (a
+/// folder of links, then a file), received (the node's receiver's files), unpacked for an
+/// install, or copied into place. Each writer has its own, so their names never meet.
+const SCRATCH: [&str; 4] = ["build", "receive", "unpack", "copy"];
+
+/// How many snapshots installs have copied into place rather than renamed (a received file is
+/// renamed): what tests check to see that the receiver's files are taken as they are.
+static COPIES: AtomicU64 = AtomicU64::new(0);
+
+/// The snapshots installs have copied into place since the process started.
+pub fn snapshot_copies() -> u64 {
+    COPIES.load(Ordering::Relaxed)
+}
 
 /// What a partition's applied mark holds besides the index: the entry's log id and the
 /// group's membership as of it.
@@ -80,7 +95,7 @@ impl PartitionMachine {
         for e in std::fs::read_dir(dir)? {
             let e = e?;
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with("build-") || name.starts_with("receive-") {
+            if SCRATCH.iter().any(|p| name.starts_with(&format!("{p}-"))) {
                 if e.file_type()?.is_dir() {
                     // Its SSTables may be hard links of the database's: unlinked, never written.
                     std::fs::remove_dir_all(e.path())?;
@@ -112,9 +127,10 @@ impl PartitionMachine {
 
     /// Installs the snapshot `meta` describes, whose pack is `file` from offset `base`: unpacks
     /// it into a folder of its own and checks that it is this machine's partition and holds
-    /// exactly the entries and membership of `meta` before anything changes; with `keep`, names
-    /// it the current snapshot first (synced), so a crash before the install ends leaves it to
-    /// be installed again when the machine is made.
+    /// exactly the entries and membership of `meta`; once the engine has verified every byte
+    /// and before anything changes, with `keep`, names it the current snapshot (synced), so a
+    /// crash before the install ends leaves it to be installed again when the machine is made,
+    /// and an image that does not verify is never named.
     fn install_file(
         &self,
         db: &Db,
@@ -123,7 +139,7 @@ impl PartitionMachine {
         base: u64,
         keep: Keep,
     ) -> Result<(), StoreError> {
-        let folder = self.scratch("receive");
+        let folder = self.scratch("unpack");
         std::fs::create_dir(&folder)?;
         let installed = (|| {
             file.seek(SeekFrom::Start(base))?;
@@ -132,22 +148,21 @@ impl PartitionMachine {
             let info = strata::ImageInfo::read(&folder)?;
             let image = (info.table.as_str(), info.partition, info.epoch);
             check_image(&self.table, self.partition, self.epoch, image, info.mark.as_ref(), meta)?;
-            match keep {
-                Keep::Rename(path) => self.save_current(meta, &path)?,
+            let name_current = || match keep {
+                Keep::Rename(path) => self.save_current(meta, &path),
                 Keep::Copy => {
-                    let copy = self.scratch("receive");
-                    let written = copy_snapshot(&copy, meta, file, base);
-                    match written {
-                        Ok(()) => self.save_current(meta, &copy)?,
-                        Err(e) => {
-                            let _ = std::fs::remove_file(&copy);
-                            return Err(e);
-                        }
+                    let copy = self.scratch("copy");
+                    let kept = copy_snapshot(&copy, meta, file, base).and_then(|()| self.save_current(meta, &copy));
+                    if kept.is_err() {
+                        let _ = std::fs::remove_file(&copy);
+                    } else {
+                        COPIES.fetch_add(1, Ordering::Relaxed);
                     }
+                    kept
                 }
-                Keep::Already => {}
-            }
-            db.install_partition_image(&folder)?;
+                Keep::Already => Ok(()),
+            };
+            db.install_partition_image_then(&folder, || name_current().map_err(std::io::Error::other))?;
             Ok(())
         })();
         let _ = std::fs::remove_dir_all(&folder);
@@ -404,10 +419,12 @@ impl RaftSnapshotBuilder<TypeConfig> for PartitionMachine {
                     return Err(e);
                 }
             };
-            // The rows the snapshot holds are durable before it is named current.
-            db.sync()?;
-            // Renamed to `current` (or removed, if a newer one is): the open file reads on.
-            m.save_current(&meta, &path)?;
+            // The rows the snapshot holds are durable before it is named current; renamed to
+            // `current` (or removed, if a newer one is there).
+            if let Err(e) = db.sync().map_err(StoreError::from).and_then(|()| m.save_current(&meta, &path)) {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
             file.seek(SeekFrom::Start(base))?;
             Ok((meta, file, base))
         })

@@ -266,14 +266,23 @@ fn a_received_snapshot_file_becomes_the_current_one_without_a_copy() {
     assert_ne!(copied, std::fs::metadata(&path).unwrap().ino());
     std::fs::remove_file(&path).unwrap();
 
-    let (file, path) = receive("receive-2", &snap.meta);
+    assert_eq!(counter(&b, 0), Some(Value::Integer(50)));
+
+    // A newer snapshot, received as the receiver writes it: renamed into place and installed.
+    apply_counting(&mut ma, &rt, 51, 60);
+    let mut newer = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
+    let newer_bytes = rt.block_on(newer.snapshot.read_pack()).unwrap();
+    let path = dir.join("receive-2");
+    let mut f = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path).unwrap();
+    let base = write_description(&mut f, &newer.meta).unwrap();
+    f.write_all(&newer_bytes).unwrap();
     let ino = std::fs::metadata(&path).unwrap().ino();
-    rt.block_on(mb.install_snapshot(&snap.meta, file)).unwrap();
+    rt.block_on(mb.install_snapshot(&newer.meta, Box::new(SnapshotFile::new(f, path.clone(), base)))).unwrap();
     assert_eq!(names(&dir), vec!["current"]);
     assert_eq!(std::fs::metadata(dir.join("current")).unwrap().ino(), ino, "the received file was copied");
-    assert_eq!(counter(&b, 0), Some(Value::Integer(50)));
+    assert_eq!(counter(&b, 0), Some(Value::Integer(60)));
     let current = rt.block_on(mb.get_current_snapshot()).unwrap().unwrap();
-    assert_eq!(current.meta, snap.meta);
+    assert_eq!(current.meta, newer.meta);
     let mut current = current;
-    assert_eq!(rt.block_on(current.snapshot.read_pack()).unwrap(), bytes);
+    assert_eq!(rt.block_on(current.snapshot.read_pack()).unwrap(), newer_bytes);
 }

@@ -46,8 +46,25 @@ impl Db {
     /// level it does not have); whatever refuses writes (`ReadOnly`, `Poisoned`); I/O
     /// errors.
     pub fn install_partition_image(&self, src: &Path) -> Result<ImageInfo> {
+        self.install_partition_image_then(src, || Ok(()))
+    }
+
+    /// [`Db::install_partition_image`], calling `verified` once every byte of the image is
+    /// verified, before anything changes: a caller that records the image as its own first (a
+    /// Raft state machine names the snapshot current, to install it again after a crash)
+    /// records only images that verify. An error of `verified` cancels the install, and
+    /// nothing changes.
+    ///
+    /// # Errors
+    /// As [`Db::install_partition_image`]; an error of `verified`, as an I/O error.
+    pub fn install_partition_image_then(
+        &self,
+        src: &Path,
+        verified: impl FnOnce() -> std::io::Result<()>,
+    ) -> Result<ImageInfo> {
         let writer = self.writer()?;
         let prepared = crate::image::prepare(&self.reader, &self.jobs, src)?;
+        verified().map_err(|e| crate::error::Error::io("before installing an image", src, e))?;
         self.ensure_marks_table(prepared.table())?;
         prepared.swap(&self.reader, writer, &self.jobs)
     }
