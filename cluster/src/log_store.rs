@@ -61,7 +61,13 @@ pub struct LogStore {
     /// Syncs appends off openraft's core task, answering each in order once it is durable
     /// ([`Syncer`]).
     syncs: crossbeam_channel::Sender<LogFlushed<TypeConfig>>,
+    /// The last entry the group's state machine has applied (its partition's mark), which a
+    /// purge does not go past ([`LogStore::keeping_unapplied`]).
+    applied: Option<AppliedReader>,
 }
+
+/// Reads the last log id a group's state machine has applied.
+pub type AppliedReader = Arc<dyn Fn(&Db) -> Result<Option<LogId>, StoreError> + Send + Sync>;
 
 impl Debug for LogStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -108,8 +114,32 @@ impl LogStore {
     /// The log of group `group`, its appends made durable by `syncer` (shared by the node's
     /// groups).
     pub fn with_syncer(db: Arc<Db>, group: i64, syncer: &Syncer) -> LogStore {
-        LogStore { db, group, syncs: syncer.queue.clone() }
+        LogStore { db, group, syncs: syncer.queue.clone(), applied: None }
     }
+
+    /// This log, purged no further than what `applied` says the group's state machine has
+    /// applied. openraft 0.9 purges a follower's log up to a snapshot when it hands the
+    /// snapshot to the state machine, before the install is done: a crash in between would
+    /// leave a log that starts after the applied state, and entries after the snapshot would
+    /// then be applied on top of the old state. Kept this way, the log still reaches the
+    /// applied state after such a crash (the leader sends the snapshot again), and a later
+    /// purge removes the rest.
+    pub fn keeping_unapplied(mut self, applied: AppliedReader) -> LogStore {
+        self.applied = Some(applied);
+        self
+    }
+}
+
+/// The writes that store `entries` in `group`'s log, with their sizes.
+fn entry_ops(group: i64, entries: &[Entry]) -> Result<Vec<(WriteOp, usize)>, StoreError> {
+    let mut ops = Vec::with_capacity(entries.len());
+    for e in entries {
+        let bytes = serde_json::to_vec(e).map_err(|e| StoreError::Decode(format!("log entry: {e}")))?;
+        let key = PrimaryKey(vec![PkValue::Integer(group), PkValue::Integer(index_key(e.log_id.index)?)]);
+        let size = bytes.len();
+        ops.push((PutRow::new(LOG_TABLE, key).column(ENTRY, Value::Binary(bytes)).into(), size));
+    }
+    Ok(ops)
 }
 
 /// An entry's index as a key column (indexes stay below 2^63).
@@ -295,17 +325,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let group = self.group;
         let entries: Vec<Entry> = entries.into_iter().collect();
-        let written = blocking(&self.db, move |db| {
-            let mut ops = Vec::with_capacity(entries.len());
-            for e in &entries {
-                let bytes = serde_json::to_vec(e).map_err(|e| StoreError::Decode(format!("log entry: {e}")))?;
-                let key = PrimaryKey(vec![PkValue::Integer(group), PkValue::Integer(index_key(e.log_id.index)?)]);
-                let size = bytes.len();
-                ops.push((PutRow::new(LOG_TABLE, key).column(ENTRY, Value::Binary(bytes)).into(), size));
-            }
-            write_all(db, ops, BATCH_BYTES)
-        })
-        .await;
+        let written = blocking(&self.db, move |db| write_all(db, entry_ops(group, &entries)?, BATCH_BYTES)).await;
         match written {
             Ok(()) => {
                 // Readable now; durable before openraft is told so (it counts this node toward a
@@ -334,8 +354,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> StorageResult<()> {
-        let group = self.group;
+        let (group, applied) = (self.group, self.applied.clone());
         blocking(&self.db, move |db| {
+            let log_id = match applied {
+                None => log_id,
+                Some(read) => match read(db)?.min(Some(log_id)) {
+                    Some(upto) => upto,
+                    None => return Ok(()),
+                },
+            };
+            if read_state::<LogId>(db, group, "purged")?.is_some_and(|p| p >= log_id) {
+                return Ok(());
+            }
             // The mark first: entries below it are then never read, whatever a crash leaves.
             write_all(db, vec![(state_put(group, "purged", &log_id)?, 1)], 1)?;
             let end = PkValue::Integer(index_key(log_id.index.saturating_add(1))?);
@@ -344,5 +374,49 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         })
         .await
         .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Delete, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::raft::{CommittedLeaderId, EntryPayload, RaftLogReader};
+
+    fn id(index: u64) -> LogId {
+        LogId::new(CommittedLeaderId::new(1, 1), index)
+    }
+
+    /// A purge goes no further than what the state machine has applied (openraft purges up to
+    /// a snapshot before its install is done): the entries after the applied one stay
+    /// readable and the purged mark stays at the applied entry; once the machine has applied
+    /// more, a purge goes all the way. The mark never moves back.
+    #[test]
+    fn a_purge_keeps_what_the_machine_has_not_applied() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(Db::open(dir.path(), strata::Options::small_for_tests()).unwrap());
+        create_tables(&db).unwrap();
+        let entries: Vec<Entry> = (1..=10).map(|i| Entry { log_id: id(i), payload: EntryPayload::Blank }).collect();
+        write_all(&db, entry_ops(1, &entries).unwrap(), BATCH_BYTES).unwrap();
+        let applied = Arc::new(parking_lot::Mutex::new(Some(id(4))));
+        let seen = applied.clone();
+        let mut log = LogStore::new(db, 1).keeping_unapplied(Arc::new(move |_| Ok(*seen.lock())));
+        rt.block_on(async {
+            log.purge(id(8)).await.unwrap();
+            assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id, Some(id(4)));
+            let left: Vec<u64> = log.try_get_log_entries(0..).await.unwrap().iter().map(|e| e.log_id.index).collect();
+            assert_eq!(left, (5..=10).collect::<Vec<u64>>());
+            *applied.lock() = Some(id(9));
+            log.purge(id(8)).await.unwrap();
+            assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id, Some(id(8)));
+            assert_eq!(log.try_get_log_entries(0..).await.unwrap().len(), 2);
+            *applied.lock() = Some(id(6));
+            log.purge(id(9)).await.unwrap();
+            assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id, Some(id(8)), "the mark moved back");
+            *applied.lock() = None;
+            log.purge(id(10)).await.unwrap();
+            assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id, Some(id(8)));
+        });
     }
 }

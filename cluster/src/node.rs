@@ -313,7 +313,10 @@ impl Node {
             tokio::task::spawn_blocking(move || PartitionMachine::new(db, &table_owned, partition_id(group), 1, &dir))
                 .await
                 .map_err(|e| StoreError::Task(e.to_string()))??;
-        let log = LogStore::with_syncer(self.db.clone(), group_index(group), &self.syncer);
+        let owned = table.to_owned();
+        let applied: crate::log_store::AppliedReader =
+            Arc::new(move |db| crate::state_machine::applied_log_id(db, &owned, partition_id(group)));
+        let log = LogStore::with_syncer(self.db.clone(), group_index(group), &self.syncer).keeping_unapplied(applied);
         let net = HttpNetwork::new(self.http.clone(), self.id, group, self.faults.clone());
         let raft = Raft::new(self.id, self.config.clone(), net, log, machine)
             .await

@@ -241,6 +241,15 @@ fn read_mark(db: &Db, table: &str, partition: PartitionId) -> Result<MarkData, S
     }
 }
 
+/// The log id of the last entry `table`'s partition `partition` applied in `db`, by its mark
+/// (which moves in the same WAL record as the rows).
+///
+/// # Errors
+/// The mark cannot be read or decoded.
+pub fn applied_log_id(db: &Db, table: &str, partition: PartitionId) -> Result<Option<LogId>, StoreError> {
+    Ok(read_mark(db, table, partition)?.last_applied)
+}
+
 /// The index of the last entry `table`'s partition `partition` applied in `db`, by its mark
 /// (which moves in the same WAL record as the rows).
 ///
