@@ -321,6 +321,35 @@ mod tests {
     use super::*;
     use crate::key::hex;
 
+    /// The framing-only walk counts as the full one does, and differs from it only in
+    /// accepting strings that are not UTF-8.
+    #[test]
+    fn a_framing_scan_counts_as_the_full_one_and_skips_only_the_text_check() {
+        for r in sample() {
+            let b = r.to_bytes();
+            assert_eq!(RecordStats::scan_framing(&b).unwrap(), RecordStats::scan(&b).unwrap(), "{r:?}");
+        }
+        assert_eq!(RecordStats::scan(&sample()[0].to_bytes()).unwrap().max_column_cells, 2);
+        let text = RowRecord::Put {
+            marker: None,
+            columns: vec![ColumnCells {
+                name: "n".into(),
+                cells: vec![Cell { version: 1, value: Value::String("x".into()) }],
+            }],
+        };
+        let mut b = text.to_bytes();
+        let at = b.iter().rposition(|x| *x == b'x').unwrap();
+        b[at] = 0xff;
+        assert!(RecordStats::scan(&b).is_err());
+        assert_eq!(RecordStats::scan_framing(&b).unwrap(), RecordStats::scan(&text.to_bytes()).unwrap());
+        let at = b.iter().position(|x| *x == b'n').unwrap();
+        b[at] = 0xfe;
+        assert!(RecordStats::scan(&b).is_err());
+        assert!(RecordStats::scan_framing(&b).is_ok());
+        b.pop();
+        assert!(RecordStats::scan_framing(&b).is_err(), "a cut record");
+    }
+
     fn sample() -> Vec<RowRecord> {
         vec![
             RowRecord::Put {
@@ -987,12 +1016,27 @@ pub struct RecordStats {
     pub tombstones: u64,
     /// Cells or operations carried.
     pub cells: u64,
+    /// The most cells one column of a put holds (0 for other records).
+    pub max_column_cells: u64,
 }
 
 impl RecordStats {
-    /// Walks an encoded record, validating its framing.
+    /// Walks an encoded record, validating its framing and that its strings are UTF-8.
     pub fn scan(bytes: &[u8]) -> Result<RecordStats, DecodeError> {
+        Self::walk(bytes, true)
+    }
+
+    /// [`RecordStats::scan`] without checking that names and String values are UTF-8: for
+    /// records the engine encoded itself (what a flush or a compaction writes), whose strings
+    /// were checked when they were written. Checks of files use `scan`. The framing is
+    /// validated alike.
+    pub fn scan_framing(bytes: &[u8]) -> Result<RecordStats, DecodeError> {
+        Self::walk(bytes, false)
+    }
+
+    fn walk(bytes: &[u8], check_text: bool) -> Result<RecordStats, DecodeError> {
         let mut c = Cursor::new(bytes, "row record", 0);
+        let name = |c: &mut Cursor<'_>| if check_text { c.string().map(drop) } else { c.bytes().map(drop) };
         let mut st = RecordStats::default();
         let see = |st: &mut RecordStats, v: u64| {
             st.versions = Some(match st.versions {
@@ -1015,12 +1059,13 @@ impl RecordStats {
                 }
                 let n = c.count(3, "column count")?;
                 for _ in 0..n {
-                    c.string()?;
+                    name(&mut c)?;
                     let m = c.count(3, "cell count")?;
+                    st.max_column_cells = st.max_column_cells.max(m as u64);
                     for _ in 0..m {
                         let v = c.varint()?;
                         see(&mut st, v);
-                        skip_value(&mut c)?;
+                        skip_value(&mut c, check_text)?;
                         st.cells += 1;
                     }
                 }
@@ -1032,13 +1077,13 @@ impl RecordStats {
                 let n = c.count(2, "operation count")?;
                 for _ in 0..n {
                     let op = c.u8()?;
-                    c.string()?;
+                    name(&mut c)?;
                     st.cells += 1;
                     match op {
                         1 => {
                             let v = c.varint()?;
                             see(&mut st, v);
-                            skip_value(&mut c)?;
+                            skip_value(&mut c, check_text)?;
                         }
                         2 => {
                             let v = c.varint()?;
@@ -1057,7 +1102,7 @@ impl RecordStats {
     }
 }
 
-fn skip_value(c: &mut Cursor<'_>) -> Result<(), DecodeError> {
+fn skip_value(c: &mut Cursor<'_>, check_text: bool) -> Result<(), DecodeError> {
     let t = c.u8()?;
     match t {
         1 | 4 => c.take(8).map(|_| ()),
@@ -1065,7 +1110,8 @@ fn skip_value(c: &mut Cursor<'_>) -> Result<(), DecodeError> {
             0 | 1 => Ok(()),
             x => Err(c.invalid(format!("boolean byte {x} is neither 0 nor 1"))),
         },
-        2 => c.string().map(|_| ()),
+        2 if check_text => c.string().map(|_| ()),
+        2 => c.bytes().map(|_| ()),
         3 => c.bytes().map(|_| ()),
         x => Err(c.invalid(format!("unknown value type {x}"))),
     }

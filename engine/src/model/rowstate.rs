@@ -206,6 +206,20 @@ impl RowState {
     }
 }
 
+/// True when `record`, a row's only record, folds to itself: a put whose columns hold at most
+/// `max_versions` cells each, with neither a cell nor its marker expired at `now_ms`, and
+/// something in it (a cell or a marker). Applying it to an empty state, trimming and expiring
+/// then drop nothing and leave a row that exists, so compaction may copy the record instead of
+/// decoding and encoding it again (what it writes reads the same). A record that does not scan
+/// is `false`: the fold reports it.
+pub fn folds_to_itself(record: &[u8], max_versions: usize, ttl: Ttl, now_ms: u64) -> bool {
+    let Ok(st) = strata_format::record::RecordStats::scan_framing(record) else { return false };
+    st.kind == Some(strata_format::record::RecordKind::Put)
+        && st.max_column_cells <= max_versions as u64
+        // Expiry is monotone in the version: the oldest one (cells and marker) decides.
+        && st.versions.is_some_and(|(oldest, _)| !ttl.expired(oldest, now_ms))
+}
+
 /// Folds a row's records, given newest first and ending at (or before) the first base record,
 /// then trims every column to the table's current `max_versions`.
 pub fn resolve(records_newest_first: Vec<RowRecord>, max_versions: usize, drops: &mut DropCounts) -> RowState {
@@ -387,6 +401,76 @@ pub fn select_single_put(pk: PrimaryKey, rec: RowRecord, max_versions: usize, op
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn arb_put() -> impl Strategy<Value = RowRecord> {
+        let cell = (0u64..40, any::<i64>()).prop_map(|(v, x)| Cell { version: 1_000 + v, value: Value::Integer(x) });
+        let column = ("[a-c]", proptest::collection::vec(cell, 0..4)).prop_map(|(name, mut cells)| {
+            cells.sort_by_key(|c| std::cmp::Reverse(c.version));
+            cells.dedup_by_key(|c| c.version);
+            ColumnCells { name, cells }
+        });
+        // Column names are unique within a put, as the engine writes them.
+        (proptest::option::of(1_000u64..1_050), proptest::collection::vec(column, 0..4)).prop_map(
+            |(marker, mut columns)| {
+                columns.sort_by(|a, b| a.name.cmp(&b.name));
+                columns.dedup_by(|a, b| a.name == b.name);
+                RowRecord::Put { marker, columns }
+            },
+        )
+    }
+
+    proptest! {
+        /// Whenever a record is said to fold to itself, folding it drops nothing and leaves a
+        /// row that exists, and whenever the fold would drop something or the row would not
+        /// exist, it is not said to: compaction's copy of such a record writes what the fold
+        /// would have meant.
+        #[test]
+        fn a_record_said_to_fold_to_itself_loses_nothing_in_the_fold(
+            rec in arb_put(),
+            max_versions in 1usize..4,
+            ttl in prop_oneof![Just(Ttl::Forever), (1u64..3).prop_map(Ttl::Seconds)],
+            now in 1_000u64..4_100,
+        ) {
+            let mut st = RowState::default();
+            let mut drops = DropCounts::default();
+            st.apply(rec.clone(), &mut drops);
+            let applied = st.clone();
+            st.trim(max_versions, &mut drops);
+            st.expire(ttl, now, &mut drops);
+            let lossless = st == applied && drops == DropCounts::default() && st.exists();
+            let said = folds_to_itself(&rec.to_bytes(), max_versions, ttl, now);
+            prop_assert!(!said || lossless, "said to fold to itself, but the fold changed it: {rec:?} -> {st:?}");
+            // The converse for what the copy skips: a put with something in it that loses
+            // nothing is copied (so the test above is not vacuous).
+            let has_something = matches!(&rec, RowRecord::Put { marker, columns } if marker.is_some() || columns.iter().any(|c| !c.cells.is_empty()));
+            if lossless && has_something {
+                prop_assert!(said, "a record the fold leaves alone was not copied: {rec:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_puts_fold_to_themselves() {
+        let update = RowRecord::Update { max_versions: 1, ops: vec![put("a", 1_000, 1)] };
+        assert!(!folds_to_itself(&update.to_bytes(), 3, Ttl::Forever, 0));
+        assert!(!folds_to_itself(&RowRecord::Delete.to_bytes(), 3, Ttl::Forever, 0));
+        assert!(!folds_to_itself(b"\xff", 3, Ttl::Forever, 0));
+        let two = RowRecord::Put {
+            marker: None,
+            columns: vec![ColumnCells {
+                name: "a".into(),
+                cells: vec![
+                    Cell { version: 2, value: Value::Integer(1) },
+                    Cell { version: 1, value: Value::Integer(1) },
+                ],
+            }],
+        };
+        assert!(folds_to_itself(&two.to_bytes(), 2, Ttl::Forever, 0));
+        assert!(!folds_to_itself(&two.to_bytes(), 1, Ttl::Forever, 0), "a version beyond max_versions");
+        assert!(!folds_to_itself(&two.to_bytes(), 2, Ttl::Seconds(1), 1_001), "an expired version");
+        assert!(folds_to_itself(&two.to_bytes(), 2, Ttl::Seconds(1), 1_000));
+    }
 
     fn put(col: &str, version: u64, v: i64) -> CellOp {
         CellOp::Put { column: col.into(), version, value: Value::Integer(v) }

@@ -30,7 +30,7 @@ use crate::background::Jobs;
 use crate::background::output::FileMaker;
 use crate::error::{Error, Result};
 use crate::ids::{FileId, PartitionId};
-use crate::model::rowstate::{DropCounts, RowState};
+use crate::model::rowstate::{DropCounts, RowState, folds_to_itself};
 use crate::read::iter::{EntrySource, MergeIter};
 use crate::source::is_base_record;
 use crate::sst::{SstFileWriter, SstIter};
@@ -256,6 +256,13 @@ impl CompactionJob<'_> {
                     for (seq, v) in &group {
                         out.add(&internal_key(&pk, *seq), v)?;
                     }
+                }
+                // A row written once and not touched since (every row of a bulk load): the fold
+                // would write its record back as it is, so it is copied, not decoded and
+                // encoded again.
+                Some(0) if group.len() == 1 && folds_to_itself(&group[0].1, max_versions, ttl, now) => {
+                    let seq = if task.bottommost && task.output_level > 0 { 0 } else { newest };
+                    out.add(&internal_key(&pk, seq), &group[0].1)?;
                 }
                 Some(b) => {
                     let mut st = RowState::default();
