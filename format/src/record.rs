@@ -329,7 +329,10 @@ mod tests {
             let b = r.to_bytes();
             assert_eq!(RecordStats::scan_framing(&b).unwrap(), RecordStats::scan(&b).unwrap(), "{r:?}");
         }
-        assert_eq!(RecordStats::scan(&sample()[0].to_bytes()).unwrap().max_column_cells, 2);
+        let st = RecordStats::scan(&sample()[0].to_bytes()).unwrap();
+        assert_eq!((st.max_column_cells, st.oldest_cell), (2, Some(1000)));
+        let marker_only = RecordStats::scan(&sample()[1].to_bytes()).unwrap();
+        assert_eq!((marker_only.oldest_cell, marker_only.versions), (None, Some((5, 5))));
         let text = RowRecord::Put {
             marker: None,
             columns: vec![ColumnCells {
@@ -1018,6 +1021,9 @@ pub struct RecordStats {
     pub cells: u64,
     /// The most cells one column of a put holds (0 for other records).
     pub max_column_cells: u64,
+    /// The oldest version of a cell a put holds (its marker not counted; `None` for other
+    /// records and for a put without cells).
+    pub oldest_cell: Option<u64>,
 }
 
 impl RecordStats {
@@ -1065,6 +1071,7 @@ impl RecordStats {
                     for _ in 0..m {
                         let v = c.varint()?;
                         see(&mut st, v);
+                        st.oldest_cell = Some(st.oldest_cell.map_or(v, |o| o.min(v)));
                         skip_value(&mut c, check_text)?;
                         st.cells += 1;
                     }

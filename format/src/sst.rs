@@ -474,7 +474,8 @@ impl<W: Write> SstBuilder<W> {
     /// Adds one entry.
     ///
     /// # Errors
-    /// I/O errors of the sink; a record that does not decode is reported as `InvalidData`.
+    /// I/O errors of the sink; a record whose framing does not scan
+    /// (`RecordStats::scan_framing`) is reported as `InvalidData`.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> io::Result<()> {
         let (pk, seqno) = split_internal_key(ikey).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         // The engine encoded what it writes (its strings were checked then): the framing alone.

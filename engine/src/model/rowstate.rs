@@ -207,17 +207,23 @@ impl RowState {
 }
 
 /// True when `record`, a row's only record, folds to itself: a put whose columns hold at most
-/// `max_versions` cells each, with neither a cell nor its marker expired at `now_ms`, and
-/// something in it (a cell or a marker). Applying it to an empty state, trimming and expiring
-/// then drop nothing and leave a row that exists, so compaction may copy the record instead of
-/// decoding and encoding it again (what it writes reads the same). A record that does not scan
-/// is `false`: the fold reports it.
+/// `max_versions` cells each, with no cell expired at `now_ms` (or, without cells, its marker
+/// unexpired). Applying it to an empty state, trimming and expiring then drop nothing and
+/// leave a row that exists, so compaction may copy the record instead of decoding and encoding
+/// it again (what it writes reads the same: a reader takes the newer of the marker and the
+/// newest cell, as the fold does). A record whose framing does not scan is `false`, and the
+/// fold reports it; the copy checks the framing only (`RecordStats::scan_framing`), so a put
+/// that frames but does not decode (columns out of order, from an image whose files are
+/// checked by their framing) is copied as it is and reported by the reads that decode it.
 pub fn folds_to_itself(record: &[u8], max_versions: usize, ttl: Ttl, now_ms: u64) -> bool {
     let Ok(st) = strata_format::record::RecordStats::scan_framing(record) else { return false };
-    st.kind == Some(strata_format::record::RecordKind::Put)
-        && st.max_column_cells <= max_versions as u64
-        // Expiry is monotone in the version: the oldest one (cells and marker) decides.
-        && st.versions.is_some_and(|(oldest, _)| !ttl.expired(oldest, now_ms))
+    // Expiry is monotone in the version: the oldest cell decides (a marker older than the
+    // cells is raised to the newest by every reader).
+    let live = match st.oldest_cell {
+        Some(oldest) => !ttl.expired(oldest, now_ms),
+        None => st.versions.is_some_and(|(marker, _)| !ttl.expired(marker, now_ms)),
+    };
+    st.kind == Some(strata_format::record::RecordKind::Put) && st.max_column_cells <= max_versions as u64 && live
 }
 
 /// Folds a row's records, given newest first and ending at (or before) the first base record,
@@ -470,6 +476,16 @@ mod tests {
         assert!(!folds_to_itself(&two.to_bytes(), 1, Ttl::Forever, 0), "a version beyond max_versions");
         assert!(!folds_to_itself(&two.to_bytes(), 2, Ttl::Seconds(1), 1_001), "an expired version");
         assert!(folds_to_itself(&two.to_bytes(), 2, Ttl::Seconds(1), 1_000));
+        // A marker older than the cells: the fold raises it to the newest cell.
+        let old_marker = RowRecord::Put {
+            marker: Some(1_000),
+            columns: vec![ColumnCells {
+                name: "a".into(),
+                cells: vec![Cell { version: 1_001, value: Value::Integer(1) }],
+            }],
+        };
+        assert!(folds_to_itself(&old_marker.to_bytes(), 1, Ttl::Seconds(1), 2_000));
+        assert!(!folds_to_itself(&old_marker.to_bytes(), 1, Ttl::Seconds(1), 2_001));
     }
 
     fn put(col: &str, version: u64, v: i64) -> CellOp {
