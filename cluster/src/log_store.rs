@@ -61,13 +61,13 @@ pub struct LogStore {
     /// Syncs appends off openraft's core task, answering each in order once it is durable
     /// ([`Syncer`]).
     syncs: crossbeam_channel::Sender<LogFlushed<TypeConfig>>,
-    /// The last entry the group's state machine has applied (its partition's mark), which a
-    /// purge does not go past ([`LogStore::keeping_unapplied`]).
-    applied: Option<AppliedReader>,
+    /// How far the log may be purged ([`LogStore::purged_no_further_than`]).
+    bound: Option<PurgeBound>,
 }
 
-/// Reads the last log id a group's state machine has applied.
-pub type AppliedReader = Arc<dyn Fn(&Db) -> Result<Option<LogId>, StoreError> + Send + Sync>;
+/// Reads the last log id a group's log may be purged to: what its state machine has applied
+/// and its current snapshot holds (`state_machine::purge_bound`); `None` for nothing.
+pub type PurgeBound = Arc<dyn Fn(&Db) -> Result<Option<LogId>, StoreError> + Send + Sync>;
 
 impl Debug for LogStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,20 +114,36 @@ impl LogStore {
     /// The log of group `group`, its appends made durable by `syncer` (shared by the node's
     /// groups).
     pub fn with_syncer(db: Arc<Db>, group: i64, syncer: &Syncer) -> LogStore {
-        LogStore { db, group, syncs: syncer.queue.clone(), applied: None }
+        LogStore { db, group, syncs: syncer.queue.clone(), bound: None }
     }
 
-    /// This log, purged no further than what `applied` says the group's state machine has
-    /// applied. openraft 0.9 purges a follower's log up to a snapshot when it hands the
-    /// snapshot to the state machine, before the install is done: a crash in between would
-    /// leave a log that starts after the applied state, and entries after the snapshot would
-    /// then be applied on top of the old state. Kept this way, the log still reaches the
-    /// applied state after such a crash (the leader sends the snapshot again), and a later
-    /// purge removes the rest.
-    pub fn keeping_unapplied(mut self, applied: AppliedReader) -> LogStore {
-        self.applied = Some(applied);
+    /// This log, purged no further than `bound`: the entries the group's state machine has
+    /// applied and its current snapshot holds. openraft 0.9 purges a follower's log up to a
+    /// snapshot when it hands the snapshot to the state machine, before the install is done:
+    /// a crash in between would leave a log that starts after the applied state, and entries
+    /// after the snapshot would then be applied on top of the old state. Held back this way,
+    /// the log still reaches the applied state after such a crash (the leader sends the
+    /// snapshot again). openraft does not ask again for what it believes purged, so the log
+    /// state ([`RaftLogStorage::get_log_state`], read when a node starts) first finishes any
+    /// purge held back: after an install the store would otherwise hold the entries the
+    /// follower had, a gap up to the snapshot, and the entries after it.
+    pub fn purged_no_further_than(mut self, bound: PurgeBound) -> LogStore {
+        self.bound = Some(bound);
         self
     }
+}
+
+/// Purges `group`'s log up to `log_id`: records it as the purged id, unless one at or past it
+/// is recorded, then deletes the entries up to it.
+fn purge_upto(db: &Db, group: i64, log_id: LogId) -> Result<(), StoreError> {
+    if read_state::<LogId>(db, group, "purged")?.is_some_and(|p| p >= log_id) {
+        return Ok(());
+    }
+    // The mark first: entries below it are then never read, whatever a crash leaves.
+    write_all(db, vec![(state_put(group, "purged", &log_id)?, 1)], 1)?;
+    let end = PkValue::Integer(index_key(log_id.index.saturating_add(1))?);
+    let keys = entry_keys(db, group, PkValue::InfMin, end)?;
+    delete_all(db, keys)
 }
 
 /// The writes that store `entries` in `group`'s log, with their sizes.
@@ -288,8 +304,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
-        let group = self.group;
+        let (group, bound) = (self.group, self.bound.clone());
         let (last, purged) = blocking(&self.db, move |db| {
+            // A purge held back while a snapshot was installed goes as far as it may now.
+            if let Some(read) = bound
+                && let Some(upto) = read(db)?
+            {
+                purge_upto(db, group, upto)?;
+            }
             Ok((last_entry(db, group)?.map(|e| e.log_id), read_state::<LogId>(db, group, "purged")?))
         })
         .await
@@ -354,23 +376,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> StorageResult<()> {
-        let (group, applied) = (self.group, self.applied.clone());
+        let (group, bound) = (self.group, self.bound.clone());
         blocking(&self.db, move |db| {
-            let log_id = match applied {
-                None => log_id,
-                Some(read) => match read(db)?.min(Some(log_id)) {
-                    Some(upto) => upto,
-                    None => return Ok(()),
-                },
+            let upto = match bound {
+                None => Some(log_id),
+                Some(read) => read(db)?.min(Some(log_id)),
             };
-            if read_state::<LogId>(db, group, "purged")?.is_some_and(|p| p >= log_id) {
-                return Ok(());
+            match upto {
+                Some(upto) => purge_upto(db, group, upto),
+                None => Ok(()),
             }
-            // The mark first: entries below it are then never read, whatever a crash leaves.
-            write_all(db, vec![(state_put(group, "purged", &log_id)?, 1)], 1)?;
-            let end = PkValue::Integer(index_key(log_id.index.saturating_add(1))?);
-            let keys = entry_keys(db, group, PkValue::InfMin, end)?;
-            delete_all(db, keys)
         })
         .await
         .map_err(|e| io(ErrorSubject::Logs, ErrorVerb::Delete, e))
@@ -387,36 +402,45 @@ mod tests {
         LogId::new(CommittedLeaderId::new(1, 1), index)
     }
 
-    /// A purge goes no further than what the state machine has applied (openraft purges up to
-    /// a snapshot before its install is done): the entries after the applied one stay
-    /// readable and the purged mark stays at the applied entry; once the machine has applied
-    /// more, a purge goes all the way. The mark never moves back.
+    /// A purge goes no further than the bound (what the state machine has applied and its
+    /// snapshot holds: openraft purges up to a snapshot before its install is done): the
+    /// entries after it stay readable and the purged mark stays at it. Once the bound has
+    /// moved (the install done), the log state finishes the purge: the store's log, which held
+    /// the follower's old entries, a gap up to the snapshot and the entries after it, is
+    /// contiguous again. The mark never moves back.
     #[test]
-    fn a_purge_keeps_what_the_machine_has_not_applied() {
+    fn a_purge_held_back_by_an_install_is_finished_by_the_log_state() {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let db = Arc::new(Db::open(dir.path(), strata::Options::small_for_tests()).unwrap());
         create_tables(&db).unwrap();
-        let entries: Vec<Entry> = (1..=10).map(|i| Entry { log_id: id(i), payload: EntryPayload::Blank }).collect();
-        write_all(&db, entry_ops(1, &entries).unwrap(), BATCH_BYTES).unwrap();
-        let applied = Arc::new(parking_lot::Mutex::new(Some(id(4))));
-        let seen = applied.clone();
-        let mut log = LogStore::new(db, 1).keeping_unapplied(Arc::new(move |_| Ok(*seen.lock())));
-        rt.block_on(async {
-            log.purge(id(8)).await.unwrap();
-            assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id, Some(id(4)));
-            let left: Vec<u64> = log.try_get_log_entries(0..).await.unwrap().iter().map(|e| e.log_id.index).collect();
-            assert_eq!(left, (5..=10).collect::<Vec<u64>>());
-            *applied.lock() = Some(id(9));
-            log.purge(id(8)).await.unwrap();
-            assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id, Some(id(8)));
-            assert_eq!(log.try_get_log_entries(0..).await.unwrap().len(), 2);
-            *applied.lock() = Some(id(6));
-            log.purge(id(9)).await.unwrap();
-            assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id, Some(id(8)), "the mark moved back");
-            *applied.lock() = None;
-            log.purge(id(10)).await.unwrap();
-            assert_eq!(log.get_log_state().await.unwrap().last_purged_log_id, Some(id(8)));
-        });
+        let entries = |r: std::ops::RangeInclusive<u64>| -> Vec<Entry> {
+            r.map(|i| Entry { log_id: id(i), payload: EntryPayload::Blank }).collect()
+        };
+        // The follower had entries 1 to 6 and had applied 4.
+        write_all(&db, entry_ops(1, &entries(1..=6)).unwrap(), BATCH_BYTES).unwrap();
+        let bound = Arc::new(parking_lot::Mutex::new(Some(id(4))));
+        let seen = bound.clone();
+        let mut log = LogStore::new(db.clone(), 1).purged_no_further_than(Arc::new(move |_| Ok(*seen.lock())));
+        let indexes = |log: &mut LogStore| {
+            let got = rt.block_on(log.try_get_log_entries(0..)).unwrap();
+            got.iter().map(|e| e.log_id.index).collect::<Vec<u64>>()
+        };
+        // openraft purges up to the snapshot at 10 as its install begins: held back at 4.
+        rt.block_on(log.purge(id(10))).unwrap();
+        assert_eq!(indexes(&mut log), vec![5, 6]);
+        // The install ends; entries after the snapshot arrive. The store has a gap (7 to 10).
+        *bound.lock() = Some(id(10));
+        write_all(&db, entry_ops(1, &entries(11..=12)).unwrap(), BATCH_BYTES).unwrap();
+        let state = rt.block_on(log.get_log_state()).unwrap();
+        assert_eq!((state.last_purged_log_id, state.last_log_id), (Some(id(10)), Some(id(12))));
+        assert_eq!(indexes(&mut log), vec![11, 12], "the log is not contiguous after its purged id");
+        // Never back; nothing without a bound.
+        *bound.lock() = Some(id(6));
+        rt.block_on(log.purge(id(12))).unwrap();
+        assert_eq!(rt.block_on(log.get_log_state()).unwrap().last_purged_log_id, Some(id(10)));
+        *bound.lock() = None;
+        rt.block_on(log.purge(id(12))).unwrap();
+        assert_eq!(indexes(&mut log), vec![11, 12]);
     }
 }

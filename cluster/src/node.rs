@@ -313,10 +313,11 @@ impl Node {
             tokio::task::spawn_blocking(move || PartitionMachine::new(db, &table_owned, partition_id(group), 1, &dir))
                 .await
                 .map_err(|e| StoreError::Task(e.to_string()))??;
-        let owned = table.to_owned();
-        let applied: crate::log_store::AppliedReader =
-            Arc::new(move |db| crate::state_machine::applied_log_id(db, &owned, partition_id(group)));
-        let log = LogStore::with_syncer(self.db.clone(), group_index(group), &self.syncer).keeping_unapplied(applied);
+        let (owned, snapshots) = (table.to_owned(), self.snapshots.join(group.to_string()));
+        let bound: crate::log_store::PurgeBound =
+            Arc::new(move |db| crate::state_machine::purge_bound(db, &owned, partition_id(group), &snapshots));
+        let log =
+            LogStore::with_syncer(self.db.clone(), group_index(group), &self.syncer).purged_no_further_than(bound);
         let net = HttpNetwork::new(self.http.clone(), self.id, group, self.faults.clone());
         let raft = Raft::new(self.id, self.config.clone(), net, log, machine)
             .await

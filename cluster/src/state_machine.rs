@@ -241,13 +241,16 @@ fn read_mark(db: &Db, table: &str, partition: PartitionId) -> Result<MarkData, S
     }
 }
 
-/// The log id of the last entry `table`'s partition `partition` applied in `db`, by its mark
-/// (which moves in the same WAL record as the rows).
+/// How far the log of the group that replicates `table`'s partition `partition` may be purged:
+/// to the last entry both applied to the partition (its mark, which moves in the same WAL
+/// record as the rows) and held by the group's current snapshot in `dir`; `None` while there is
+/// no snapshot or nothing applied.
 ///
 /// # Errors
 /// The mark cannot be read or decoded.
-pub fn applied_log_id(db: &Db, table: &str, partition: PartitionId) -> Result<Option<LogId>, StoreError> {
-    Ok(read_mark(db, table, partition)?.last_applied)
+pub fn purge_bound(db: &Db, table: &str, partition: PartitionId, dir: &Path) -> Result<Option<LogId>, StoreError> {
+    let applied = read_mark(db, table, partition)?.last_applied;
+    Ok(applied.min(current_meta(dir).and_then(|m| m.last_log_id)))
 }
 
 /// The index of the last entry `table`'s partition `partition` applied in `db`, by its mark

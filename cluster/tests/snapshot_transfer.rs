@@ -3,7 +3,9 @@
 //! snapshot when it comes back, in chunks (the partition holds more than one chunk's 3 MiB).
 //! The receiver writes the chunks to a file in the group's snapshot folder and the install
 //! renames that file into place (no install copies a snapshot meanwhile). The node ends with the leader's rows, its partition
-//! installed as an image, and nothing but `current` in its snapshot folder.
+//! installed as an image, and nothing but `current` in its snapshot folder; it goes on from
+//! the snapshot, is restarted on its folder (its log, which the install's purge left with a
+//! gap, read whole again) and agrees with the leader.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -32,7 +34,18 @@ async fn start(id: u64, root: &Path, peers: &BTreeMap<u64, String>, listener: to
         raft: RaftTiming { heartbeat_ms: 50, election_min_ms: 300, election_max_ms: 600, snapshot_every: 50 },
         allow_faults: false,
     };
-    let node = Node::start(cfg).await.unwrap();
+    // A node just shut down lets go of its database once its last tasks end.
+    let begun = Instant::now();
+    let node = loop {
+        match Node::start(cfg.clone()).await {
+            Err(strata_cluster::error::StoreError::Db(strata::Error::AlreadyOpen(_)))
+                if begun.elapsed() < Duration::from_secs(30) =>
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            other => break other.unwrap(),
+        }
+    };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(strata_cluster::server::serve(node.clone(), listener, async {
         let _ = stopped.await;
@@ -138,6 +151,26 @@ async fn a_node_behind_the_logs_catches_up_through_a_snapshot_sent_over_http() {
     assert_eq!(strata_cluster::state_machine::snapshot_copies(), copies, "the received file was copied, not renamed");
     let packed = std::fs::metadata(folder.join("current")).unwrap().len();
     assert!(packed > 3 << 20, "a snapshot of {packed} bytes fits one chunk");
+
+    // It goes on from the snapshot, and starts again from its own log: the purge the install
+    // held back is finished then, and the log it reads is whole after its purged id.
+    for k in 210..230 {
+        client.write("t", vec![put(k, 100)]).await.unwrap();
+    }
+    let target = applied(&nodes[&leader].node);
+    wait_for("the node to apply the writes after the snapshot", || applied(&nodes[&behind].node) >= target).await;
+    let again = nodes.remove(&behind).unwrap();
+    let _ = again.stop.send(());
+    again.node.shutdown().await.unwrap();
+    let listener = tokio::net::TcpListener::bind(&peers[&behind]).await.unwrap();
+    nodes.insert(behind, start(behind, dir.path(), &peers, listener).await);
+    for k in 230..240 {
+        client.write("t", vec![put(k, 100)]).await.unwrap();
+    }
+    let target = applied(&nodes[&leader].node);
+    wait_for("the restarted node to catch up again", || applied(&nodes[&behind].node) >= target).await;
+    assert_eq!(rows(nodes[&behind].node.db()), rows(nodes[&leader].node.db()));
+    assert_eq!(rows(nodes[&behind].node.db()).len(), 240);
 
     for (_, r) in nodes {
         let _ = r.stop.send(());
