@@ -306,9 +306,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
         let (group, bound) = (self.group, self.bound.clone());
         let (last, purged) = blocking(&self.db, move |db| {
-            // A purge held back while a snapshot was installed goes as far as it may now.
+            // A purge held back while a snapshot was installed goes as far as openraft asked
+            // and the bound allows now (never further: entries openraft keeps behind a
+            // snapshot for lagging followers stay).
             if let Some(read) = bound
-                && let Some(upto) = read(db)?
+                && let Some(upto) = read(db)?.min(read_state::<LogId>(db, group, "purge_asked")?)
             {
                 purge_upto(db, group, upto)?;
             }
@@ -380,7 +382,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         blocking(&self.db, move |db| {
             let upto = match bound {
                 None => Some(log_id),
-                Some(read) => read(db)?.min(Some(log_id)),
+                Some(read) => {
+                    // What openraft asked for, so that the log state can finish it later.
+                    if read_state::<LogId>(db, group, "purge_asked")?.is_none_or(|a| a < log_id) {
+                        write_all(db, vec![(state_put(group, "purge_asked", &log_id)?, 1)], 1)?;
+                    }
+                    read(db)?.min(Some(log_id))
+                }
             };
             match upto {
                 Some(upto) => purge_upto(db, group, upto),
@@ -435,6 +443,11 @@ mod tests {
         let state = rt.block_on(log.get_log_state()).unwrap();
         assert_eq!((state.last_purged_log_id, state.last_log_id), (Some(id(10)), Some(id(12))));
         assert_eq!(indexes(&mut log), vec![11, 12], "the log is not contiguous after its purged id");
+        // The log state purges no further than openraft asked, whatever the bound allows
+        // (the entries a snapshot keeps behind it for lagging followers stay).
+        *bound.lock() = Some(id(12));
+        assert_eq!(rt.block_on(log.get_log_state()).unwrap().last_purged_log_id, Some(id(10)));
+        assert_eq!(indexes(&mut log), vec![11, 12]);
         // Never back; nothing without a bound.
         *bound.lock() = Some(id(6));
         rt.block_on(log.purge(id(12))).unwrap();

@@ -286,3 +286,53 @@ fn a_received_snapshot_file_becomes_the_current_one_without_a_copy() {
     let mut current = current;
     assert_eq!(rt.block_on(current.snapshot.read_pack()).unwrap(), newer_bytes);
 }
+
+/// A snapshot the node's receiver had checked and handed to openraft (`pending-*`) when a
+/// crash cut its install short is installed when the machine starts (openraft had purged the
+/// log up to it); an older pending file is removed; one the engine refuses is set aside as
+/// `refused-*`, and the machine starts.
+#[test]
+fn a_pending_snapshot_is_installed_when_the_machine_starts() {
+    use std::io::Write;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (da, dbd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_a, mut ma) = open(da.path());
+    apply_counting(&mut ma, &rt, 1, 40);
+    let mut snap = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
+    let bytes = rt.block_on(snap.snapshot.read_pack()).unwrap();
+    let dir = dbd.path().join("snapshots");
+    let pending = |name: &str, meta: &strata_cluster::raft::SnapshotMeta, pack: &[u8]| {
+        let mut f = std::fs::File::create(dir.join(name)).unwrap();
+        write_description(&mut f, meta).unwrap();
+        f.write_all(pack).unwrap();
+    };
+    let closed = |b: Arc<Db>, m: PartitionMachine| {
+        drop(m);
+        drop(Arc::into_inner(b).unwrap());
+    };
+    {
+        let (b, mut mb) = open(dbd.path());
+        apply_counting(&mut mb, &rt, 1, 3);
+        closed(b, mb);
+    }
+    let mut older = snap.meta.clone();
+    older.last_log_id = Some(LogId::new(CommittedLeaderId::new(1, 0), 2));
+    pending("pending-9-1-0", &older, &bytes);
+    pending("pending-9-1-1", &snap.meta, &bytes);
+    let (b, mut mb) = open(dbd.path());
+    assert_eq!(counter(&b, 0), Some(Value::Integer(40)));
+    assert_eq!(rt.block_on(mb.applied_state()).unwrap().0, snap.meta.last_log_id);
+    assert_eq!(names(&dir), vec!["current"]);
+    closed(b, mb);
+
+    // A newer one whose pack is damaged: set aside, nothing changed.
+    apply_counting(&mut ma, &rt, 41, 60);
+    let mut newer = rt.block_on(async { ma.get_snapshot_builder().await.build_snapshot().await }).unwrap();
+    let mut damaged = rt.block_on(newer.snapshot.read_pack()).unwrap();
+    let at = damaged.len() / 2;
+    damaged[at] ^= 0x40;
+    pending("pending-9-2-0", &newer.meta, &damaged);
+    let (b, _mb) = open(dbd.path());
+    assert_eq!(counter(&b, 0), Some(Value::Integer(40)));
+    assert_eq!(names(&dir), vec!["current", "refused-9-2-0"]);
+}
