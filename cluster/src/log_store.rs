@@ -1,8 +1,9 @@
 //! A Raft group's log and vote in two tables of the node's one strata database, so every group
 //! of the node shares one WAL and one group commit:
 //! - `_raft_log`, key `(group, index)`, one cell `e`: the entry, serialized;
-//! - `_raft_state`, key `(group, name)`, one cell `v`: the vote (`vote`) and the last purged
-//!   log id (`purged`).
+//! - `_raft_state`, key `(group, name)`, one cell `v`: the vote (`vote`), the last purged log
+//!   id (`purged`) and the furthest purge openraft asked for (`purge_asked`, when purges are
+//!   held back: [`LogStore::purged_no_further_than`]).
 //!
 //! An append is made durable by the node's [`Syncer`] (one thread and one `Db::sync` for the
 //! appends of every group waiting) before openraft is told it is durable, the appends answered
@@ -119,9 +120,11 @@ impl LogStore {
 
     /// This log, purged no further than `bound`: the entries the group's state machine has
     /// applied and its current snapshot holds. openraft 0.9 purges a follower's log up to a
-    /// snapshot when it hands the snapshot to the state machine, before the install is done:
-    /// a crash in between would leave a log that starts after the applied state, and entries
-    /// after the snapshot would then be applied on top of the old state. Held back this way,
+    /// snapshot when it hands the snapshot to the state machine, before the install is done
+    /// (it appends nothing after the snapshot until then: its answer to the leader waits for
+    /// the install, and later commands queue behind it): a crash in between would leave a log
+    /// that starts after the applied state, and entries after the snapshot would then be
+    /// applied on top of the old state. Held back this way,
     /// the log still reaches the applied state after such a crash (the leader sends the
     /// snapshot again). openraft does not ask again for what it believes purged, so the log
     /// state ([`RaftLogStorage::get_log_state`], read when a node starts) first finishes any

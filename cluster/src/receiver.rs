@@ -3,11 +3,9 @@
 //! description, then the pack: `state_machine`), and go to openraft as that file once the pack
 //! checks out and its image is what the snapshot's description says
 //! (`state_machine::check_snapshot`). openraft stops a group whose state machine fails an
-//! install, so a damaged or mismatched snapshot is refused to its sender here instead. A
-//! snapshot that checks out is renamed `pending-*` (synced) before openraft gets it: openraft
-//! purges the log up to it as the install begins, so a crash before the install ends must
-//! leave it for the machine to install when it starts. The install renames the file into
-//! place as the group's current snapshot: no snapshot is ever held in memory, nor copied.
+//! install, so a damaged or mismatched snapshot is refused to its sender here instead. The
+//! install renames the file into place as the group's current snapshot: no snapshot is ever
+//! held in memory, nor copied.
 //!
 //! - Chunks come in order; a chunk sent again (its reply was lost) replaces what it covers; a
 //!   chunk that starts elsewhere is answered with openraft's `SnapshotMismatch`, which makes
@@ -216,18 +214,6 @@ impl Receiver {
             t.file.sync_all()?;
             t.file.seek(SeekFrom::Start(t.base))?;
             let checked = check(&meta, &mut t.file);
-            if checked.is_ok() {
-                // Durable under a name the machine installs when it starts, should a crash cut
-                // the install short: openraft purges the log up to the snapshot as the install
-                // begins, and may append entries after it.
-                let name = t.path.path.file_name().map(|n| n.to_string_lossy().replacen("receive-", "pending-", 1));
-                if let (Some(name), Some(dir)) = (name, t.path.path.parent().map(Path::to_path_buf)) {
-                    let pending = dir.join(name);
-                    std::fs::rename(&t.path.path, &pending)?;
-                    t.path.path = pending;
-                    std::fs::File::open(&dir)?.sync_all()?;
-                }
-            }
             t.file.seek(SeekFrom::Start(t.base))?;
             Ok(checked.map(|()| (t.file, t.base, t.path)))
         })

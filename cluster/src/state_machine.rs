@@ -116,7 +116,6 @@ impl PartitionMachine {
             saving: Arc::new(parking_lot::Mutex::new(())),
         };
         m.finish_install()?;
-        m.finish_pending()?;
         Ok(m)
     }
 
@@ -175,10 +174,7 @@ impl PartitionMachine {
     /// `meta` as its description; copied otherwise.
     fn keep_for(&self, path: &Path, file: &mut std::fs::File, base: u64, meta: &SnapshotMeta) -> Keep {
         let received = path.parent() == Some(self.dir.as_path())
-            && path.file_name().is_some_and(|n| {
-                let n = n.to_string_lossy();
-                n.starts_with("receive-") || n.starts_with("pending-")
-            });
+            && path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("receive-"));
         if received && read_description(file).ok().flatten().is_some_and(|(m, b)| m == *meta && b == base) {
             Keep::Rename(path.to_path_buf())
         } else {
@@ -195,50 +191,6 @@ impl PartitionMachine {
         }
         if let Some((meta, mut file, base)) = open_current(&self.dir)? {
             self.install_file(&self.db, &meta, &mut file, base, Keep::Already)?;
-        }
-        Ok(())
-    }
-
-    /// Installs the newest snapshot the node's receiver had checked and handed to openraft
-    /// (`pending-*`, laid out as `current` is) if the partition is behind it: a crash cut its
-    /// install short, after openraft had purged the log up to it and perhaps appended entries
-    /// after it, which only that snapshot joins to the applied state. One the engine refuses
-    /// is set aside as `refused-*` (the machine starts; the leader sends another). Every other
-    /// pending file is removed.
-    fn finish_pending(&self) -> Result<(), StoreError> {
-        let mut pending: Vec<(Option<LogId>, PathBuf)> = Vec::new();
-        for e in std::fs::read_dir(&self.dir)? {
-            let path = e?.path();
-            if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("pending-")) {
-                let described =
-                    std::fs::File::open(&path).ok().and_then(|mut f| read_description(&mut f).ok().flatten());
-                pending.push((described.map(|(m, _)| m.last_log_id).unwrap_or(None), path));
-            }
-        }
-        pending.sort();
-        let newest = pending.pop();
-        for (_, path) in pending {
-            std::fs::remove_file(path)?;
-        }
-        let Some((last, path)) = newest else { return Ok(()) };
-        let applied = read_mark(&self.db, &self.table, self.partition)?.last_applied;
-        if last <= applied {
-            std::fs::remove_file(path)?;
-            return Ok(());
-        }
-        let mut file = std::fs::File::open(&path)?;
-        let installed = match read_description(&mut file)? {
-            Some((meta, base)) => self.install_file(&self.db, &meta, &mut file, base, Keep::Rename(path.clone())),
-            None => Err(StoreError::Decode("a pending snapshot without its description".into())),
-        };
-        if let Err(e) = installed {
-            eprintln!(
-                "partition {} of {:?}: a pending snapshot does not install ({e}); set aside",
-                self.partition, self.table
-            );
-            if let Some(name) = path.file_name().map(|n| n.to_string_lossy().replacen("pending-", "refused-", 1)) {
-                std::fs::rename(&path, self.dir.join(name))?;
-            }
         }
         Ok(())
     }

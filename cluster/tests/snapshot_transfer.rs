@@ -53,6 +53,19 @@ async fn start(id: u64, root: &Path, peers: &BTreeMap<u64, String>, listener: to
     Running { node, stop }
 }
 
+/// A listener on `addr` again, once the stopped server's listener has let go of it.
+async fn bind_again(addr: &str) -> tokio::net::TcpListener {
+    let begun = Instant::now();
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && begun.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
 fn rows(db: &Db) -> Vec<Row> {
     db.range("t", &strata::PrimaryKey::inf_min(1), &strata::PrimaryKey::inf_max(1), &RangeOptions::default())
         .unwrap()
@@ -130,7 +143,7 @@ async fn a_node_behind_the_logs_catches_up_through_a_snapshot_sent_over_http() {
     wait_for("the leader to purge its log", || purged(&nodes[&leader].node) > last_seen).await;
 
     let copies = strata_cluster::state_machine::snapshot_copies();
-    let listener = tokio::net::TcpListener::bind(&peers[&behind]).await.unwrap();
+    let listener = bind_again(&peers[&behind]).await;
     nodes.insert(behind, start(behind, dir.path(), &peers, listener).await);
     let target = applied(&nodes[&leader].node);
     wait_for("the restarted node to catch up", || applied(&nodes[&behind].node) >= target).await;
@@ -162,7 +175,7 @@ async fn a_node_behind_the_logs_catches_up_through_a_snapshot_sent_over_http() {
     let again = nodes.remove(&behind).unwrap();
     let _ = again.stop.send(());
     again.node.shutdown().await.unwrap();
-    let listener = tokio::net::TcpListener::bind(&peers[&behind]).await.unwrap();
+    let listener = bind_again(&peers[&behind]).await;
     nodes.insert(behind, start(behind, dir.path(), &peers, listener).await);
     for k in 230..240 {
         client.write("t", vec![put(k, 100)]).await.unwrap();
