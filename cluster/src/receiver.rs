@@ -250,10 +250,4 @@ impl Receiver {
             let _ = remove_later(abandoned).await;
         }
     }
-
-    /// The bytes of the received files not yet removed or installed (what [`NODE_BUDGET`]
-    /// bounds).
-    pub fn held_bytes(&self) -> u64 {
-        self.held.load(Ordering::Relaxed)
-    }
 }

@@ -51,11 +51,6 @@ impl SnapshotFile {
         Ok(SnapshotFile::new(f, path.to_path_buf(), 0))
     }
 
-    /// Where the file was when it was opened (a kept snapshot may have been renamed since).
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The blocking file, its path and the pack's offset in it.
     pub async fn into_std(self) -> (std::fs::File, PathBuf, u64) {
         (self.file.into_std().await, self.path, self.base)
