@@ -190,6 +190,32 @@ fn compact_range_pause_resume_and_backpressure() {
     assert!(!db.stats().compaction_paused);
 }
 
+/// A compaction reads each input block once and deletes its inputs when it ends, so the blocks
+/// it reads stay out of the cache (where they would only evict what readers use); reads still
+/// fill it. (The in-memory file system has no mappings, so every block read there is a cache
+/// candidate.)
+#[test]
+fn a_compaction_leaves_the_block_cache_to_readers() {
+    let (opts, _fs, _clock) = mem_options();
+    let db = Db::open("/db", Options { start_paused: true, block_cache_bytes: 8 << 20, ..opts }).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer)).unwrap();
+    for round in 0..3i64 {
+        for i in 0..2_000i64 {
+            db.put_row(PutRow::new("t", pk![i]).column("v", format!("value {round} of row {i}"))).unwrap();
+        }
+        db.flush().unwrap();
+    }
+    assert_eq!(db.stats().block_cache_bytes, 0, "nothing read yet");
+    db.compact_table("t").unwrap();
+    let parts = db.partitions("t").unwrap();
+    assert!(parts.iter().all(|p| p.levels.first().is_none_or(|l| l.files == 0)), "level 0 was compacted");
+    assert_eq!(db.stats().block_cache_bytes, 0, "the compaction cached its input blocks");
+    let rows =
+        db.range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1), &RangeOptions::default()).unwrap().count();
+    assert_eq!(rows, 2_000);
+    assert!(db.stats().block_cache_bytes > 0, "a scan's blocks are cached");
+}
+
 #[test]
 fn the_disk_footprint_stays_bounded_under_endless_overwrites() {
     let (opts, fs, _clock) = mem_options();

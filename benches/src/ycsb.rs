@@ -173,6 +173,15 @@ impl Strata {
         if let Some(mib) = args.strata_file_mib {
             opts.target_file_bytes = mib << 20;
         }
+        if let Some(n) = args.strata_l0_trigger {
+            opts.l0_compaction_trigger = n;
+        }
+        if let Some(n) = args.strata_l0_slowdown {
+            opts.l0_slowdown_trigger = n;
+        }
+        if let Some(n) = args.strata_l0_stop {
+            opts.l0_stop_trigger = n;
+        }
         let db = Db::open(dir, opts).map_err(|e| e.to_string())?;
         db.create_table(TableSchema::new(TABLE).pk("key", KeyType::Binary)).map_err(|e| e.to_string())?;
         Ok(Strata { db })
@@ -693,6 +702,15 @@ struct Args {
     /// strata: `Options::max_subcompactions`.
     #[arg(long)]
     strata_max_subcompactions: Option<usize>,
+    /// strata: `Options::l0_compaction_trigger`.
+    #[arg(long)]
+    strata_l0_trigger: Option<usize>,
+    /// strata: `Options::l0_slowdown_trigger`.
+    #[arg(long)]
+    strata_l0_slowdown: Option<usize>,
+    /// strata: `Options::l0_stop_trigger`.
+    #[arg(long)]
+    strata_l0_stop: Option<usize>,
     /// strata: `Options::block_cache_bytes` in MiB.
     #[arg(long)]
     strata_block_cache_mib: Option<usize>,

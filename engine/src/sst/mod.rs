@@ -6,5 +6,5 @@ mod reader;
 mod writer;
 
 pub use cache::BlockCache;
-pub use reader::{SstIter, SstReader};
+pub use reader::{CacheFill, SstIter, SstReader};
 pub use writer::{SstFileWriter, WrittenSst};

@@ -115,11 +115,22 @@ impl SstReader {
         self.meta.index.len()
     }
 
-    /// Data block `i`, from the cache or the file (verified).
+    /// Data block `i`, from the cache or the file (verified); a block read from the file is
+    /// cached as [`SstReader::block_with`] says.
     ///
     /// # Errors
     /// I/O errors or `Corruption`.
     pub fn block(&self, i: usize) -> Result<Block> {
+        self.block_with(i, CacheFill::Fill)
+    }
+
+    /// Data block `i`, from the cache or the file (verified). With [`CacheFill::Fill`] a block
+    /// read from the file is cached unless it is stored uncompressed in a mapping (below);
+    /// with [`CacheFill::Skip`] it is never cached.
+    ///
+    /// # Errors
+    /// I/O errors or `Corruption`.
+    pub fn block_with(&self, i: usize, fill: CacheFill) -> Result<Block> {
         if let Some(b) = self.cache.get(self.id, i as u32) {
             return Ok(b);
         }
@@ -144,7 +155,7 @@ impl SstReader {
         };
         let contents = unframed.map_err(|err| Error::corruption(&self.path, err))?;
         let b = Block::new(contents, offset).map_err(|err| Error::corruption(&self.path, err))?;
-        if cache {
+        if cache && fill == CacheFill::Fill {
             self.cache.insert(self.id, i as u32, b.clone());
         }
         Ok(b)
@@ -257,9 +268,22 @@ impl SstReader {
     }
 }
 
+/// Whether a block read from the file goes into the block cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheFill {
+    /// Cache it (reads on behalf of callers: their rows are likely to be read again).
+    Fill,
+    /// Leave the cache as it is (compaction: it reads each input block once, and the input
+    /// files are deleted when it ends, so caching their blocks only evicts the blocks readers
+    /// use; RocksDB's and LevelDB's compactions read with `fill_cache = false` alike).
+    Skip,
+}
+
 /// A directional cursor over one SSTable between internal-key bounds `[lo, hi)`.
 pub struct SstIter {
     reader: Arc<SstReader>,
+    /// Whether the blocks it reads from the file are cached.
+    fill: CacheFill,
     forward: bool,
     lo: Vec<u8>,
     hi: Option<Vec<u8>>,
@@ -277,7 +301,21 @@ impl SstIter {
     /// # Errors
     /// I/O errors or `Corruption`.
     pub fn new(reader: Arc<SstReader>, forward: bool, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Result<SstIter> {
-        let mut s = SstIter { reader, forward, lo, hi, block_idx: 0, it: None, check_bound: true };
+        SstIter::with_fill(reader, forward, lo, hi, CacheFill::Fill)
+    }
+
+    /// [`SstIter::new`] whose block reads fill the cache as `fill` says.
+    ///
+    /// # Errors
+    /// I/O errors or `Corruption`.
+    pub fn with_fill(
+        reader: Arc<SstReader>,
+        forward: bool,
+        lo: Vec<u8>,
+        hi: Option<Vec<u8>>,
+        fill: CacheFill,
+    ) -> Result<SstIter> {
+        let mut s = SstIter { reader, fill, forward, lo, hi, block_idx: 0, it: None, check_bound: true };
         if s.reader.block_count() == 0 {
             return Ok(s);
         }
@@ -337,7 +375,7 @@ impl SstIter {
                 None => true,
             }
         };
-        self.it = Some(self.reader.block(i)?.iter());
+        self.it = Some(self.reader.block_with(i, self.fill)?.iter());
         Ok(())
     }
 

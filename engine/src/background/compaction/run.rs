@@ -33,7 +33,7 @@ use crate::ids::{FileId, PartitionId};
 use crate::model::rowstate::{DropCounts, RowState, folds_to_itself};
 use crate::read::iter::{EntrySource, MergeIter};
 use crate::source::is_base_record;
-use crate::sst::{SstFileWriter, SstIter};
+use crate::sst::{CacheFill, SstFileWriter, SstIter};
 use crate::version::edit::{Change, VersionEdit};
 use crate::version::sizes::{max_opt, min_opt};
 use crate::version::{FileEntry, Partition, Table};
@@ -219,7 +219,7 @@ impl CompactionJob<'_> {
             if hi.as_ref().is_some_and(|h| *h <= lo) {
                 continue;
             }
-            sources.push(Box::new(SstIter::new(f.reader.clone(), true, lo, hi)?));
+            sources.push(Box::new(SstIter::with_fill(f.reader.clone(), true, lo, hi, CacheFill::Skip)?));
         }
         let mut merge = MergeIter::new(sources, true);
         let mut out = Output {
