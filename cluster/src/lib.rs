@@ -10,6 +10,7 @@
 
 pub mod client;
 pub mod command;
+pub mod crash_point;
 pub mod error;
 pub mod log_store;
 pub mod node;

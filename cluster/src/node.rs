@@ -635,6 +635,7 @@ impl Node {
                     leader: m.current_leader,
                     term: m.current_term,
                     applied: m.last_applied.map(|l| l.index),
+                    purged: m.purged.map(|l| l.index),
                 }
             })
             .collect();

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use strata::{AppliedMark, ApplyBatch, Db, PartitionId};
 
 use crate::command::CommandResult;
+use crate::crash_point;
 use crate::error::{StoreError, blocking, io, retrying};
 use crate::raft::{
     Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, Membership, RaftSnapshotBuilder, RaftStateMachine, Snapshot,
@@ -148,6 +149,7 @@ impl PartitionMachine {
             let info = strata::ImageInfo::read(&folder)?;
             let image = (info.table.as_str(), info.partition, info.epoch);
             check_image(&self.table, self.partition, self.epoch, image, info.mark.as_ref(), meta)?;
+            crash_point::reached(crash_point::INSTALL_UNPACKED);
             let name_current = || match keep {
                 Keep::Rename(path) => self.save_current(meta, &path),
                 Keep::Copy => {
@@ -162,7 +164,12 @@ impl PartitionMachine {
                 }
                 Keep::Already => Ok(()),
             };
-            db.install_partition_image_then(&folder, || name_current().map_err(std::io::Error::other))?;
+            db.install_partition_image_then(&folder, || {
+                name_current().map_err(std::io::Error::other)?;
+                crash_point::reached(crash_point::INSTALL_NAMED_CURRENT);
+                Ok(())
+            })?;
+            crash_point::reached(crash_point::INSTALL_SWAPPED);
             Ok(())
         })();
         let _ = std::fs::remove_dir_all(&folder);

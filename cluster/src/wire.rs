@@ -292,6 +292,9 @@ pub struct GroupStats {
     pub term: u64,
     /// The last index applied here.
     pub applied: Option<u64>,
+    /// The last index purged from this node's log (absent from nodes that do not report it).
+    #[serde(default)]
+    pub purged: Option<u64>,
 }
 
 /// Why a node refused a request.

@@ -49,11 +49,13 @@ pub struct Options {
     /// from zero at each open.
     pub persist_stats: bool,
     /// Memtable size that triggers a flush (32 MiB by default). Memtables are resident as far
-    /// as they are written, so they hold at most `write_buffer_bytes × 9/8 × (1 +
-    /// max_sealed_memtables)`; at 32 MiB and two sealed, 108 MiB, under RocksDB's two 64 MiB
-    /// write buffers, and a flush's peak (the sealed memtable beside the one filling while it
-    /// runs) stays under 64 MiB. 64 MiB wrote 1 KB and 4 KB values 5–14 % faster and held
-    /// 30–70 MiB more at the peaks (docs/PERFORMANCE.md, "Memory").
+    /// as they are written: with write groups smaller than an eighth of this, they hold at
+    /// most `write_buffer_bytes × 9/8 × (1 + max_sealed_memtables)` (at 32 MiB and two sealed,
+    /// 108 MiB, under RocksDB's two 64 MiB write buffers; a larger group, up to a 64 MiB row
+    /// or a `max_batch_bytes` batch, takes a chunk of its own on top), and a flush's peak is
+    /// the sealed memtable beside the one filling while it runs. 64 MiB wrote 1 KB and 4 KB
+    /// values 5–14 % faster and held 30–70 MiB more at the peaks (docs/PERFORMANCE.md,
+    /// "Memory").
     pub write_buffer_bytes: usize,
     /// Keep one flushed memtable's memory (`write_buffer_bytes` plus an eighth) for the next
     /// memtable instead of returning it to the system (default off). On, writes skip the
@@ -109,7 +111,9 @@ pub struct Options {
     pub fold_updates_after: u8,
     /// Level-0 files in a partition that trigger a compaction (8 by default: with 32 MiB
     /// memtables, the 256 MiB of level 0 that RocksDB's 4 files of 64 MiB make, so a load
-    /// compacts as often as with larger memtables).
+    /// compacts as often as with larger memtables). Keep it below `l0_stop_trigger`: writes
+    /// that stop at fewer files than trigger a compaction wait until `stall_timeout` and fail
+    /// with `Busy`.
     pub l0_compaction_trigger: usize,
     /// Level-0 files at which each write is delayed a little.
     pub l0_slowdown_trigger: usize,
@@ -227,6 +231,10 @@ impl Options {
             level1_target_bytes: 128 << 10,
             level_size_multiplier: 4,
             target_file_bytes: 64 << 10,
+            // Level-0 backpressure close to the trigger, so tests meet slowdowns and stops.
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 12,
+            l0_stop_trigger: 20,
             stall_timeout: Duration::from_secs(60),
             ..Options::default()
         }

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use strata_cluster::crash_point;
 use strata_cluster::node::{NodeConfig, RaftTiming};
 use strata_cluster::server::{parse_peers, run};
 
@@ -30,7 +31,11 @@ struct Args {
     /// The shortest election timeout, ms (the longest is twice it).
     #[arg(long, default_value_t = RaftTiming::default().election_min_ms)]
     election_ms: u64,
-    /// Lets `POST /admin/faults` drop, delay and cut this node's messages (tests only).
+    /// Entries between a group's snapshots.
+    #[arg(long, default_value_t = RaftTiming::default().snapshot_every)]
+    snapshot_every: u64,
+    /// Lets `POST /admin/faults` drop, delay and cut this node's messages, and arms the crash
+    /// point named by `STRATA_CRASH_AT` (tests only; `strata_cluster::crash_point`).
     #[arg(long)]
     allow_fault_injection: bool,
 }
@@ -41,8 +46,15 @@ fn main() -> std::process::ExitCode {
         heartbeat_ms: a.heartbeat_ms,
         election_min_ms: a.election_ms,
         election_max_ms: a.election_ms * 2,
-        ..RaftTiming::default()
+        snapshot_every: a.snapshot_every,
     };
+    if a.allow_fault_injection
+        && let Some(name) = std::env::var_os(crash_point::ENV)
+        && !crash_point::arm(&name.to_string_lossy())
+    {
+        eprintln!("strata-server: {} names no crash point (one of {:?})", crash_point::ENV, crash_point::POINTS);
+        return std::process::ExitCode::from(2);
+    }
     let cfg = NodeConfig {
         id: a.id,
         data: a.data,

@@ -17,6 +17,8 @@ pub struct Procs {
     pub addrs: BTreeMap<u64, String>,
     children: BTreeMap<u64, Child>,
     peers: String,
+    /// Arguments every node is started with besides the common ones.
+    extra: Vec<String>,
 }
 
 /// A free port on `ip` (bound and released: another process could take it in between, which
@@ -28,6 +30,11 @@ fn free_port(ip: &str) -> u16 {
 impl Procs {
     /// Starts nodes 1–3 with their folders under `root`.
     pub fn start(root: &Path) -> Procs {
+        Procs::start_with(root, &[])
+    }
+
+    /// Starts nodes 1–3 with their folders under `root`, each with the arguments `extra` too.
+    pub fn start_with(root: &Path, extra: &[&str]) -> Procs {
         let addrs: BTreeMap<u64, String> = (1..=3)
             .map(|id| {
                 let ip = format!("127.0.0.{id}");
@@ -36,7 +43,8 @@ impl Procs {
             })
             .collect();
         let peers = addrs.iter().map(|(id, a)| format!("{id}={a}")).collect::<Vec<_>>().join(",");
-        let mut p = Procs { root: root.to_path_buf(), addrs, children: BTreeMap::new(), peers };
+        let extra = extra.iter().map(|s| s.to_string()).collect();
+        let mut p = Procs { root: root.to_path_buf(), addrs, children: BTreeMap::new(), peers, extra };
         for id in 1..=3 {
             p.spawn(id);
         }
@@ -45,6 +53,11 @@ impl Procs {
 
     /// Starts node `id` on its folder (a restart when it ran before).
     pub fn spawn(&mut self, id: u64) {
+        self.spawn_with_env(id, &[]);
+    }
+
+    /// [`Procs::spawn`] with these environment variables set for the process.
+    pub fn spawn_with_env(&mut self, id: u64, env: &[(&str, &str)]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -55,6 +68,8 @@ impl Procs {
             .arg("--data")
             .arg(self.root.join(format!("node{id}")))
             .args(["--heartbeat-ms", "50", "--election-ms", "300", "--allow-fault-injection"])
+            .args(&self.extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -68,6 +83,13 @@ impl Procs {
             c.kill().unwrap();
             c.wait().unwrap();
         }
+    }
+
+    /// How node `id`'s process ended, once it has (it is then forgotten, as after a kill).
+    pub fn exited(&mut self, id: u64) -> Option<std::process::ExitStatus> {
+        let status = self.children.get_mut(&id)?.try_wait().unwrap()?;
+        self.children.remove(&id);
+        Some(status)
     }
 
     /// True while node `id`'s process runs.

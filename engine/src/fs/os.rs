@@ -188,7 +188,7 @@ impl WritableFile for OsWritable {
 
 /// Asks the kernel to start writing `[offset, offset + len)` of `file` to disk, without
 /// waiting for it (`sync_file_range(SYNC_FILE_RANGE_WRITE)`). Without it a file's dirty pages
-/// wait for the kernel's writeback timer, and the fdatasync that closes a 64 MiB WAL at
+/// wait for the kernel's writeback timer, and the fdatasync that closes a memtable's WAL at
 /// memtable rotation, on the write leader, waited for all of them at once (a `sched_switch`
 /// trace of `fillbatch` showed the writer blocked there). Durability is unchanged: this promises
 /// nothing, the fdatasyncs do. Best effort: an error here shows at the next fdatasync.

@@ -273,9 +273,10 @@ impl SstReader {
 pub enum CacheFill {
     /// Cache it (reads on behalf of callers: their rows are likely to be read again).
     Fill,
-    /// Leave the cache as it is (compaction: it reads each input block once, and the input
-    /// files are deleted when it ends, so caching their blocks only evicts the blocks readers
-    /// use; RocksDB's and LevelDB's compactions read with `fill_cache = false` alike).
+    /// Leave the cache as it is (compaction: it reads each input block once, and its inputs
+    /// leave the partition when it ends, deleted or, for a file shared after a split, left to
+    /// the other partition, so caching their blocks mostly evicts the blocks readers use;
+    /// RocksDB's and LevelDB's compactions read with `fill_cache = false` alike).
     Skip,
 }
 
