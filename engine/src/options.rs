@@ -48,14 +48,15 @@ pub struct Options {
     /// every ten seconds, and at close; see `docs/CLI.md`, "Statistics"). Off, counters start
     /// from zero at each open.
     pub persist_stats: bool,
-    /// Memtable size that triggers a flush (32 MiB by default). Memtables are resident as far
+    /// Memtable size that triggers a flush (64 MiB by default). Memtables are resident as far
     /// as they are written: with write groups smaller than an eighth of this, they hold at
-    /// most `write_buffer_bytes × 9/8 × (1 + max_sealed_memtables)` (at 32 MiB and two sealed,
-    /// 108 MiB, under RocksDB's two 64 MiB write buffers; a larger group, up to a 64 MiB row
-    /// or a `max_batch_bytes` batch, takes a chunk of its own on top), and a flush's peak is
-    /// the sealed memtable beside the one filling while it runs. 64 MiB wrote 1 KB and 4 KB
-    /// values 5–14 % faster and held 30–70 MiB more at the peaks (docs/PERFORMANCE.md,
-    /// "Memory").
+    /// most `write_buffer_bytes × 9/8 × (1 + max_sealed_memtables)` (a larger group, up to a
+    /// 64 MiB row or a `max_batch_bytes` batch, takes a chunk of its own on top), and a
+    /// flush's peak is the sealed memtable beside the one filling while it runs. 32 MiB
+    /// lowers the write workloads' peaks by 30–70 MiB, but at the same level-0 trigger it
+    /// compacts more (YCSB's load 8 % slower), and at a trigger of 8 its level 0 holds twice
+    /// the files, which scans read from (db_bench's scans at 100 B about half as fast;
+    /// docs/PERFORMANCE.md, "Memory").
     pub write_buffer_bytes: usize,
     /// Keep one flushed memtable's memory (`write_buffer_bytes` plus an eighth) for the next
     /// memtable instead of returning it to the system (default off). On, writes skip the
@@ -109,11 +110,9 @@ pub struct Options {
     /// a larger value writes fewer whole rows for rows that are large and rarely read
     /// (unless their partition's other rows are read-mostly).
     pub fold_updates_after: u8,
-    /// Level-0 files in a partition that trigger a compaction (8 by default: with 32 MiB
-    /// memtables, the 256 MiB of level 0 that RocksDB's 4 files of 64 MiB make, so a load
-    /// compacts as often as with larger memtables). Keep it below `l0_stop_trigger`: writes
-    /// that stop at fewer files than trigger a compaction wait until `stall_timeout` and fail
-    /// with `Busy`.
+    /// Level-0 files in a partition that trigger a compaction. Keep it below
+    /// `l0_stop_trigger`: writes that stop at fewer files than trigger a compaction wait
+    /// until `stall_timeout` and fail with `Busy`.
     pub l0_compaction_trigger: usize,
     /// Level-0 files at which each write is delayed a little.
     pub l0_slowdown_trigger: usize,
@@ -190,7 +189,7 @@ impl Default for Options {
             wal_recovery: WalRecovery::Strict,
             create_if_missing: true,
             persist_stats: true,
-            write_buffer_bytes: 32 << 20,
+            write_buffer_bytes: 64 << 20,
             reuse_memtable_memory: false,
             idle_memtable_flush_ms: 0,
             max_sealed_memtables: 2,
@@ -201,9 +200,9 @@ impl Default for Options {
             compaction_threads: 1,
             max_subcompactions: 2,
             fold_updates_after: 4,
-            l0_compaction_trigger: 8,
-            l0_slowdown_trigger: 24,
-            l0_stop_trigger: 40,
+            l0_compaction_trigger: 4,
+            l0_slowdown_trigger: 12,
+            l0_stop_trigger: 20,
             level1_target_bytes: 256 << 20,
             level_size_multiplier: 10,
             dynamic_level_sizes: true,
@@ -231,10 +230,6 @@ impl Options {
             level1_target_bytes: 128 << 10,
             level_size_multiplier: 4,
             target_file_bytes: 64 << 10,
-            // Level-0 backpressure close to the trigger, so tests meet slowdowns and stops.
-            l0_compaction_trigger: 4,
-            l0_slowdown_trigger: 12,
-            l0_stop_trigger: 20,
             stall_timeout: Duration::from_secs(60),
             ..Options::default()
         }

@@ -37,7 +37,7 @@ use crate::source::is_base_record;
 /// The flush threshold a memtable's row filter is sized for when none is given
 /// (`Options::default().write_buffer_bytes`).
 #[cfg(any(test, feature = "internals"))]
-const DEFAULT_BUFFER_BYTES: usize = 32 << 20;
+const DEFAULT_BUFFER_BYTES: usize = 64 << 20;
 
 /// Entries a point read walks from the row index's entry (the row's newest) toward the one
 /// its snapshot sees before it searches from the top instead: a search crosses about this

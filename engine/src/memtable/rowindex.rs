@@ -26,8 +26,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Memtable bytes per slot: a slot for every 512 bytes of a full memtable (a 32 MiB
-/// memtable: 65,536 slots, 1 MiB). Rows read often are written often enough to hold their
+/// Memtable bytes per slot: a slot for every 512 bytes of a full memtable (a 64 MiB
+/// memtable: 131,072 slots, 2 MiB). Rows read often are written often enough to hold their
 /// slot most of the time.
 const BYTES_PER_SLOT: usize = 512;
 
