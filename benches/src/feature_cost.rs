@@ -351,8 +351,8 @@ fn apply(rows: u64, value: &[u8]) {
 }
 
 /// A partition of `mib` MiB of 1 KB random values, written through `Db::apply` (up to a
-/// memtable's worth of it, `write_buffer_bytes`, still in memtables), exported right away and installed into a second database; the
-/// times of both.
+/// memtable's worth of it, `write_buffer_bytes`, still in memtables), exported right away
+/// and installed into a second database; the times of both.
 fn images(sizes: &[u64]) {
     use strata::{AppliedMark, ApplyBatch, PartitionId, PartitionSpec, WriteOp};
     let partition = PartitionId(PartitionId::FIRST_EXTERNAL.get() + 1);

@@ -54,9 +54,9 @@ pub struct Options {
     /// 64 MiB row or a `max_batch_bytes` batch, takes a chunk of its own on top), and a
     /// flush's peak is the sealed memtable beside the one filling while it runs. 32 MiB
     /// lowers the write workloads' peaks by 30–70 MiB, but at the same level-0 trigger it
-    /// compacts more (YCSB's load 8 % slower), and at a trigger of 8 its level 0 holds twice
-    /// the files, which scans read from (db_bench's scans at 100 B about half as fast;
-    /// docs/PERFORMANCE.md, "Memory").
+    /// compacts more (YCSB's load about a tenth slower), and at a trigger of 8 its level 0
+    /// holds twice the files, which scans read from (db_bench's scan100 at 100 B at 0.4 of
+    /// the speed; docs/PERFORMANCE.md, "Memory").
     pub write_buffer_bytes: usize,
     /// Keep one flushed memtable's memory (`write_buffer_bytes` plus an eighth) for the next
     /// memtable instead of returning it to the system (default off). On, writes skip the

@@ -5,9 +5,9 @@
 //! costs the kernel (and on a virtual machine, the host) a 2 MiB zeroing at once. On the
 //! development VM a first touch of huge-page memory ran at 336–351 MB/s against 2.6–2.8 GB/s
 //! for 4 KiB pages (docs/PERFORMANCE.md), and mimalloc advises its whole heap for huge pages,
-//! so a fresh chunk stalled the writer in 2 MiB steps (about 200 ms for a 72 MiB one). RocksDB keeps
-//! its memtable arena off huge pages by default for the same reason (`memtable_huge_page_size`
-//! is 0). A mapping costs nothing until written (the kernel zero-fills each page on its first
+//! so a fresh chunk stalled the writer in 2 MiB steps (about 200 ms for a 72 MiB one).
+//! RocksDB keeps its memtable arena off huge pages by default for the same reason
+//! (`memtable_huge_page_size` is 0). A mapping costs nothing until written (the kernel zero-fills each page on its first
 //! write) and is returned to the system when the chunk is dropped.
 //!
 //! The mapping is viewed as atomics through `zerocopy` (a checked cast of the exclusively
