@@ -1,8 +1,9 @@
-//! Named points where a test stops the process dead between two steps, as a kill or a power
-//! cut would: `strata-server --allow-fault-injection` arms one from the environment
-//! (`STRATA_CRASH_AT`), and the first code to reach it aborts the process (no unwinding, no
-//! destructors: what a SIGKILL leaves). Nothing is armed otherwise; an unarmed point costs one
-//! load of a `OnceLock`.
+//! Named points where a test stops the process dead between two steps, as a kill would:
+//! `strata-server --allow-fault-injection` arms one from the environment (`STRATA_CRASH_AT`),
+//! and the first code to reach it aborts the process (no unwinding, no destructors: what a
+//! SIGKILL leaves; what the process handed the OS stays, so this is not a power cut). One
+//! point per process, whatever group reaches it; for tests only. Nothing is armed otherwise;
+//! an unarmed point costs one load of a `OnceLock`.
 
 use std::sync::OnceLock;
 
@@ -11,7 +12,9 @@ pub const ENV: &str = "STRATA_CRASH_AT";
 
 /// A snapshot install unpacked and checked, before anything is named or changed.
 pub const INSTALL_UNPACKED: &str = "install-unpacked";
-/// A snapshot install's file named current, before the engine swaps the partition.
+/// A snapshot install past the step that names its file current (which names nothing when
+/// the current snapshot is newer or is this one already), before the engine swaps the
+/// partition.
 pub const INSTALL_NAMED_CURRENT: &str = "install-named-current";
 /// A snapshot installed in the engine, before openraft hears of it.
 pub const INSTALL_SWAPPED: &str = "install-swapped";

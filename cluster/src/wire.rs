@@ -274,8 +274,8 @@ pub struct ScanReply {
 pub struct NodeStats {
     /// The node's id.
     pub id: u64,
-    /// Per group: the table, the group, the leader as this node knows it, and the last
-    /// applied index.
+    /// Per group: the table, the group, the leader as this node knows it, the last applied
+    /// index and the last purged one.
     pub groups: Vec<GroupStats>,
 }
 
@@ -292,7 +292,9 @@ pub struct GroupStats {
     pub term: u64,
     /// The last index applied here.
     pub applied: Option<u64>,
-    /// The last index purged from this node's log (absent from nodes that do not report it).
+    /// The last index openraft has purged from this node's log, as openraft records it (the log
+    /// store may hold part of that purge back until the partition has applied that far,
+    /// DURABILITY.md 35); absent from nodes that do not report it.
     #[serde(default)]
     pub purged: Option<u64>,
 }

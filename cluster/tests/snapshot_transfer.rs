@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use strata::{Db, RangeOptions, Row};
 use strata_cluster::client::{Client, ClientTiming};
-use strata_cluster::command::{Cell, Key, Op};
 use strata_cluster::node::{Node, NodeConfig, RaftTiming};
-use strata_cluster::wire::{KeyKind, TableSpec};
+
+mod common;
+use common::workload::{noise_put as put, one_partition_table};
 
 struct Running {
     node: Arc<Node>,
@@ -96,31 +97,8 @@ async fn a_node_behind_the_logs_catches_up_through_a_snapshot_sent_over_http() {
     }
     let timing = ClientTiming { deadline: Duration::from_secs(30), ..ClientTiming::default() };
     let client = Client::new(peers.values().cloned().collect(), timing).unwrap();
-    let spec = TableSpec {
-        name: "t".into(),
-        key: vec![("k".into(), KeyKind::Integer)],
-        max_versions: None,
-        ttl_secs: None,
-        partitions: vec![],
-    };
-    client.create_table(spec, vec![]).await.unwrap();
+    client.create_table(one_partition_table(), vec![]).await.unwrap();
     let group = client.table("t").await.unwrap().partitions[0].group;
-    // Bytes that do not compress: the snapshot's size is what was written.
-    let noise = |k: i64, size: usize| {
-        let mut x = k as u64 | 1;
-        (0..size)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect::<Vec<u8>>()
-    };
-    let put = |k: i64, size: usize| Op::Put {
-        key: vec![Key::Integer(k)],
-        columns: vec![("v".into(), Cell::Binary(noise(k, size)))],
-    };
     for k in 0..10 {
         client.write("t", vec![put(k, 10)]).await.unwrap();
     }

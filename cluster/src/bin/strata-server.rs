@@ -31,8 +31,8 @@ struct Args {
     /// The shortest election timeout, ms (the longest is twice it).
     #[arg(long, default_value_t = RaftTiming::default().election_min_ms)]
     election_ms: u64,
-    /// Entries between a group's snapshots.
-    #[arg(long, default_value_t = RaftTiming::default().snapshot_every)]
+    /// Entries between a group's snapshots (at least 1).
+    #[arg(long, default_value_t = RaftTiming::default().snapshot_every, value_parser = clap::value_parser!(u64).range(1..))]
     snapshot_every: u64,
     /// Lets `POST /admin/faults` drop, delay and cut this node's messages, and arms the crash
     /// point named by `STRATA_CRASH_AT` (tests only; `strata_cluster::crash_point`).

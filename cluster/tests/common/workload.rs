@@ -251,3 +251,33 @@ pub async fn replicas_agree(procs: &Procs, client: &Client, table: &TableSpec) {
         }
     }
 }
+
+/// `size` bytes that do not compress (an xorshift stream seeded by `k`), so a snapshot's size
+/// is what was written.
+pub fn noise(k: i64, size: usize) -> Vec<u8> {
+    let mut x = k as u64 | 1;
+    (0..size)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A put of row `k` of table `t` with `size` bytes of [`noise`] in column `v`.
+pub fn noise_put(k: i64, size: usize) -> Op {
+    Op::Put { key: vec![Key::Integer(k)], columns: vec![("v".into(), Cell::Binary(noise(k, size)))] }
+}
+
+/// Table `t`: one Integer key column, every version kept, one partition.
+pub fn one_partition_table() -> TableSpec {
+    TableSpec {
+        name: "t".into(),
+        key: vec![("k".into(), KeyKind::Integer)],
+        max_versions: None,
+        ttl_secs: None,
+        partitions: vec![],
+    }
+}
