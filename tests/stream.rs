@@ -540,3 +540,24 @@ fn compacting_a_table_compacts_its_stream_and_indexes() {
     assert!(internal_files(&db).iter().all(|n| *n <= 1), "compacted: {:?}", internal_files(&db));
     assert_eq!(read_all(&db, "t", StreamStart::Oldest).0.len(), 200);
 }
+
+/// `Db::check` reads every stream's log whole to verify it: it leaves the block cache to
+/// readers, as compactions do (the in-memory file system has no mappings, so every block read
+/// from a file is a cache candidate); a range read of the table still fills it.
+#[test]
+fn a_check_reads_stream_logs_without_filling_the_block_cache() {
+    let (opts, _fs, _clock) = strata_tests::mem_options();
+    let db = strata::Db::open("/db", Options { start_paused: true, block_cache_bytes: 8 << 20, ..opts }).unwrap();
+    db.create_table(TableSchema::new("t").pk("k", KeyType::Integer).stream_hours(24)).unwrap();
+    for i in 0..2_000i64 {
+        db.put_row(PutRow::new("t", pk![i]).column("v", format!("value of row {i}"))).unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(db.stats().block_cache_bytes, 0, "nothing read yet");
+    assert!(db.check().unwrap().is_empty());
+    assert_eq!(db.stats().block_cache_bytes, 0, "the check cached the blocks of the stream's log");
+    let rows =
+        db.range("t", &PrimaryKey::inf_min(1), &PrimaryKey::inf_max(1), &RangeOptions::default()).unwrap().count();
+    assert_eq!(rows, 2_000);
+    assert!(db.stats().block_cache_bytes > 0, "a range read's blocks are cached");
+}

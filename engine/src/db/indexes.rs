@@ -196,7 +196,7 @@ impl Db {
         };
         let lo = strata_format::key::encode_pk(&[PkValue::InfMin]);
         let hi = strata_format::key::encode_pk(&[PkValue::InfMax]);
-        let mut it = self.reader.table_iter_at(snap, Arc::clone(&t), lo, hi, true);
+        let mut it = self.reader.table_iter_at(snap, Arc::clone(&t), lo, hi, true).without_cache_fill();
         let mut chunk = Vec::with_capacity(BUILD_CHUNK);
         loop {
             let next = it.next_examined()?;
@@ -262,8 +262,10 @@ impl Db {
             for ix in t.indexes.iter().filter(|i| i.ready) {
                 let Some(it) = snap.version.tables.get(&ix.table) else { continue };
                 let mut want: BTreeMap<Vec<u8>, Vec<(String, crate::model::types::Value)>> = BTreeMap::new();
-                let mut rows =
-                    self.reader.table_iter_at_time(snap.clone(), Arc::clone(t), lo.clone(), hi.clone(), true, now);
+                let mut rows = self
+                    .reader
+                    .table_iter_at_time(snap.clone(), Arc::clone(t), lo.clone(), hi.clone(), true, now)
+                    .without_cache_fill();
                 while let Some(e) = rows.next_examined()? {
                     let pk = crate::model::validate::encode_row_key(&t.schema, e.key())?;
                     let st = self
@@ -283,8 +285,10 @@ impl Db {
                     want.insert(entry.key, values);
                 }
                 let mut problems = Vec::new();
-                let index_rows =
-                    self.reader.table_iter_at_time(snap.clone(), Arc::clone(it), lo.clone(), hi.clone(), true, now);
+                let index_rows = self
+                    .reader
+                    .table_iter_at_time(snap.clone(), Arc::clone(it), lo.clone(), hi.clone(), true, now)
+                    .without_cache_fill();
                 for row in index_rows {
                     let row = row?;
                     let key = crate::model::validate::encode_row_key(&it.schema, &row.primary_key)?;

@@ -14,7 +14,7 @@ use crate::ids::TableId;
 use crate::memtable::{Entry, ForwardWalk, Memtable};
 pub use crate::source::EntrySource;
 use crate::source::is_base_record;
-use crate::sst::{SstIter, SstReader};
+use crate::sst::{CacheFill, SstIter, SstReader};
 
 /// The smallest internal key greater than every internal key of the encoded primary key `pk`.
 pub fn after_all_versions(pk: &[u8]) -> Vec<u8> {
@@ -153,18 +153,21 @@ pub struct LevelSource {
     /// Files in key order.
     files: Vec<LevelFile>,
     forward: bool,
+    /// Whether the blocks its files read are cached.
+    fill: CacheFill,
     /// Files opened so far, counted in the direction of the scan.
     opened: usize,
     current: Option<SstIter>,
 }
 
 impl LevelSource {
-    /// A source over `files` (in key order, non-overlapping), positioned on its first entry.
+    /// A source over `files` (in key order, non-overlapping), positioned on its first entry;
+    /// the blocks it reads from the files are cached as `fill` says.
     ///
     /// # Errors
     /// I/O or corruption errors of the first files.
-    pub fn new(files: Vec<LevelFile>, forward: bool) -> Result<Self> {
-        let mut s = LevelSource { files, forward, opened: 0, current: None };
+    pub fn new(files: Vec<LevelFile>, forward: bool, fill: CacheFill) -> Result<Self> {
+        let mut s = LevelSource { files, forward, fill, opened: 0, current: None };
         s.open_next()?;
         Ok(s)
     }
@@ -176,7 +179,7 @@ impl LevelSource {
             let i = if self.forward { self.opened } else { self.files.len() - 1 - self.opened };
             self.opened += 1;
             let Some((reader, lo, hi)) = self.files.get(i) else { break };
-            let it = SstIter::new(reader.clone(), self.forward, lo.clone(), Some(hi.clone()))?;
+            let it = SstIter::with_fill(reader.clone(), self.forward, lo.clone(), Some(hi.clone()), self.fill)?;
             if it.valid() {
                 self.current = Some(it);
                 break;

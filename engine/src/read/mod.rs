@@ -30,7 +30,7 @@ use crate::model::types::{Direction, PrimaryKey, RangeOptions, RangePage, ReadOp
 use crate::model::validate::encode_prefix_bound;
 use crate::read::iter::{EntrySource, LevelFile, LevelSource, MemSource, MergeIter, RowGrouper, after_all_versions};
 use crate::read::rowref::RowRef;
-use crate::sst::SstIter;
+use crate::sst::{CacheFill, SstIter};
 use crate::version::set::VersionSet;
 pub(crate) use crate::version::view::ReadPoint;
 use crate::version::{FileEntry, Partition, Table};
@@ -581,6 +581,8 @@ pub struct RangeIter {
     /// An error was returned: the iteration is over. A cell, so the error paths of
     /// [`RangeIter::next_ref`] can set it while a shared borrow of the row is being built.
     failed: std::cell::Cell<bool>,
+    /// Whether the blocks it reads from SSTables are cached.
+    fill: CacheFill,
 }
 
 impl RangeIter {
@@ -625,7 +627,16 @@ impl RangeIter {
             names: Vec::new(),
             pending_names: None,
             failed: std::cell::Cell::new(false),
+            fill: CacheFill::Fill,
         }
+    }
+
+    /// Reads without adding blocks to the block cache: for the engine's own passes over a whole
+    /// table (an index build, `Db::check`, a stream's description), which read each block once
+    /// and would otherwise evict what readers use, as compactions would (`CacheFill::Skip`).
+    pub(crate) fn without_cache_fill(mut self) -> Self {
+        self.fill = CacheFill::Skip;
+        self
     }
 
     /// Passes `r` on, ending the iteration when it is an error.
@@ -680,7 +691,13 @@ impl RangeIter {
                 }
                 if level == 0 {
                     // Level-0 files overlap: each is a source of its own.
-                    sources.push(Box::new(SstIter::new(f.reader.clone(), self.forward, flo, Some(fhi))?));
+                    sources.push(Box::new(SstIter::with_fill(
+                        f.reader.clone(),
+                        self.forward,
+                        flo,
+                        Some(fhi),
+                        self.fill,
+                    )?));
                 } else {
                     reached.push((f.reader.clone(), flo, fhi));
                 }
@@ -689,10 +706,10 @@ impl RangeIter {
                 0 => {}
                 1 => {
                     if let Some((r, flo, fhi)) = reached.pop() {
-                        sources.push(Box::new(SstIter::new(r, self.forward, flo, Some(fhi))?));
+                        sources.push(Box::new(SstIter::with_fill(r, self.forward, flo, Some(fhi), self.fill)?));
                     }
                 }
-                _ => sources.push(Box::new(LevelSource::new(reached, self.forward)?)),
+                _ => sources.push(Box::new(LevelSource::new(reached, self.forward, self.fill)?)),
             }
         }
         Ok(RowGrouper::new(MergeIter::new(sources, self.forward), self.forward, self.snap.seqno.get()))

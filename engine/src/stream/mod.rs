@@ -250,7 +250,7 @@ pub(crate) fn describe(reader: &Reader, versions: &VersionSet, name: &str) -> Re
             last_seq: None,
         })
         .collect();
-    let it = reader.table_iter_at(snap.clone(), log.clone(), key_of(1), key_of(u64::MAX), true);
+    let it = reader.table_iter_at(snap.clone(), log.clone(), key_of(1), key_of(u64::MAX), true).without_cache_fill();
     for row in it {
         let row = row?;
         let bytes = log_bytes(&row, &log.schema.name)?;
@@ -596,7 +596,9 @@ pub(crate) fn verify(
         };
         let mut problems = Vec::new();
         let mut prev_seq: Option<u64> = None;
-        for row in reader.table_iter_at(snap.clone(), log.clone(), key_of(1), key_of(u64::MAX), true) {
+        for row in
+            reader.table_iter_at(snap.clone(), log.clone(), key_of(1), key_of(u64::MAX), true).without_cache_fill()
+        {
             if problems.len() >= 20 {
                 break;
             }
