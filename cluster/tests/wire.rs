@@ -19,6 +19,9 @@ use strata_cluster::raft::{
 use strata_cluster::transport::http::{CRC_HEADER, FROM_HEADER, WIRE_HEADER};
 use strata_cluster::wire::{ApiError, KeyKind, MAX_BODY_BYTES, TableSpec};
 
+mod common;
+use common::workload::one_partition_table;
+
 async fn one_node(dir: &std::path::Path) -> (Arc<Node>, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
@@ -44,17 +47,6 @@ async fn post(http: &reqwest::Client, url: String, body: Vec<u8>, headers: &[(&s
     (resp.status().as_u16(), resp.bytes().await.unwrap().to_vec())
 }
 
-/// Table `t`: one Integer key column, the defaults otherwise.
-fn table_t() -> TableSpec {
-    TableSpec {
-        name: "t".into(),
-        key: vec![("k".into(), KeyKind::Integer)],
-        max_versions: None,
-        ttl_secs: None,
-        partitions: vec![],
-    }
-}
-
 fn api_error(body: &[u8]) -> ApiError {
     serde_json::from_slice(body).unwrap_or_else(|e| panic!("not an API error ({e}): {}", String::from_utf8_lossy(body)))
 }
@@ -65,7 +57,7 @@ async fn bad_messages_get_clear_errors_and_change_nothing() {
     let (node, addr) = one_node(dir.path()).await;
     let timing = ClientTiming { deadline: Duration::from_secs(30), ..ClientTiming::default() };
     let client = Client::new(vec![addr.clone()], timing).unwrap();
-    client.create_table(table_t(), vec![]).await.unwrap();
+    client.create_table(one_partition_table(), vec![]).await.unwrap();
     let put = Op::Put { key: vec![Key::Integer(1)], columns: vec![("v".into(), Cell::Integer(7))] };
     assert_eq!(client.write("t", vec![put]).await.unwrap(), vec![Ok(())]);
     let group = client.table("t").await.unwrap().partitions[0].group;
@@ -228,7 +220,7 @@ async fn a_scan_page_stops_at_its_limit_and_at_its_partition_end() {
     let (node, addr) = one_node(dir.path()).await;
     let timing = ClientTiming { deadline: Duration::from_secs(30), ..ClientTiming::default() };
     let client = Client::new(vec![addr], timing).unwrap();
-    client.create_table(table_t(), vec![Key::Integer(10)]).await.unwrap();
+    client.create_table(one_partition_table(), vec![Key::Integer(10)]).await.unwrap();
     let puts = (1..=20).map(|k| Op::Put { key: vec![Key::Integer(k)], columns: vec![("v".into(), Cell::Integer(k))] });
     for op in puts {
         client.write("t", vec![op]).await.unwrap();

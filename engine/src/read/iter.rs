@@ -179,7 +179,7 @@ impl LevelSource {
             let i = if self.forward { self.opened } else { self.files.len() - 1 - self.opened };
             self.opened += 1;
             let Some((reader, lo, hi)) = self.files.get(i) else { break };
-            let it = SstIter::with_fill(reader.clone(), self.forward, lo.clone(), Some(hi.clone()), self.fill)?;
+            let it = SstIter::new(reader.clone(), self.forward, lo.clone(), Some(hi.clone()), self.fill)?;
             if it.valid() {
                 self.current = Some(it);
                 break;

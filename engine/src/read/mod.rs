@@ -691,13 +691,7 @@ impl RangeIter {
                 }
                 if level == 0 {
                     // Level-0 files overlap: each is a source of its own.
-                    sources.push(Box::new(SstIter::with_fill(
-                        f.reader.clone(),
-                        self.forward,
-                        flo,
-                        Some(fhi),
-                        self.fill,
-                    )?));
+                    sources.push(Box::new(SstIter::new(f.reader.clone(), self.forward, flo, Some(fhi), self.fill)?));
                 } else {
                     reached.push((f.reader.clone(), flo, fhi));
                 }
@@ -706,7 +700,7 @@ impl RangeIter {
                 0 => {}
                 1 => {
                     if let Some((r, flo, fhi)) = reached.pop() {
-                        sources.push(Box::new(SstIter::with_fill(r, self.forward, flo, Some(fhi), self.fill)?));
+                        sources.push(Box::new(SstIter::new(r, self.forward, flo, Some(fhi), self.fill)?));
                     }
                 }
                 _ => sources.push(Box::new(LevelSource::new(reached, self.forward, self.fill)?)),

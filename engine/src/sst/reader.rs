@@ -297,19 +297,12 @@ pub struct SstIter {
 
 impl SstIter {
     /// Positions at the first entry in direction: the smallest key >= `lo` going forward, the
-    /// largest key < `hi` going backward.
+    /// largest key < `hi` going backward. The blocks it reads from the file are cached as
+    /// `fill` says.
     ///
     /// # Errors
     /// I/O errors or `Corruption`.
-    pub fn new(reader: Arc<SstReader>, forward: bool, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Result<SstIter> {
-        SstIter::with_fill(reader, forward, lo, hi, CacheFill::Fill)
-    }
-
-    /// [`SstIter::new`] whose block reads fill the cache as `fill` says.
-    ///
-    /// # Errors
-    /// I/O errors or `Corruption`.
-    pub fn with_fill(
+    pub fn new(
         reader: Arc<SstReader>,
         forward: bool,
         lo: Vec<u8>,

@@ -219,7 +219,7 @@ impl CompactionJob<'_> {
             if hi.as_ref().is_some_and(|h| *h <= lo) {
                 continue;
             }
-            sources.push(Box::new(SstIter::with_fill(f.reader.clone(), true, lo, hi, CacheFill::Skip)?));
+            sources.push(Box::new(SstIter::new(f.reader.clone(), true, lo, hi, CacheFill::Skip)?));
         }
         let mut merge = MergeIter::new(sources, true);
         let mut out = Output {
